@@ -1,0 +1,222 @@
+package log
+
+import (
+	"fmt"
+	"time"
+)
+
+// group is one group commit: the records appended while the previous group
+// was being written, framed as uvarint(len)|bytes, and their callbacks.
+type group struct {
+	index uint64 // the WAL index it will be written at
+	n     int    // records
+	body  []byte
+	dones []func(error)
+}
+
+// reset empties g for reuse, keeping its buffers (unless one grew huge).
+func (g *group) reset(maxBatch int) {
+	clear(g.dones) // drop the closures so they can be collected
+	g.dones = g.dones[:0]
+	g.body = g.body[:0]
+	if cap(g.body) > 4*maxBatch {
+		g.body = nil
+	}
+	g.n = 0
+}
+
+// Append copies rec into the group being filled and returns its position at
+// once. done is called exactly once, from the committer goroutine, when the
+// record is durable under the sync policy (SyncAlways: written and fsynced;
+// SyncInterval, SyncNone: written), or with the error if that failed; done
+// must not block. A nil done is allowed. Records appended by one goroutine
+// keep their order. If the open group is full (MaxBatchBytes) Append blocks
+// until the committer seals it. After a failure every Append returns it (see
+// Err); after Close, ErrClosed. A record larger than MaxEntryBytes (with its
+// framing) fails with ErrTooLarge.
+func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
+	need := recordFrameLen(len(rec))
+	if need > l.cfg.MaxEntryBytes {
+		return 0, fmt.Errorf("%w: record of %d bytes (MaxEntryBytes %d)", ErrTooLarge, len(rec), l.cfg.MaxEntryBytes)
+	}
+	l.mu.Lock()
+	g := l.open
+	for {
+		if l.err != nil {
+			err := l.err
+			l.mu.Unlock()
+			return 0, err
+		}
+		if l.closing {
+			l.mu.Unlock()
+			return 0, ErrClosed
+		}
+		g = l.open
+		if g.n == 0 || (len(g.body) < l.cfg.MaxBatchBytes &&
+			len(g.body)+need <= l.cfg.MaxEntryBytes && g.n < maxRecordsPerEntry) {
+			break
+		}
+		l.waiters++
+		l.space.Wait()
+		l.waiters--
+	}
+	pos := MakePos(g.index, g.n)
+	g.body = appendRecord(g.body, rec)
+	g.dones = append(g.dones, done)
+	g.n++
+	first := g.n == 1
+	l.stats.appends.Add(1)
+	l.mu.Unlock()
+	if first {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return pos, nil
+}
+
+// run is the committer goroutine.
+func (l *Log) run() {
+	defer close(l.stopped)
+	var tick <-chan time.Time
+	if l.cfg.Sync == SyncInterval {
+		t := time.NewTicker(l.cfg.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		l.mu.Lock()
+		if l.open.n > 0 {
+			g := l.open
+			l.open, l.spare = l.spare, nil
+			l.open.index = g.index + 1
+			if l.waiters > 0 {
+				l.space.Broadcast()
+			}
+			l.mu.Unlock()
+			l.commit(g)
+			g.reset(l.cfg.MaxBatchBytes)
+			l.spare = g
+			continue
+		}
+		closing := l.closing
+		l.mu.Unlock()
+		if closing {
+			l.finalSync()
+			return
+		}
+		select {
+		case <-l.kick:
+		case <-tick:
+			if l.dirty {
+				l.syncWAL()
+			}
+		case <-l.stop:
+		}
+	}
+}
+
+// commit writes one sealed group as one WAL entry, fsyncs per policy and
+// calls its callbacks in order.
+func (l *Log) commit(g *group) {
+	err := l.Err()
+	if err == nil {
+		err = l.write(g)
+	}
+	for _, done := range g.dones {
+		if done != nil {
+			done(err)
+		}
+	}
+}
+
+func (l *Log) write(g *group) error {
+	l.ebuf = encodeEntry(l.ebuf, g.index, g.n, g.body)
+	if cap(l.ebuf) > 4*l.cfg.MaxBatchBytes+entryHeaderLen {
+		defer func() { l.ebuf = nil }()
+	}
+	l.wmu.RLock()
+	defer l.wmu.RUnlock()
+	if l.wal == nil {
+		return l.failed(fmt.Errorf("log: wal is not open (a truncation failed)"))
+	}
+	if err := l.wal.Write(g.index, l.ebuf); err != nil {
+		return l.failed(fmt.Errorf("log: write entry %d: %w", g.index, err))
+	}
+	created := l.noteWrite(g.index, len(l.ebuf))
+	l.dirty = true
+	l.last.Store(g.index)
+	l.stats.entries.Add(1)
+	l.stats.records.Add(uint64(g.n))
+	l.stats.bytesRaw.Add(uint64(len(g.body)))
+	l.stats.bytesWritten.Add(uint64(len(l.ebuf)))
+	l.stats.lastBatch.Store(uint64(g.n))
+	switch l.cfg.Sync {
+	case SyncAlways:
+		if err := l.syncLocked(); err != nil {
+			return err
+		}
+	case SyncInterval:
+		if time.Since(l.lastSync) >= l.cfg.SyncInterval {
+			if err := l.syncLocked(); err != nil {
+				return err
+			}
+		}
+	}
+	// tidwall/wal creates segment files without fsyncing the directory; a
+	// crash could then lose a whole fsynced segment.
+	if created && l.cfg.Sync != SyncNone {
+		if err := syncDir(l.walDir); err != nil {
+			return l.failed(err)
+		}
+	}
+	return nil
+}
+
+// syncWAL fsyncs the tail segment (for the interval ticker).
+func (l *Log) syncWAL() {
+	if l.Err() != nil {
+		return
+	}
+	l.wmu.RLock()
+	defer l.wmu.RUnlock()
+	if l.wal == nil {
+		return
+	}
+	_ = l.syncLocked() // a failure is sticky and logged by failed
+}
+
+// syncLocked fsyncs the tail segment and records the latency. The caller
+// holds wmu.RLock with l.wal open. A failure is sticky: after a failed fsync
+// the page cache state is unknown, so the log stops.
+func (l *Log) syncLocked() error {
+	start := time.Now()
+	err := l.wal.Sync()
+	l.lastSync = time.Now()
+	if err != nil {
+		return l.failed(fmt.Errorf("log: fsync: %w", err))
+	}
+	l.dirty = false
+	l.stats.noteFsync(l.lastSync.Sub(start))
+	return nil
+}
+
+// finalSync is the committer's last act on Close: make everything durable
+// whatever the policy, including the directory.
+func (l *Log) finalSync() {
+	if l.Err() != nil {
+		return
+	}
+	l.wmu.RLock()
+	defer l.wmu.RUnlock()
+	if l.wal == nil {
+		return
+	}
+	if err := l.syncLocked(); err != nil {
+		return
+	}
+	if err := syncDir(l.walDir); err != nil {
+		l.failed(err)
+	}
+}

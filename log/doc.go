@@ -1,0 +1,115 @@
+// Package log is Regent's durable journal: one shared write-ahead log of
+// CRC-checked, zstd-compressed batches of records, written by one committer
+// goroutine doing group commit, with torn-tail repair before open, a directory
+// lock, snapshots, and segment truncation for retention.
+//
+// The records are opaque byte strings from the engine; this package knows
+// nothing of queues. (The folder is our journal, so the standard library's
+// log package is not used anywhere: logs go through log/slog.)
+//
+// # Model
+//
+// Appenders copy their record into the open group under a short mutex and get
+// its position back at once: the group's WAL index is already known, it is the
+// next entry the committer will write. The committer waits until the open
+// group is non-empty, swaps it with a spare (appenders keep filling the next
+// group while this one is compressed, written and fsynced), encodes it as one
+// WAL entry, writes it, fsyncs per the SyncPolicy, and then calls every
+// record's done callback in order. Under load the groups grow by themselves:
+// everything that arrives during one write+fsync goes into the next one. A
+// group is sealed early only when it holds MaxBatchBytes (appenders then wait)
+// or 2^20-1 records.
+//
+// A position (Pos) is (WAL index << 20) | record number in the entry.
+//
+// A write or fsync failure makes the log failed: every later Append returns
+// that error (see Err); the records of the group that failed, and of groups
+// already collected, get it in their done. Restart to recover.
+//
+// Reads (Read, Replay) go through tidwall/wal, serialized by one mutex
+// because its concurrent reads of old segments are unsafe; Read keeps the
+// last few decoded entries so consecutive records decode once. No record is
+// ever returned from an entry whose CRC, framing or lengths do not hold: the
+// caller gets an error wrapping ErrCorrupt that names the entry.
+//
+// # Directory layout
+//
+//	| path                         | what                                                  |
+//	|------------------------------|-------------------------------------------------------|
+//	| Dir/LOCK                     | flock(LOCK_EX) while open; holds the owner's pid      |
+//	| Dir/wal/%020d                | tidwall/wal segment files, named by their first index |
+//	| Dir/snap/snap-%020d.rsnap    | snapshots, named by the position they cover (2 kept)  |
+//	| Dir/snap/snap-%020d.rsnap.tmp| a snapshot being written; removed at Open             |
+//
+// # WAL segment file (tidwall/wal binary format)
+//
+//	| field | size    | meaning                              |
+//	|-------|---------|--------------------------------------|
+//	| size  | uvarint | length of the entry that follows     |
+//	| entry | size    | one WAL entry (below); repeated      |
+//
+// # WAL entry (one group commit), little-endian
+//
+//	| offset | size   | field   | meaning                                            |
+//	|--------|--------|---------|----------------------------------------------------|
+//	| 0      | 4      | magic   | "RGN1"                                             |
+//	| 4      | 4      | crc32c  | CRC-32C (Castagnoli) of bytes 8..end               |
+//	| 8      | 1      | version | 1                                                  |
+//	| 9      | 1      | codec   | 0 raw, 1 zstd (one frame)                          |
+//	| 10     | 4      | count   | records in the entry, 1..2^20-1                    |
+//	| 14     | 4      | rawLen  | length of the uncompressed body                    |
+//	| 18     | 8      | index   | the WAL index the entry was written at             |
+//	| 26     | rest   | body    | the records, framed as below; zstd if codec is 1   |
+//
+// The CRC sits right after the magic so that it covers every other header
+// field. The body is stored raw when compressing does not shrink it. When
+// reading, an entry claiming rawLen above MaxEntryBytes is refused before
+// decompression (zstd bombs), the decoder may not produce more than rawLen
+// bytes, and the result must be exactly rawLen long and hold exactly count
+// records. The stored index catches an entry read at the wrong index.
+//
+// # Record framing inside a body
+//
+//	| field | size    | meaning               |
+//	|-------|---------|-----------------------|
+//	| len   | uvarint | length of the record  |
+//	| rec   | len     | the record's bytes    |
+//
+// # Snapshot file, little-endian
+//
+//	| offset | size | field   | meaning                                   |
+//	|--------|------|---------|-------------------------------------------|
+//	| 0      | 4    | magic   | "RGNS"                                    |
+//	| 4      | 4    | crc32c  | CRC-32C of bytes 8..end                   |
+//	| 8      | 1    | version | 1                                         |
+//	| 9      | 1    | codec   | 0 raw, 1 zstd                             |
+//	| 10     | 8    | pos     | the position the snapshot covers          |
+//	| 18     | 8    | rawLen  | length of the snapshot data               |
+//	| 26     | 8    | dataLen | length of the stored data that follows    |
+//	| 34     | rest | data    | the snapshot data, zstd if codec is 1     |
+//
+// Snapshots are written to a temporary file, fsynced, renamed into place and
+// the directory fsynced. LoadSnapshot takes the newest whose checks hold and
+// falls back to the older one, logging why.
+//
+// # Durability and repair
+//
+// SyncAlways calls done after write+fsync; SyncInterval and SyncNone after
+// the write (SyncInterval fsyncs at most every SyncInterval when something was
+// written; SyncNone only on Close). tidwall/wal fsyncs a segment when it rolls
+// to a new one but never the directory, so the committer fsyncs the WAL
+// directory whenever a write created a segment file (SyncAlways,
+// SyncInterval).
+//
+// Before tidwall/wal opens the WAL, the last segment file is scanned entry by
+// entry. A torn tail (a bad entry after which no valid entry follows: its
+// length runs past the end of the file, only zeros follow, or it is the last
+// entry and garbled) is truncated to the end of the last good entry, fsynced
+// and logged with the number of bytes and entries dropped. A bad entry
+// followed by a valid one (found by scanning for the entry magic) is mid-log
+// corruption: Open fails with ErrCorrupt naming the file and offset, unless
+// Config.Salvage is set, which truncates there and logs loudly what was
+// dropped. Older segments are checked when read.
+//
+// Retention drops whole segments only: TruncateFront takes a segment start.
+package log

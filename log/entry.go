@@ -1,0 +1,229 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// WAL entry layout (little-endian; see doc.go for the table):
+//
+//	magic "RGN1" | crc32c | version | codec | count | rawLen | index | body
+const (
+	entryMagic      = "RGN1"
+	entryVersion    = 1
+	entryHeaderLen  = 26
+	entryCRCOff     = 4 // the CRC covers every byte from entryCRCOff+4 to the end
+	entryVersionOff = 8
+	entryCodecOff   = 9
+	entryCountOff   = 10
+	entryRawLenOff  = 14
+	entryIndexOff   = 18
+
+	codecRaw  = 0
+	codecZstd = 1
+
+	// minCompressBytes: smaller groups are stored raw (a zstd frame header
+	// alone eats most of what could be saved).
+	minCompressBytes = 64
+
+	// zstdMaxDecodedBytes caps what the process-wide decoder will ever produce
+	// for one DecodeAll call (entries are further capped by MaxEntryBytes and
+	// by the capacity of the destination buffer; snapshots by this).
+	zstdMaxDecodedBytes = 4 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// The process-wide zstd encoder and decoder. EncodeAll and DecodeAll are safe
+// for concurrent use; both keep pools of internal state, so one pair serves
+// every Log in the process.
+var zstdCodecs = sync.OnceValues(func() (*zstdPair, error) {
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderCRC(false), // the entry's CRC32C covers the frame
+	)
+	if err != nil {
+		return nil, fmt.Errorf("log: zstd encoder: %w", err)
+	}
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(zstdMaxDecodedBytes),
+		zstd.WithDecodeAllCapLimit(true), // never decode past cap(dst)
+	)
+	if err != nil {
+		return nil, fmt.Errorf("log: zstd decoder: %w", err)
+	}
+	return &zstdPair{enc: enc, dec: dec}, nil
+})
+
+type zstdPair struct {
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+func mustCodecs() *zstdPair {
+	z, err := zstdCodecs()
+	if err != nil {
+		// Only bad options fail, and the options are constants.
+		panic(err)
+	}
+	return z
+}
+
+// appendRecord frames one record into a group body: uvarint(len) | bytes.
+func appendRecord(body, rec []byte) []byte {
+	body = binary.AppendUvarint(body, uint64(len(rec)))
+	return append(body, rec...)
+}
+
+// recordFrameLen is how many bytes appendRecord adds for a record of n bytes.
+func recordFrameLen(n int) int {
+	l := 1
+	for x := uint64(n); x >= 0x80; x >>= 7 {
+		l++
+	}
+	return l + n
+}
+
+// encodeEntry encodes a group (count records framed in raw) as one WAL entry
+// into dst[:0] and returns it. The body is zstd-compressed unless that does
+// not make it smaller.
+func encodeEntry(dst []byte, index uint64, count int, raw []byte) []byte {
+	dst = append(dst[:0], make([]byte, entryHeaderLen)...)
+	codec := byte(codecRaw)
+	if len(raw) >= minCompressBytes {
+		out := mustCodecs().enc.EncodeAll(raw, dst)
+		if len(out)-entryHeaderLen < len(raw) {
+			dst, codec = out, codecZstd
+		} else {
+			dst = append(out[:entryHeaderLen], raw...)
+		}
+	} else {
+		dst = append(dst, raw...)
+	}
+	copy(dst, entryMagic)
+	dst[entryVersionOff] = entryVersion
+	dst[entryCodecOff] = codec
+	binary.LittleEndian.PutUint32(dst[entryCountOff:], uint32(count))
+	binary.LittleEndian.PutUint32(dst[entryRawLenOff:], uint32(len(raw)))
+	binary.LittleEndian.PutUint64(dst[entryIndexOff:], index)
+	binary.LittleEndian.PutUint32(dst[entryCRCOff:], crc32c(dst[entryCRCOff+4:]))
+	return dst
+}
+
+// entryHeader is the parsed fixed header of an entry.
+type entryHeader struct {
+	codec  byte
+	count  int
+	rawLen int
+	index  uint64
+}
+
+// checkEntry verifies an entry's framing and CRC without decompressing it.
+// The error wraps ErrCorrupt. It does not apply size limits, so that lowering
+// MaxEntryBytes never makes repair drop valid entries.
+func checkEntry(data []byte) (entryHeader, error) {
+	var h entryHeader
+	if len(data) < entryHeaderLen {
+		return h, fmt.Errorf("%w: entry of %d bytes is shorter than its %d-byte header", ErrCorrupt, len(data), entryHeaderLen)
+	}
+	if string(data[:4]) != entryMagic {
+		return h, fmt.Errorf("%w: bad entry magic %q", ErrCorrupt, data[:4])
+	}
+	want := binary.LittleEndian.Uint32(data[entryCRCOff:])
+	if got := crc32c(data[entryCRCOff+4:]); got != want {
+		return h, fmt.Errorf("%w: entry checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, want, got)
+	}
+	if v := data[entryVersionOff]; v != entryVersion {
+		return h, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, v)
+	}
+	h.codec = data[entryCodecOff]
+	if h.codec != codecRaw && h.codec != codecZstd {
+		return h, fmt.Errorf("%w: unknown entry codec %d", ErrCorrupt, h.codec)
+	}
+	h.count = int(binary.LittleEndian.Uint32(data[entryCountOff:]))
+	h.rawLen = int(binary.LittleEndian.Uint32(data[entryRawLenOff:]))
+	h.index = binary.LittleEndian.Uint64(data[entryIndexOff:])
+	if h.count == 0 || h.count > maxRecordsPerEntry {
+		return h, fmt.Errorf("%w: entry claims %d records", ErrCorrupt, h.count)
+	}
+	if h.count > h.rawLen {
+		return h, fmt.Errorf("%w: entry claims %d records in %d bytes", ErrCorrupt, h.count, h.rawLen)
+	}
+	if h.codec == codecRaw && len(data)-entryHeaderLen != h.rawLen {
+		return h, fmt.Errorf("%w: raw entry body is %d bytes, header says %d", ErrCorrupt, len(data)-entryHeaderLen, h.rawLen)
+	}
+	return h, nil
+}
+
+// span locates one record inside a decoded body.
+type span struct{ off, n uint32 }
+
+// decoded is a decoded entry. Its buffers are reused from one decode to the
+// next, so a decoded value must not be shared while it is being refilled.
+type decoded struct {
+	index uint64
+	body  []byte // the framed records; may alias the input for raw entries
+	spans []span // one per record
+	buf   []byte // decompression buffer, reused
+}
+
+// record returns record number i of the entry (aliasing the body).
+func (d *decoded) record(i int) []byte {
+	s := d.spans[i]
+	return d.body[s.off : s.off+s.n]
+}
+
+// decodeEntry checks, decompresses and splits one WAL entry into d. An entry
+// claiming more than maxRaw uncompressed bytes is refused before any
+// decompression. Every error wraps ErrCorrupt.
+func decodeEntry(d *decoded, data []byte, maxRaw int) error {
+	d.index, d.body, d.spans = 0, nil, d.spans[:0]
+	h, err := checkEntry(data)
+	if err != nil {
+		return err
+	}
+	if h.rawLen > maxRaw {
+		return fmt.Errorf("%w: entry claims %d uncompressed bytes, above the limit of %d (%w)", ErrCorrupt, h.rawLen, maxRaw, ErrTooLarge)
+	}
+	body := data[entryHeaderLen:]
+	if h.codec == codecZstd {
+		if cap(d.buf) < h.rawLen {
+			d.buf = make([]byte, 0, h.rawLen)
+		}
+		// WithDecodeAllCapLimit: the decoder stops at cap(dst), so a frame
+		// that expands past rawLen cannot allocate more than we gave it.
+		out, err := mustCodecs().dec.DecodeAll(body, d.buf[:0:h.rawLen])
+		if err != nil {
+			return fmt.Errorf("%w: entry body does not decompress: %v", ErrCorrupt, err)
+		}
+		if len(out) != h.rawLen {
+			return fmt.Errorf("%w: entry decompressed to %d bytes, header says %d", ErrCorrupt, len(out), h.rawLen)
+		}
+		body = out
+	}
+	off := 0
+	for i := 0; i < h.count; i++ {
+		n, k := binary.Uvarint(body[off:])
+		if k <= 0 {
+			return fmt.Errorf("%w: record %d: bad length prefix", ErrCorrupt, i)
+		}
+		off += k
+		if n > uint64(len(body)-off) {
+			return fmt.Errorf("%w: record %d: length %d runs past the entry body", ErrCorrupt, i, n)
+		}
+		d.spans = append(d.spans, span{uint32(off), uint32(n)})
+		off += int(n)
+	}
+	if off != len(body) {
+		return fmt.Errorf("%w: %d stray bytes after the last record", ErrCorrupt, len(body)-off)
+	}
+	d.index, d.body = h.index, body
+	return nil
+}

@@ -1,0 +1,179 @@
+package log
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/tidwall/wal"
+)
+
+// cacheSlots is how many decoded entries Read keeps, so that reading the
+// consecutive records of one entry decodes it once.
+const cacheSlots = 4
+
+// entryCache holds the last few decoded entries (guarded by Log.readMu).
+type entryCache struct {
+	tick  uint64
+	slots [cacheSlots]struct {
+		valid bool
+		used  uint64
+		d     decoded
+	}
+}
+
+func (c *entryCache) get(index uint64) *decoded {
+	for i := range c.slots {
+		s := &c.slots[i]
+		if s.valid && s.d.index == index {
+			c.tick++
+			s.used = c.tick
+			return &s.d
+		}
+	}
+	return nil
+}
+
+// fill decodes data into the least recently used slot.
+func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, error) {
+	v := 0
+	for i := range c.slots {
+		if !c.slots[i].valid {
+			v = i
+			break
+		}
+		if c.slots[i].used < c.slots[v].used {
+			v = i
+		}
+	}
+	s := &c.slots[v]
+	s.valid = false
+	if err := decodeEntry(&s.d, data, maxRaw); err != nil {
+		return nil, err
+	}
+	if s.d.index != index {
+		return nil, fmt.Errorf("%w: entry carries index %d", ErrCorrupt, s.d.index)
+	}
+	c.tick++
+	s.valid, s.used = true, c.tick
+	return &s.d, nil
+}
+
+func (c *entryCache) reset() { *c = entryCache{} }
+
+// readRaw returns the stored bytes of the entry at index. They are immutable
+// (tidwall/wal is opened with NoCopy and entries are never rewritten) and may
+// be used after the locks are released. The caller holds wmu.RLock and
+// readMu.
+func (l *Log) readRaw(index uint64) (data []byte, err error) {
+	// tidwall/wal indexes its segment arrays without bounds checks: an old
+	// segment whose framing was damaged on disk can make Read panic.
+	defer func() {
+		if v := recover(); v != nil {
+			data, err = nil, fmt.Errorf("%w: entry %d: segment framing is broken (%v)", ErrCorrupt, index, v)
+		}
+	}()
+	data, err = l.wal.Read(index)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, wal.ErrNotFound):
+		return nil, fmt.Errorf("%w: entry %d", ErrNotFound, index)
+	case errors.Is(err, wal.ErrCorrupt):
+		return nil, fmt.Errorf("%w: entry %d: segment framing is broken", ErrCorrupt, index)
+	}
+	return nil, fmt.Errorf("log: read entry %d: %w", index, err)
+}
+
+// Read returns a copy of the record at pos. A record whose entry fails its
+// checks is never returned: the error wraps ErrCorrupt and names the entry.
+// A position not (or no longer) in the log gives ErrNotFound.
+func (l *Log) Read(pos uint64) ([]byte, error) {
+	index, rec := PosIndex(pos), PosRecord(pos)
+	l.wmu.RLock()
+	defer l.wmu.RUnlock()
+	if l.wal == nil {
+		return nil, ErrClosed
+	}
+	if index == 0 || index < l.first.Load() || index > l.last.Load() {
+		return nil, fmt.Errorf("%w: position %d (entry %d; the log holds entries %d..%d)",
+			ErrNotFound, pos, index, l.first.Load(), l.last.Load())
+	}
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	d := l.cache.get(index)
+	if d == nil {
+		data, err := l.readRaw(index)
+		if err != nil {
+			return nil, err
+		}
+		if d, err = l.cache.fill(index, data, l.cfg.MaxEntryBytes); err != nil {
+			return nil, fmt.Errorf("log: entry %d: %w", index, err)
+		}
+	}
+	if rec >= len(d.spans) {
+		return nil, fmt.Errorf("%w: position %d: entry %d holds %d records", ErrNotFound, pos, index, len(d.spans))
+	}
+	return bytes.Clone(d.record(rec)), nil
+}
+
+// readEntry fetches the stored bytes of one entry for Replay.
+func (l *Log) readEntry(index uint64) ([]byte, error) {
+	l.wmu.RLock()
+	defer l.wmu.RUnlock()
+	if l.wal == nil {
+		return nil, ErrClosed
+	}
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	return l.readRaw(index)
+}
+
+// Replay calls fn for every record with a position above after, in order,
+// up to the last entry written when Replay was called; after=0 replays from
+// the start. rec is valid only during the call. Replay stops at and returns
+// the first error from fn, or an error wrapping ErrCorrupt that names the
+// entry when one fails its checks (records before it were delivered, none
+// from it).
+//
+// If the entries following after were truncated away the error wraps
+// ErrNotFound. When after's own entry is gone but the log starts at the very
+// next entry, replay starts there: the caller truncated only what its
+// snapshot covered.
+func (l *Log) Replay(after uint64, fn func(pos uint64, rec []byte) error) error {
+	first, last := l.first.Load(), l.last.Load()
+	start, skip := first, -1
+	if after != 0 {
+		ai := PosIndex(after)
+		switch {
+		case ai >= first:
+			start, skip = ai, PosRecord(after)
+		case ai+1 < first:
+			return fmt.Errorf("%w: replay after position %d (entry %d) but the log starts at entry %d",
+				ErrNotFound, after, ai, first)
+		}
+	}
+	var d decoded
+	for index := start; index <= last; index++ {
+		data, err := l.readEntry(index)
+		if err != nil {
+			return err
+		}
+		if err := decodeEntry(&d, data, l.cfg.MaxEntryBytes); err != nil {
+			return fmt.Errorf("log: replay: entry %d: %w", index, err)
+		}
+		if d.index != index {
+			return fmt.Errorf("log: replay: entry %d: %w: it carries index %d", index, ErrCorrupt, d.index)
+		}
+		r := 0
+		if index == start {
+			r = skip + 1
+		}
+		for ; r < len(d.spans); r++ {
+			if err := fn(MakePos(index, r), d.record(r)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package log
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// scanResult describes the entries of one segment file.
+type scanResult struct {
+	entries int    // valid entries before the first bad one
+	end     int    // offset just past them
+	bad     bool   // something follows end that is not a valid entry
+	reason  string // why the entry at end is bad
+	runsOut bool   // its declared length runs past the end of the file
+	zeros   bool   // every byte from end to EOF is zero
+	// valid entries found after the first bad one by scanning for the entry
+	// magic (resynchronizing): any means mid-log corruption.
+	laterCount int
+	laterOff   int
+}
+
+// scanSegment checks every entry of a segment file whose first index is
+// start: tidwall's framing (uvarint size | data), our header and CRC, and that
+// each entry carries the index it sits at.
+func scanSegment(data []byte, start uint64) scanResult {
+	var r scanResult
+	off := 0
+	for off < len(data) {
+		size, n := binary.Uvarint(data[off:])
+		switch {
+		case n == 0:
+			r.reason, r.runsOut = "length prefix cut by the end of the file", true
+		case n < 0:
+			r.reason = "length prefix overflows"
+		case size > uint64(len(data)-off-n):
+			r.reason = fmt.Sprintf("declared length %d runs %d bytes past the end of the file",
+				size, size-uint64(len(data)-off-n))
+			r.runsOut = true
+		}
+		if r.reason == "" {
+			h, err := checkEntry(data[off+n : off+n+int(size)])
+			switch {
+			case err != nil:
+				r.reason = err.Error()
+			case h.index != start+uint64(r.entries):
+				r.reason = fmt.Sprintf("entry carries index %d, expected %d", h.index, start+uint64(r.entries))
+			}
+		}
+		if r.reason != "" {
+			break
+		}
+		r.entries++
+		off += n + int(size)
+	}
+	r.end = off
+	if off == len(data) {
+		return r
+	}
+	r.bad = true
+	r.zeros = allZero(data[off:])
+	if !r.zeros {
+		r.laterCount, r.laterOff = findValidAfter(data, off)
+	}
+	return r
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// findValidAfter looks for valid entries that begin after offset from: at
+// every occurrence of the entry magic it tries each uvarint length prefix
+// that could precede it. It returns how many it found and the offset of the
+// first (-1 if none).
+func findValidAfter(data []byte, from int) (count, first int) {
+	first = -1
+	magic := []byte(entryMagic)
+	for p := from + 1; p < len(data); {
+		i := bytes.Index(data[p:], magic)
+		if i < 0 {
+			break
+		}
+		m := p + i
+		p = m + 1
+		for j := 1; j <= binary.MaxVarintLen32 && m-j > from; j++ {
+			size, n := binary.Uvarint(data[m-j : m])
+			if n != j || size > uint64(len(data)-m) {
+				continue
+			}
+			if _, err := checkEntry(data[m : m+int(size)]); err == nil {
+				if first < 0 {
+					first = m - j
+				}
+				count++
+				p = m + int(size)
+				break
+			}
+		}
+	}
+	return count, first
+}
+
+// countFrames counts the (non-empty) entries that a damaged tail region
+// seems to hold, for the repair message.
+func countFrames(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return n + 1 // a partial entry
+		}
+		if size > 0 {
+			n++
+		}
+		b = b[k+int(size):]
+	}
+	return n
+}
+
+// repairWAL checks the last segment file of the WAL in dir before tidwall
+// opens it (tidwall has no checksums: a torn tail would fail its Open and a
+// zero-filled one would come back as empty entries).
+//
+// A torn tail, i.e. a bad entry after which no valid entry follows (its length
+// runs past the end of the file, or only zeros follow, or it is the last entry
+// and garbled), is truncated away, fsynced and logged. A bad entry followed by
+// a valid one is mid-log corruption: Open fails with ErrCorrupt naming the
+// file and offset, unless salvage is set, which truncates there anyway and
+// says loudly what was dropped.
+func repairWAL(dir string, salvage bool, logger *slog.Logger) error {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return fmt.Errorf("log: repair: %w", err)
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	last := segs[len(segs)-1]
+	path := filepath.Join(dir, segmentName(last.start))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("log: repair: %w", err)
+	}
+	r := scanSegment(data, last.start)
+	if !r.bad {
+		return nil
+	}
+	dropped := len(data) - r.end
+	badIndex := last.start + uint64(r.entries)
+	if r.laterCount > 0 {
+		if !salvage {
+			return fmt.Errorf("%w: wal segment %s: entry %d at offset %d is bad (%s) but %d valid entries follow "+
+				"(the first at offset %d): mid-log corruption; refusing to open (Config.Salvage would truncate "+
+				"the segment at offset %d, dropping %d bytes)",
+				ErrCorrupt, path, badIndex, r.end, r.reason, r.laterCount, r.laterOff, r.end, dropped)
+		}
+		logger.Error("journal SALVAGE: mid-log corruption; truncating the last segment and DROPPING valid entries",
+			"file", path, "offset", r.end, "bad_index", badIndex, "reason", r.reason,
+			"dropped_bytes", dropped, "dropped_valid_entries", r.laterCount, "kept_entries", r.entries)
+	} else {
+		kind := "garbled last entry"
+		droppedEntries := countFrames(data[r.end:])
+		switch {
+		case r.zeros:
+			kind, droppedEntries = "zero-filled tail", 0
+		case r.runsOut:
+			kind = "last entry cut short"
+		}
+		logger.Warn("journal: repaired a torn tail", "file", path, "kind", kind, "offset", r.end,
+			"dropped_bytes", dropped, "dropped_entries", droppedEntries, "reason", r.reason,
+			"kept_entries", r.entries)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("log: repair: %w", err)
+	}
+	err = f.Truncate(int64(r.end))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("log: repair: truncate %s at %d: %w", path, r.end, err)
+	}
+	return nil
+}
