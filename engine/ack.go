@@ -1,0 +1,331 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Ack states kept per message inside a lease: the status asked for, plus a
+// flag when the message ended in the dead-letter queue (a dlq ack, or a
+// failed ack with no retries left).
+const stDeadFlag uint8 = 8
+
+func wantStatus(s AckStatus) uint8 {
+	switch s {
+	case Completed:
+		return stCompleted
+	case FailedAck:
+		return stFailed
+	case Retry:
+		return stRetry
+	case DLQ:
+		return stDead
+	}
+	return stNone
+}
+
+// finished reports whether the cursor may pass a message with this state.
+func finished(st uint8) bool { return st == stCompleted || st&stDeadFlag != 0 }
+
+// AckDLQEntry is filed by acks; DLQEntry is what listing returns.
+type DLQEntry struct {
+	Message    Message // Payload included; LeaseID zero
+	Error      string
+	RetryCount int
+	FailedAt   int64 // Unix nanoseconds
+}
+
+// AckAsync applies acks in order and fills res (len(res) >= len(items)).
+// done runs once every change is durable; a refused ack is not an error of
+// the call (its res entry says why).
+func (e *Engine) AckAsync(items []AckItem, res []AckResult, done func(error)) {
+	if err := e.check(); err != nil {
+		done(err)
+		return
+	}
+	if len(res) < len(items) {
+		done(fmt.Errorf("%w: result slice shorter than items", ErrInvalid))
+		return
+	}
+	pend := newPending(done)
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].PartitionID == items[i].PartitionID && items[j].Group == items[i].Group {
+			j++
+		}
+		e.ackRun(items[i:j], res[i:j], pend)
+		i = j
+	}
+	pend.finish()
+}
+
+// Ack is AckAsync for callers that can block.
+func (e *Engine) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
+	res := make([]AckResult, len(items))
+	ch := make(chan error, 1)
+	e.AckAsync(items, res, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return res, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// resolveAckTarget finds the partition and group an ack names.
+func (e *Engine) resolveAckTarget(it *AckItem) (*partition, *group, error) {
+	p := e.partitionByID(it.PartitionID)
+	if p == nil {
+		return nil, nil, fmt.Errorf("%w: no partition %s", ErrMessageNotFound, it.PartitionID)
+	}
+	name := it.Group
+	if name == "" {
+		name = QueueModeGroup
+	}
+	g := p.q.group(name)
+	if g == nil {
+		return nil, nil, fmt.Errorf("%w: group %q has never read queue %q", ErrNotInFlight, name, p.q.name)
+	}
+	if it.Status < Completed || it.Status > DLQ {
+		return nil, nil, fmt.Errorf("%w: unknown ack status %d", ErrInvalid, it.Status)
+	}
+	return p, g, nil
+}
+
+func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
+	p, g, err := e.resolveAckTarget(&items[0])
+	if err != nil {
+		for i := range res {
+			res[i] = AckResult{Err: err}
+		}
+		return
+	}
+	st := p.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	pg := e.pgFor(p, g)
+	now := e.clock.Now()
+	changed := false
+	var dead []deadEntry
+	for i := range items {
+		r := &res[i]
+		*r = AckResult{Queue: p.q.name, Partition: p.name}
+		c, err := e.ackOne(p, g, pg, &items[i], now, r, &dead)
+		r.Err = err
+		changed = changed || c
+	}
+	var wakes []*waiter
+	if changed {
+		if _, err := e.appendHeld(e.effectRecord(p, g, pg, dead), pend); err != nil {
+			for i := range res {
+				if res[i].Err == nil {
+					res[i].Err = err
+				}
+			}
+		}
+		e.fileDead(p, g, dead)
+		e.stats.acked.Add(uint64(len(items)))
+	}
+	e.settle(p, g, pg, now, &wakes)
+	// The wakes are retried on other goroutines: safe under the lock.
+	e.wake(wakes)
+}
+
+// ackOne checks one ack against pg's lease and applies it to the lease's
+// states, the retry counts, the block and the cursor. It reports whether
+// state changed. Ending the lease, timers, the dead-letter queue and the
+// journal are left to the caller (so a transaction can undo).
+func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now int64, r *AckResult, dead *[]deadEntry) (bool, error) {
+	var l *lease
+	if pg.act != nil {
+		l = pg.act.lease
+	}
+	live := l != nil && !l.released
+	want := wantStatus(it.Status)
+	if it.LeaseID.IsZero() {
+		if !e.cfg.UncheckedAcks {
+			return false, fmt.Errorf("%w: name the lease the pop returned (the server checks leases)", ErrLeaseRequired)
+		}
+		if !live {
+			return false, fmt.Errorf("%w: no live lease of group %q on %s/%s", ErrNotInFlight, g.name, p.q.name, p.name)
+		}
+	} else if !live || l.id != it.LeaseID {
+		old := p.st.ended.get(it.LeaseID, p)
+		if l != nil && l.id == it.LeaseID {
+			old = l
+		}
+		if old != nil {
+			if off, ok := e.findInLease(p, old, it); ok && old.statusAt(off)&^stDeadFlag == want {
+				r.Offset = off
+				r.LeaseReleased = true
+				r.DeadLettered = old.statusAt(off)&stDeadFlag != 0
+				return false, nil // repeated: it took effect before
+			}
+		}
+		return false, fmt.Errorf("%w: lease %s is not the live lease of group %q on %s/%s", ErrLeaseInvalid, it.LeaseID, g.name, p.q.name, p.name)
+	}
+	off, ok := e.findInLease(p, l, it)
+	if !ok {
+		return false, fmt.Errorf("%w: the message is not in lease %s", ErrNotInFlight, l.id)
+	}
+	r.Offset = off
+	i := off - l.from
+	if s := l.status[i]; s != stNone {
+		if s&^stDeadFlag == want {
+			r.DeadLettered = s&stDeadFlag != 0
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: it was acked %s", ErrAlreadyAcked, statusName(s))
+	}
+	a := pg.act
+	opts := p.q.options()
+	switch it.Status {
+	case Completed:
+		l.status[i] = stCompleted
+		l.nDone++
+	case DLQ:
+		l.status[i] = stDead | stDeadFlag
+		l.nDone++
+		*dead = append(*dead, e.deadFor(p, off, int(a.retryCount(off)), now, it.Error))
+		r.DeadLettered = true
+	case FailedAck:
+		n := a.retryCount(off) + 1
+		l.released = true
+		if int(n) > opts.RetryLimit {
+			l.status[i] = stFailed | stDeadFlag
+			l.nDone++
+			*dead = append(*dead, e.deadFor(p, off, int(n-1), now, it.Error))
+			r.DeadLettered = true
+		} else {
+			l.status[i] = stFailed
+			a.setRetries(off, n)
+			if opts.RetryDelay > 0 {
+				a.blockedUntil = now + int64(opts.RetryDelay)
+			}
+		}
+	case Retry:
+		l.status[i] = stRetry
+		l.released = true
+	}
+	for pg.cursor < l.to && finished(l.status[pg.cursor-l.from]) {
+		pg.cursor++
+	}
+	a.dropRetriesBelow(pg.cursor)
+	r.LeaseReleased = l.released || l.nDone == len(l.status)
+	return true, nil
+}
+
+func statusName(s uint8) string {
+	switch s &^ stDeadFlag {
+	case stCompleted:
+		return "completed"
+	case stFailed:
+		return "failed"
+	case stRetry:
+		return "retry"
+	case stDead:
+		return "dlq"
+	}
+	return "none"
+}
+
+// findInLease resolves the message an ack names to an offset inside l.
+func (e *Engine) findInLease(p *partition, l *lease, it *AckItem) (uint64, bool) {
+	if it.HasOffset {
+		return it.Offset, it.Offset >= l.from && it.Offset < l.to
+	}
+	if it.MessageID.IsZero() && it.TransactionID == "" {
+		return 0, false
+	}
+	var buf [64]msg
+	ms, err := e.msgsRange(p, l.from, l.to, buf[:0])
+	if err != nil {
+		return 0, false
+	}
+	for i := range ms {
+		m := &ms[i]
+		if (!it.MessageID.IsZero() && m.id == it.MessageID) || (it.MessageID.IsZero() && m.txnID() == it.TransactionID) {
+			return l.from + uint64(i), true
+		}
+	}
+	return 0, false
+}
+
+// deadFor builds the dead-letter entry of p's message at off.
+func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errText string) deadEntry {
+	d := deadEntry{off: off, retries: retries, failedAt: now, err: errText}
+	if m, err := e.msgAt(p, off); err == nil {
+		d.m = m
+	} else {
+		e.log.Error("dead-letter: message unreadable", "queue", p.q.name, "partition", p.name, "offset", off, "err", err)
+	}
+	return d
+}
+
+// fileDead adds journaled dead-letter entries to the queue's DLQ.
+func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
+	if len(dead) == 0 {
+		return
+	}
+	pid := p.id()
+	p.q.dlqMu.Lock()
+	for i := range dead {
+		d := &dead[i]
+		p.q.dlq = append(p.q.dlq, DLQEntry{
+			Message: Message{
+				ID: d.m.id, TransactionID: d.m.txnID(), TraceID: d.m.trace, Payload: d.m.payload,
+				CreatedAt: d.m.ts, Queue: p.q.name, Partition: p.name, PartitionID: pid, Offset: d.off,
+				Group: g.name, RetryCount: d.retries,
+			},
+			Error:      d.err,
+			RetryCount: d.retries,
+			FailedAt:   d.failedAt,
+		})
+	}
+	p.q.dlqMu.Unlock()
+	e.stats.deadLettered.Add(uint64(len(dead)))
+}
+
+// settle ends pg's lease when it is released or fully acked, arms a retry
+// delay, tells the group what became deliverable and trims the cache.
+// Caller holds p's stripe.
+func (e *Engine) settle(p *partition, g *group, pg *pgState, now int64, wakes *[]*waiter) {
+	a := pg.act
+	if a == nil {
+		return
+	}
+	if l := a.lease; l != nil && !l.ended && (l.released || l.nDone == len(l.status)) {
+		e.endLease(p, pg, l, wakes)
+	}
+	if a.blockedUntil != 0 {
+		if a.blockedUntil <= now {
+			a.blockedUntil = 0
+		} else if !a.blockTimer.scheduled() {
+			p.st.wheel.schedule(&a.blockTimer, a.blockedUntil, a)
+		}
+	}
+	e.notify(p, g, pg, wakes)
+	e.shrinkTail(p, false)
+}
+
+// fire ends a retry delay: the partition is served to the group again.
+func (a *pgActive) fire(f *wheelFire) {
+	if a.blockedUntil == 0 || a.g.deleted.Load() {
+		return
+	}
+	if a.blockedUntil > f.now {
+		a.p.st.wheel.schedule(&a.blockTimer, a.blockedUntil, a)
+		return
+	}
+	a.blockedUntil = 0
+	e := f.e
+	p, g := a.p, a.g
+	if g.idx >= len(p.groups) || p.groups[g.idx].act != a {
+		return
+	}
+	var wakes []*waiter
+	e.notify(p, g, &p.groups[g.idx], &wakes)
+	if len(wakes) > 0 {
+		f.after = append(f.after, func() { e.wake(wakes) })
+	}
+}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PushItem is one message offered to Push.
+type PushItem struct {
+	Queue         string
+	Partition     string // "" means DefaultPartition
+	TransactionID string // the producer's id; "" means the message id
+	TraceID       string
+	Payload       []byte // copied by Push; the caller may reuse it after Push returns
+}
+
+// PushStatus is the outcome of one PushItem.
+type PushStatus uint8
+
+const (
+	// Queued: stored, and durable under the journal's sync policy.
+	Queued PushStatus = iota + 1
+	// Duplicate: a message with the same transactionId exists in that
+	// partition (or earlier in the same push); MessageID names it.
+	Duplicate
+	// Failed: refused; Err says why. Its neighbours are unaffected.
+	Failed
+)
+
+func (s PushStatus) String() string {
+	switch s {
+	case Queued:
+		return "queued"
+	case Duplicate:
+		return "duplicate"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// PushResult answers one PushItem.
+type PushResult struct {
+	Status        PushStatus
+	MessageID     UUID
+	TransactionID string
+	PartitionID   UUID
+	Offset        uint64
+	Err           error // set when Status is Failed
+}
+
+// SubMode decides where a consumer group that has never read a queue starts.
+type SubMode uint8
+
+const (
+	// SubAll starts at the oldest retained message (the default).
+	SubAll SubMode = iota
+	// SubNew starts after the messages that exist when the group appears.
+	SubNew
+	// SubFrom starts at the first message pushed at or after a timestamp.
+	SubFrom
+)
+
+func (m SubMode) String() string {
+	switch m {
+	case SubNew:
+		return "new"
+	case SubFrom:
+		return "from"
+	}
+	return "all"
+}
+
+// PopRequest asks for messages.
+type PopRequest struct {
+	Queue      string
+	Partition  string // "" means any partition of the queue
+	Group      string // "" means QueueModeGroup
+	Batch      int    // cap on messages returned; 0 means 1
+	Partitions int    // cap on partitions leased by one pop; 0 means 1
+	// Wait parks the pop until at least one message can be returned or
+	// Timeout passes (0 means 30 s).
+	Wait    bool
+	Timeout time.Duration
+	AutoAck bool // move the cursor at delivery: at most once, no lease
+	// Subscription and From apply only when the group first reads the queue.
+	Subscription SubMode
+	From         time.Time
+}
+
+// Message is a delivered message. Payload is shared with the engine's cache
+// and must not be modified.
+type Message struct {
+	ID            UUID
+	TransactionID string
+	TraceID       string
+	Payload       []byte
+	CreatedAt     int64 // Unix nanoseconds
+	Queue         string
+	Partition     string
+	PartitionID   UUID
+	Offset        uint64
+	LeaseID       UUID // zero for autoAck pops
+	LeaseExpires  int64
+	Group         string
+	RetryCount    int // failed acks this message has had in this group
+}
+
+// AckStatus is one of the four answers to a delivered message.
+type AckStatus uint8
+
+const (
+	// Completed: done; the cursor may move past it.
+	Completed AckStatus = iota + 1
+	// FailedAck: spends a retry; the lease is released; the message comes
+	// back after retryDelay, or goes to the dead-letter queue when its
+	// retries are spent.
+	FailedAck
+	// Retry: the lease is released and the message comes back at once; no
+	// retry is spent.
+	Retry
+	// DLQ: filed in the dead-letter queue now.
+	DLQ
+)
+
+func (s AckStatus) String() string {
+	switch s {
+	case Completed:
+		return "completed"
+	case FailedAck:
+		return "failed"
+	case Retry:
+		return "retry"
+	case DLQ:
+		return "dlq"
+	}
+	return "unknown"
+}
+
+// ParseAckStatus reads the names Queen's clients send: completed/true/success,
+// failed/false, retry, dlq.
+func ParseAckStatus(s string) (AckStatus, error) {
+	switch strings.ToLower(s) {
+	case "completed", "complete", "true", "success", "":
+		return Completed, nil
+	case "failed", "false", "fail":
+		return FailedAck, nil
+	case "retry":
+		return Retry, nil
+	case "dlq":
+		return DLQ, nil
+	}
+	return 0, fmt.Errorf("%w: unknown ack status %q (want completed, failed, retry or dlq)", ErrInvalid, s)
+}
+
+// AckItem acknowledges one delivered message. The message is named by its
+// partition and either its Offset (when HasOffset) or its MessageID or
+// TransactionID.
+type AckItem struct {
+	PartitionID   UUID
+	HasOffset     bool
+	Offset        uint64
+	MessageID     UUID
+	TransactionID string
+	LeaseID       UUID // zero: no lease named (see Config.UncheckedAcks)
+	Group         string
+	Status        AckStatus
+	Error         string // kept with a dead-letter entry
+}
+
+// AckResult answers one AckItem. Err is nil when the ack took effect (or
+// repeats one that already did).
+type AckResult struct {
+	Err           error
+	Queue         string
+	Partition     string
+	Offset        uint64
+	LeaseReleased bool // the ack released (or ended) the lease
+	DeadLettered  bool // the message is now in the dead-letter queue
+}

@@ -1,0 +1,378 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	// Clock is the engine's time source; nil means the real clock.
+	Clock Clock
+	// Stripes is the number of lock stripes partitions are spread over
+	// (rounded up to a power of two); default 64.
+	Stripes int
+	// TimerTick is the resolution of lease expiry, retry delays and poll
+	// timeouts; default 10 ms.
+	TimerTick time.Duration
+	// NoTicker leaves timers to explicit Tick calls (tests with a fake clock).
+	NoTicker bool
+	// CacheBytes bounds the payload bytes of recent messages kept in memory
+	// across all partitions; older ones are read back from the journal.
+	// Default 512 MiB.
+	CacheBytes int64
+	// MaxPayloadBytes is the largest message payload accepted; default 16 MiB.
+	MaxPayloadBytes int
+	// MaxPopBatch caps PopRequest.Batch; default 10000.
+	MaxPopBatch int
+	// DefaultPopTimeout is the long-poll timeout when a pop gives none;
+	// default 30 s. MaxPopTimeout caps it; default 10 minutes.
+	DefaultPopTimeout time.Duration
+	MaxPopTimeout     time.Duration
+	// UncheckedAcks accepts acks that name no lease for any message in flight
+	// (Queen's behaviour). Off by default: an ack without a lease id is
+	// refused with ErrLeaseRequired.
+	UncheckedAcks bool
+	// Logger receives the engine's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.Stripes <= 0 {
+		c.Stripes = 64
+	}
+	n := 1
+	for n < c.Stripes {
+		n <<= 1
+	}
+	c.Stripes = n
+	if c.Stripes > 1<<16 {
+		return fmt.Errorf("%w: Stripes above 65536", ErrInvalid)
+	}
+	if c.TimerTick <= 0 {
+		c.TimerTick = 10 * time.Millisecond
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 512 << 20
+	}
+	if c.MaxPayloadBytes <= 0 {
+		c.MaxPayloadBytes = 16 << 20
+	}
+	if c.MaxPopBatch <= 0 {
+		c.MaxPopBatch = 10000
+	}
+	if c.DefaultPopTimeout <= 0 {
+		c.DefaultPopTimeout = 30 * time.Second
+	}
+	if c.MaxPopTimeout <= 0 {
+		c.MaxPopTimeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Engine holds all broker state and applies the rules of SEMANTICS.md. It is
+// safe for concurrent use; transports call it from any goroutine.
+type Engine struct {
+	cfg   Config
+	clock Clock
+	j     Journal
+	log   *slog.Logger
+	ids   uuidGen
+	stamp atomic.Int64 // last timestamp handed out (see now)
+
+	stripes []stripe
+	smask   uint64
+
+	mu       sync.RWMutex
+	queues   map[string]*queue
+	queuesID map[uint64]*queue
+
+	leases leaseRegistry
+
+	cacheBytes atomic.Int64
+	lastPos    atomic.Uint64
+	snapMu     sync.Mutex
+	snapPos    uint64 // position of the newest snapshot (guarded by snapMu)
+	failErr    atomic.Pointer[error]
+	closed     atomic.Bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	stats      counters
+}
+
+type counters struct {
+	pushed, popped, acked, deadLettered atomic.Uint64
+}
+
+// New returns an engine that writes through j, after recovering the state
+// that j holds (its newest snapshot and every record after it).
+func New(cfg Config, j Journal) (*Engine, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if j == nil {
+		return nil, fmt.Errorf("%w: no journal", ErrInvalid)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		j:        j,
+		log:      cfg.Logger,
+		stripes:  make([]stripe, cfg.Stripes),
+		smask:    uint64(cfg.Stripes - 1),
+		queues:   make(map[string]*queue),
+		queuesID: make(map[uint64]*queue),
+		stop:     make(chan struct{}),
+	}
+	now := e.clock.Now()
+	for i := range e.stripes {
+		e.stripes[i].wheel.init(int64(cfg.TimerTick), 1024, now)
+	}
+	if err := e.recover(); err != nil {
+		return nil, err
+	}
+	if !cfg.NoTicker {
+		e.wg.Add(1)
+		go e.ticker()
+	}
+	return e, nil
+}
+
+// Close stops the timers and answers parked pops with ErrClosed. It does not
+// close the journal (its owner does, after Close).
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(e.stop)
+	e.wg.Wait()
+	e.mu.RLock()
+	qs := make([]*queue, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	e.mu.RUnlock()
+	for _, q := range qs {
+		for _, g := range q.groupList() {
+			if g != nil {
+				e.failWaiters(g, ErrClosed)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) ticker() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.TimerTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.Tick()
+		}
+	}
+}
+
+// Tick fires every timer that is due at the clock's current time. The
+// engine's own ticker calls it; with Config.NoTicker tests call it after
+// moving a FakeClock.
+func (e *Engine) Tick() {
+	now := e.clock.Now()
+	f := wheelFire{e: e, now: now}
+	for i := range e.stripes {
+		s := &e.stripes[i]
+		s.mu.Lock()
+		s.wheel.advance(now, &f)
+		s.mu.Unlock()
+		for _, fn := range f.after {
+			fn()
+		}
+		f.after = f.after[:0]
+	}
+}
+
+// stamp returns a timestamp for a new message or group: the clock's time, but
+// always later than every stamp handed out before, so that "pushed after the
+// group appeared" is exact.
+func (e *Engine) newStamp() int64 {
+	now := e.clock.Now()
+	for {
+		last := e.stamp.Load()
+		v := now
+		if v <= last {
+			v = last + 1
+		}
+		if e.stamp.CompareAndSwap(last, v) {
+			return v
+		}
+	}
+}
+
+func (e *Engine) observeStamp(ts int64) {
+	for {
+		last := e.stamp.Load()
+		if ts <= last || e.stamp.CompareAndSwap(last, ts) {
+			return
+		}
+	}
+}
+
+// check refuses changes after Close or after the journal failed.
+func (e *Engine) check() error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if p := e.failErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (e *Engine) fail(err error) {
+	werr := fmt.Errorf("%w: %w", ErrJournal, err)
+	if e.failErr.CompareAndSwap(nil, &werr) {
+		e.log.Error("journal failed; the engine refuses changes until restarted", "err", err)
+	}
+}
+
+// append journals rec and tracks the last position (for snapshots). done,
+// when not nil, runs once rec is durable.
+func (e *Engine) append(rec []byte, done func(error)) (uint64, error) {
+	pos, err := e.j.Append(rec, done)
+	if err != nil {
+		e.fail(err)
+		return 0, fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	for {
+		last := e.lastPos.Load()
+		if pos <= last || e.lastPos.CompareAndSwap(last, pos) {
+			return pos, nil
+		}
+	}
+}
+
+func (e *Engine) stripeFor(q *queue, seq uint64) *stripe {
+	h := q.id*0x9e3779b97f4a7c15 + seq
+	h ^= h >> 29
+	return &e.stripes[h&e.smask]
+}
+
+// queue returns the live queue with that name, or nil.
+func (e *Engine) queue(name string) *queue {
+	e.mu.RLock()
+	q := e.queues[name]
+	e.mu.RUnlock()
+	return q
+}
+
+// queueOrCreate returns the queue, creating it (with autoQueueOptions) on
+// first use.
+func (e *Engine) queueOrCreate(name string) (*queue, error) {
+	if q := e.queue(name); q != nil {
+		return q, nil
+	}
+	if err := checkName("queue", name, true); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q := e.queues[name]; q != nil {
+		return q, nil
+	}
+	o := autoQueueOptions(name)
+	q := newQueue(name, newQueueID(), e.newStamp(), &o)
+	for e.queuesID[q.id] != nil {
+		q.id = newQueueID()
+	}
+	if _, err := e.append(encodeQueue(q, &o), nil); err != nil {
+		return nil, err
+	}
+	e.queues[name] = q
+	e.queuesID[q.id] = q
+	return q, nil
+}
+
+func newQueue(name string, id uint64, created int64, o *QueueOptions) *queue {
+	q := &queue{
+		name:    name,
+		id:      id,
+		created: created,
+		byName:  make(map[string]*partition),
+		gnames:  make(map[string]*group),
+	}
+	oc := *o
+	q.opts.Store(&oc)
+	return q
+}
+
+// partition returns the named partition of q, or nil.
+func (q *queue) partition(name string) *partition {
+	q.mu.RLock()
+	p := q.byName[name]
+	q.mu.RUnlock()
+	return p
+}
+
+// partitionOrCreate returns the named partition, creating it if needed; the
+// caller journals its creation with the first push record.
+func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created bool, err error) {
+	if p = q.partition(name); p != nil {
+		return p, false, nil
+	}
+	if err := checkName("partition", name, false); err != nil {
+		return nil, false, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if p = q.byName[name]; p != nil {
+		return p, false, nil
+	}
+	if max := q.options().MaxPartitions; max > 0 && len(q.byName) >= max {
+		return nil, false, fmt.Errorf("%w: queue %q has its maximum of %d partitions", ErrInvalid, q.name, max)
+	}
+	p = e.addPartition(q, uint64(len(q.parts)), name)
+	return p, true, nil
+}
+
+// addPartition creates partition seq of q; q.mu must be held.
+func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
+	p := &partition{q: q, seq: seq, name: name, st: e.stripeFor(q, seq)}
+	for uint64(len(q.parts)) <= seq {
+		q.parts = append(q.parts, nil)
+	}
+	q.parts[seq] = p
+	q.byName[name] = p
+	return p
+}
+
+// partitionByID finds a partition from its id.
+func (e *Engine) partitionByID(id UUID) *partition {
+	qid, seq, ok := splitPartitionID(id)
+	if !ok {
+		return nil
+	}
+	e.mu.RLock()
+	q := e.queuesID[qid]
+	e.mu.RUnlock()
+	if q == nil || q.deleted.Load() {
+		return nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if seq >= uint64(len(q.parts)) {
+		return nil
+	}
+	return q.parts[seq]
+}

@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+)
+
+// group returns the named group of q, or nil.
+func (q *queue) group(name string) *group {
+	q.mu.RLock()
+	g := q.gnames[name]
+	q.mu.RUnlock()
+	return g
+}
+
+// groupOrCreate returns the named group of q, creating it with the given
+// subscription when it has never read q. A new group learns which
+// partitions already hold messages for it: once, not on every pop.
+func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) (*group, error) {
+	if g := q.group(name); g != nil {
+		return g, nil
+	}
+	if err := checkName("consumer group", name, false); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	if g := q.gnames[name]; g != nil {
+		q.mu.Unlock()
+		return g, nil
+	}
+	stamp := e.newStamp()
+	g := &group{q: q, name: name, mode: mode, created: stamp}
+	switch mode {
+	case SubNew:
+		g.from = stamp
+	case SubFrom:
+		g.from = from
+	}
+	if _, err := e.append(encodeGroup(q, g), nil); err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
+	e.addGroup(q, g)
+	parts := append([]*partition(nil), q.parts...)
+	q.mu.Unlock()
+	var wakes []*waiter
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		p.st.mu.Lock()
+		e.notify(p, g, e.pgFor(p, g), &wakes)
+		p.st.mu.Unlock()
+	}
+	e.wake(wakes)
+	return g, nil
+}
+
+// addGroup registers g in q; q.mu must be held.
+func (e *Engine) addGroup(q *queue, g *group) {
+	old := q.groupList()
+	g.idx = len(old)
+	gs := make([]*group, len(old)+1)
+	copy(gs, old)
+	gs[g.idx] = g
+	q.groups.Store(&gs)
+	q.gnames[g.name] = g
+}
+
+// pgFor returns g's state on p, deciding its cursor by the group's
+// subscription the first time. Caller holds p's stripe.
+func (e *Engine) pgFor(p *partition, g *group) *pgState {
+	if g.idx >= len(p.groups) {
+		n := len(p.q.groupList())
+		if n <= g.idx {
+			n = g.idx + 1
+		}
+		gs := make([]pgState, n)
+		copy(gs, p.groups)
+		p.groups = gs
+	}
+	pg := &p.groups[g.idx]
+	if !pg.init {
+		pg.init = true
+		pg.cursor = p.startFor(g)
+	}
+	return pg
+}
+
+// low is the oldest offset p still holds.
+func (p *partition) low() uint64 {
+	if len(p.chunks) > 0 {
+		return p.chunks[0].first
+	}
+	return p.next
+}
+
+// startFor is where a group that has never read p starts: the oldest message
+// (all), the first message stamped after the group appeared (new), or the
+// first message stamped at or after the timestamp (from). Messages of one
+// chunk share a stamp, so a binary search over chunks is exact.
+func (p *partition) startFor(g *group) uint64 {
+	switch g.mode {
+	case SubNew:
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts > g.from })
+		if i == len(p.chunks) {
+			return p.next
+		}
+		return p.chunks[i].first
+	case SubFrom:
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts >= g.from })
+		if i == len(p.chunks) {
+			return p.next
+		}
+		return p.chunks[i].first
+	}
+	return p.low()
+}
+
+// active returns the busy state of pg, allocating it if needed.
+func (e *Engine) active(p *partition, g *group, pg *pgState) *pgActive {
+	if pg.act == nil {
+		pg.act = &pgActive{p: p, g: g}
+	}
+	return pg.act
+}
+
+// relax frees pg's busy state once it holds nothing.
+func relax(pg *pgState) {
+	if pg.act != nil && pg.act.idle() {
+		pg.act = nil
+	}
+}
+
+// deliverable reports whether g can be handed messages of p now.
+func (p *partition) deliverable(pg *pgState) bool {
+	if pg.cursor >= p.durable {
+		return false
+	}
+	a := pg.act
+	return a == nil || (a.lease == nil && a.blockedUntil == 0)
+}
+
+// notify tells g that p may have become deliverable: it joins g's ready list
+// and a parked pop that wants it is woken (appended to wakes, to be run once
+// every lock is released). Caller holds p's stripe.
+func (e *Engine) notify(p *partition, g *group, pg *pgState, wakes *[]*waiter) {
+	if !p.deliverable(pg) {
+		relax(pg)
+		return
+	}
+	a := e.active(p, g, pg)
+	add := !a.inReady
+	a.inReady = true
+	g.mu.Lock()
+	if g.deleted.Load() {
+		g.mu.Unlock()
+		return
+	}
+	if add {
+		g.pushReady(a)
+	}
+	g.version++
+	if w := g.takeWaiter(p.name); w != nil {
+		*wakes = append(*wakes, w)
+	}
+	g.mu.Unlock()
+}
+
+// DeleteGroup removes a consumer group from a queue (or from every queue when
+// queueName is ""): its cursors, leases, retry counts and parked pops. It
+// reports how many queues had the group.
+func (e *Engine) DeleteGroup(queueName, name string) (int, error) {
+	if err := e.check(); err != nil {
+		return 0, err
+	}
+	var qs []*queue
+	e.mu.RLock()
+	if queueName != "" {
+		if q := e.queues[queueName]; q != nil {
+			qs = append(qs, q)
+		}
+	} else {
+		for _, q := range e.queues {
+			qs = append(qs, q)
+		}
+	}
+	e.mu.RUnlock()
+	if queueName != "" && len(qs) == 0 {
+		return 0, fmt.Errorf("%w: %q", ErrQueueNotFound, queueName)
+	}
+	n := 0
+	for _, q := range qs {
+		q.mu.Lock()
+		g := q.gnames[name]
+		if g == nil {
+			q.mu.Unlock()
+			continue
+		}
+		if _, err := e.append(encodeGroupDel(q, name), nil); err != nil {
+			q.mu.Unlock()
+			return n, err
+		}
+		e.removeGroup(q, g)
+		parts := append([]*partition(nil), q.parts...)
+		q.mu.Unlock()
+		e.clearGroupState(g, parts)
+		e.failWaiters(g, nil)
+		n++
+	}
+	return n, nil
+}
+
+// removeGroup unregisters g; q.mu must be held.
+func (e *Engine) removeGroup(q *queue, g *group) {
+	old := q.groupList()
+	gs := make([]*group, len(old))
+	copy(gs, old)
+	gs[g.idx] = nil
+	q.groups.Store(&gs)
+	delete(q.gnames, g.name)
+	g.mu.Lock()
+	g.deleted.Store(true)
+	clear(g.ready)
+	g.ready, g.rhead = nil, 0
+	g.mu.Unlock()
+}
+
+// clearGroupState drops g's leases, timers and cursors on every partition.
+func (e *Engine) clearGroupState(g *group, parts []*partition) {
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		p.st.mu.Lock()
+		if g.idx < len(p.groups) {
+			pg := &p.groups[g.idx]
+			if a := pg.act; a != nil {
+				if a.lease != nil {
+					e.retireLease(a.lease)
+				}
+				p.st.wheel.cancel(&a.blockTimer)
+			}
+			*pg = pgState{}
+		}
+		p.st.mu.Unlock()
+	}
+}

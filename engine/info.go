@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// DLQFilter selects dead-letter entries. Zero fields match everything;
+// Limit 0 means 100.
+type DLQFilter struct {
+	Queue     string // "" = every queue
+	Group     string
+	Partition string
+	From, To  time.Time // FailedAt range (inclusive; zero = open)
+	Limit     int
+	Offset    int
+}
+
+// DLQ lists dead-letter entries, oldest first, and how many match in all.
+func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Offset < 0 {
+		return nil, 0, fmt.Errorf("%w: negative offset", ErrInvalid)
+	}
+	var qs []*queue
+	e.mu.RLock()
+	if f.Queue != "" {
+		if q := e.queues[f.Queue]; q != nil {
+			qs = append(qs, q)
+		}
+	} else {
+		for _, q := range e.queues {
+			qs = append(qs, q)
+		}
+	}
+	e.mu.RUnlock()
+	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
+	var out []DLQEntry
+	total := 0
+	from, to := int64(0), int64(0)
+	if !f.From.IsZero() {
+		from = f.From.UnixNano()
+	}
+	if !f.To.IsZero() {
+		to = f.To.UnixNano()
+	}
+	for _, q := range qs {
+		q.dlqMu.Lock()
+		for i := range q.dlq {
+			d := &q.dlq[i]
+			if (f.Group != "" && d.Message.Group != f.Group) ||
+				(f.Partition != "" && d.Message.Partition != f.Partition) ||
+				(from != 0 && d.FailedAt < from) || (to != 0 && d.FailedAt > to) {
+				continue
+			}
+			if total >= f.Offset && len(out) < f.Limit {
+				out = append(out, *d)
+			}
+			total++
+		}
+		q.dlqMu.Unlock()
+	}
+	return out, total, nil
+}
+
+// GroupCursor is a consumer group's position on one partition.
+type GroupCursor struct {
+	Group        string
+	Cursor       uint64 // first offset not finished
+	Lag          uint64 // messages from the cursor to the end
+	Leased       bool
+	LeaseID      UUID
+	LeaseExpires int64
+	BlockedUntil int64 // a failed message waits out its retry delay
+	Retrying     int   // messages with failed acks counted
+}
+
+// PartitionInfo describes one partition.
+type PartitionInfo struct {
+	Name     string
+	ID       UUID
+	Low      uint64 // oldest offset held
+	Next     uint64 // offset of the next message
+	Oldest   int64  // createdAt of the oldest message held (0 if none)
+	Newest   int64
+	Groups   []GroupCursor
+	CreateTS int64
+}
+
+// QueueInfo describes a queue.
+type QueueInfo struct {
+	Name          string
+	ID            UUID
+	Created       int64
+	Options       QueueOptions
+	Partitions    int
+	Messages      uint64 // messages held
+	Groups        []string
+	DeadLetters   int
+	PartitionList []PartitionInfo // only from Queue
+}
+
+// Queues lists every queue (without partition details), by name.
+func (e *Engine) Queues() []QueueInfo {
+	e.mu.RLock()
+	qs := make([]*queue, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	e.mu.RUnlock()
+	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
+	out := make([]QueueInfo, len(qs))
+	for i, q := range qs {
+		out[i] = e.queueInfo(q, false)
+	}
+	return out
+}
+
+// Queue describes one queue with its partitions and group cursors.
+func (e *Engine) Queue(name string) (QueueInfo, error) {
+	q := e.queue(name)
+	if q == nil {
+		return QueueInfo{}, fmt.Errorf("%w: %q", ErrQueueNotFound, name)
+	}
+	return e.queueInfo(q, true), nil
+}
+
+func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
+	qi := QueueInfo{Name: q.name, ID: partitionID(q.id, 0), Created: q.created, Options: *q.options()}
+	groups := q.groupList()
+	for _, g := range groups {
+		if g != nil {
+			qi.Groups = append(qi.Groups, g.name)
+		}
+	}
+	sort.Strings(qi.Groups)
+	q.mu.RLock()
+	parts := append([]*partition(nil), q.parts...)
+	q.mu.RUnlock()
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		qi.Partitions++
+		p.st.mu.Lock()
+		low := p.low()
+		qi.Messages += p.next - low
+		if detail {
+			pi := PartitionInfo{Name: p.name, ID: p.id(), Low: low, Next: p.next}
+			if len(p.chunks) > 0 {
+				pi.Oldest, pi.Newest = p.chunks[0].ts, p.lastTS
+			}
+			for _, g := range groups {
+				if g == nil || g.idx >= len(p.groups) || !p.groups[g.idx].init {
+					continue
+				}
+				pg := &p.groups[g.idx]
+				gc := GroupCursor{Group: g.name, Cursor: pg.cursor}
+				if p.next > pg.cursor {
+					gc.Lag = p.next - pg.cursor
+				}
+				if a := pg.act; a != nil {
+					if l := a.lease; l != nil {
+						gc.Leased, gc.LeaseID, gc.LeaseExpires = true, l.id, l.expires
+					}
+					gc.BlockedUntil = a.blockedUntil
+					gc.Retrying = len(a.retries)
+				}
+				pi.Groups = append(pi.Groups, gc)
+			}
+			qi.PartitionList = append(qi.PartitionList, pi)
+		}
+		p.st.mu.Unlock()
+	}
+	q.dlqMu.Lock()
+	qi.DeadLetters = len(q.dlq)
+	q.dlqMu.Unlock()
+	return qi
+}
+
+// Stats are engine-wide counters since start.
+type Stats struct {
+	Queues       int
+	Pushed       uint64
+	Popped       uint64
+	Acked        uint64
+	DeadLettered uint64
+	CacheBytes   int64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	e.mu.RLock()
+	n := len(e.queues)
+	e.mu.RUnlock()
+	return Stats{
+		Queues:       n,
+		Pushed:       e.stats.pushed.Load(),
+		Popped:       e.stats.popped.Load(),
+		Acked:        e.stats.acked.Load(),
+		DeadLettered: e.stats.deadLettered.Load(),
+		CacheBytes:   e.cacheBytes.Load(),
+	}
+}

@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"errors"
+	"sync"
+)
+
+// memJournal is an in-memory Journal for unit tests. Appends are committed
+// in order by a goroutine, like the real journal's committer, so callbacks
+// never run under the appender's locks.
+type memJournal struct {
+	mu      sync.Mutex
+	recs    [][]byte
+	snap    []byte
+	snapPos uint64
+	hasSnap bool
+	queue   chan memEntry
+	stopped chan struct{}
+	failErr error
+	// hold, when set, keeps commits back until released (to observe
+	// pre-commit states).
+	hold chan struct{}
+}
+
+type memEntry struct {
+	done func(error)
+}
+
+func newMemJournal() *memJournal {
+	j := &memJournal{queue: make(chan memEntry, 1<<16), stopped: make(chan struct{})}
+	go j.commit()
+	return j
+}
+
+func (j *memJournal) commit() {
+	defer close(j.stopped)
+	for en := range j.queue {
+		if h := j.hold; h != nil {
+			<-h
+		}
+		if en.done != nil {
+			j.mu.Lock()
+			err := j.failErr
+			j.mu.Unlock()
+			en.done(err)
+		}
+	}
+}
+
+func (j *memJournal) close() {
+	close(j.queue)
+	<-j.stopped
+}
+
+// reopen returns a journal holding the records committed so far (a restart).
+func (j *memJournal) reopen() *memJournal {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := newMemJournal()
+	n.recs = append(n.recs, j.recs...)
+	n.snap, n.snapPos, n.hasSnap = j.snap, j.snapPos, j.hasSnap
+	return n
+}
+
+func (j *memJournal) Append(rec []byte, done func(error)) (uint64, error) {
+	j.mu.Lock()
+	if j.failErr != nil {
+		err := j.failErr
+		j.mu.Unlock()
+		return 0, err
+	}
+	j.recs = append(j.recs, append([]byte(nil), rec...))
+	pos := uint64(len(j.recs)) << 20 // one record per entry
+	j.mu.Unlock()
+	j.queue <- memEntry{done: done}
+	return pos, nil
+}
+
+func (j *memJournal) Read(pos uint64) ([]byte, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i := int(pos>>20) - 1
+	if i < 0 || i >= len(j.recs) || j.recs[i] == nil {
+		return nil, errors.New("memjournal: no such record")
+	}
+	return append([]byte(nil), j.recs[i]...), nil
+}
+
+func (j *memJournal) Replay(after uint64, fn func(uint64, []byte) error) error {
+	j.mu.Lock()
+	recs := append([][]byte(nil), j.recs...)
+	j.mu.Unlock()
+	for i, r := range recs {
+		pos := uint64(i+1) << 20
+		if pos <= after || r == nil {
+			continue
+		}
+		if err := fn(pos, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *memJournal) LoadSnapshot() (uint64, []byte, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.snapPos, j.snap, j.hasSnap, nil
+}
+
+func (j *memJournal) WriteSnapshot(pos uint64, data []byte) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.snap, j.snapPos, j.hasSnap = append([]byte(nil), data...), pos, true
+	return nil
+}
+
+func (j *memJournal) SegmentStarts() []uint64 { return []uint64{1} }
+
+func (j *memJournal) TruncateFront(index uint64) error { return nil }
+
+func (j *memJournal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failErr
+}

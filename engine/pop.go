@@ -1,0 +1,389 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// popCall is a normalized PopRequest with its queue and group resolved.
+type popCall struct {
+	req      PopRequest
+	q        *queue
+	g        *group
+	done     func([]Message, error)
+	deadline int64
+}
+
+// PopWaiter is a parked long poll; Cancel withdraws it.
+type PopWaiter struct{ w *waiter }
+
+// Cancel withdraws a parked pop (its client went away). It reports whether
+// the pop was still parked; if not, done has run or is about to.
+func (pw *PopWaiter) Cancel() bool {
+	if pw == nil || pw.w == nil {
+		return false
+	}
+	return pw.w.cancel()
+}
+
+// PopAsync hands out up to req.Batch messages; done runs once with them (an
+// empty slice is a normal answer). With req.Wait the pop parks until it can
+// answer or its timeout passes; the returned PopWaiter (nil when done already
+// ran or will run without parking) can cancel it. done runs on this goroutine
+// or another; it must not block.
+func (e *Engine) PopAsync(req PopRequest, done func([]Message, error)) *PopWaiter {
+	c, err := e.newPopCall(req, done)
+	if err != nil {
+		done(nil, err)
+		return nil
+	}
+	if c == nil { // no such queue, no wait
+		done(nil, nil)
+		return nil
+	}
+	ver := c.g.readVersion()
+	msgs, pend, err := e.attempt(c)
+	if err != nil || len(msgs) > 0 || !req.Wait {
+		e.deliver(c, msgs, pend, err)
+		return nil
+	}
+	w := &waiter{e: e, c: c}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.arm()
+	if w.loop(ver, false) {
+		return nil
+	}
+	return &PopWaiter{w}
+}
+
+// Pop is PopAsync for callers that can block; ctx cancels a parked pop.
+func (e *Engine) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
+	type answer struct {
+		msgs []Message
+		err  error
+	}
+	ch := make(chan answer, 1)
+	pw := e.PopAsync(req, func(m []Message, err error) { ch <- answer{m, err} })
+	select {
+	case a := <-ch:
+		return a.msgs, a.err
+	case <-ctx.Done():
+		if pw.Cancel() {
+			return nil, ctx.Err()
+		}
+		a := <-ch
+		return a.msgs, a.err
+	}
+}
+
+func (e *Engine) newPopCall(req PopRequest, done func([]Message, error)) (*popCall, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	if req.Group == "" {
+		req.Group = QueueModeGroup
+	}
+	if req.Batch <= 0 {
+		req.Batch = 1
+	}
+	if req.Batch > e.cfg.MaxPopBatch {
+		return nil, fmt.Errorf("%w: batch %d is above the limit of %d", ErrInvalid, req.Batch, e.cfg.MaxPopBatch)
+	}
+	if req.Partitions <= 0 {
+		req.Partitions = 1
+	}
+	if req.Partition != "" {
+		req.Partitions = 1
+	}
+	if req.Timeout < 0 {
+		return nil, fmt.Errorf("%w: negative timeout", ErrInvalid)
+	}
+	if req.Timeout == 0 {
+		req.Timeout = e.cfg.DefaultPopTimeout
+	}
+	if req.Timeout > e.cfg.MaxPopTimeout {
+		req.Timeout = e.cfg.MaxPopTimeout
+	}
+	if err := checkName("queue", req.Queue, true); err != nil {
+		return nil, err
+	}
+	if req.Partition != "" {
+		if err := checkName("partition", req.Partition, false); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkName("consumer group", req.Group, false); err != nil {
+		return nil, err
+	}
+	q := e.queue(req.Queue)
+	if q == nil {
+		if !req.Wait {
+			return nil, nil
+		}
+		// A consumer that starts before any producer parks on the queue.
+		var err error
+		if q, err = e.queueOrCreate(req.Queue); err != nil {
+			return nil, err
+		}
+	}
+	var from int64
+	if req.Subscription == SubFrom {
+		from = req.From.UnixNano()
+	}
+	g, err := e.groupOrCreate(q, req.Group, req.Subscription, from)
+	if err != nil {
+		return nil, err
+	}
+	return &popCall{req: req, q: q, g: g, done: done, deadline: e.clock.Now() + int64(req.Timeout)}, nil
+}
+
+// deliver answers a pop: at once, or (autoAck) when its cursor moves are
+// durable.
+func (e *Engine) deliver(c *popCall, msgs []Message, pend *pending, err error) {
+	if pend == nil {
+		c.done(msgs, err)
+		return
+	}
+	pend.fn = func(jerr error) {
+		if jerr != nil {
+			c.done(nil, jerr)
+			return
+		}
+		c.done(msgs, err)
+	}
+	pend.finish()
+}
+
+// attempt leases what it can for c without waiting. For autoAck pops the
+// returned pending (not yet finished) completes when the cursor moves are
+// durable.
+func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
+	if err := e.check(); err != nil {
+		return nil, nil, err
+	}
+	if c.q.deleted.Load() {
+		return nil, nil, fmt.Errorf("%w: %q", ErrQueueNotFound, c.q.name)
+	}
+	now := e.clock.Now()
+	var set *leaseSet
+	if !c.req.AutoAck {
+		set = &leaseSet{id: e.ids.next(now)}
+	}
+	var pend *pending
+	if c.req.AutoAck {
+		pend = newPending(nil)
+	}
+	var out []Message
+	var wakes []*waiter
+	var firstErr error
+	take := func(p *partition, pg *pgState) {
+		var err error
+		out, err = e.take(p, c, pg, now, set, pend, out, &wakes)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if c.req.Partition != "" {
+		if p := c.q.partition(c.req.Partition); p != nil {
+			p.st.mu.Lock()
+			if pg := e.pgFor(p, c.g); p.deliverable(pg) {
+				take(p, pg)
+			}
+			p.st.mu.Unlock()
+		}
+	} else {
+		for parts := 0; parts < c.req.Partitions && len(out) < c.req.Batch; {
+			c.g.mu.Lock()
+			a := c.g.popReady()
+			c.g.mu.Unlock()
+			if a == nil {
+				break
+			}
+			p := a.p
+			p.st.mu.Lock()
+			if a.g.idx < len(p.groups) && p.groups[a.g.idx].act == a {
+				pg := &p.groups[a.g.idx]
+				a.inReady = false
+				if p.deliverable(pg) {
+					take(p, pg)
+					parts++
+				} else {
+					relax(pg)
+				}
+			}
+			p.st.mu.Unlock()
+		}
+	}
+	if set != nil && len(set.leases) > 0 {
+		e.leases.add(set)
+	}
+	e.wake(wakes)
+	if len(out) > 0 {
+		e.stats.popped.Add(uint64(len(out)))
+	}
+	if len(out) == 0 && pend != nil {
+		pend = nil // nothing was appended: its hold count is 1 and nothing waits on it
+	}
+	return out, pend, firstErr
+}
+
+// take hands g the next messages of p (up to what c still wants), under a new
+// lease or (autoAck) by moving the cursor. Caller holds p's stripe and has
+// checked that p is deliverable.
+func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *leaseSet, pend *pending, out []Message, wakes *[]*waiter) ([]Message, error) {
+	from := pg.cursor
+	to := p.durable
+	if want := uint64(c.req.Batch - len(out)); to-from > want {
+		to = from + want
+	}
+	var buf [64]msg
+	ms, err := e.msgsRange(p, from, to, buf[:0])
+	if err != nil {
+		e.log.Error("pop: cannot read messages", "queue", p.q.name, "partition", p.name, "err", err)
+		return out, err
+	}
+	pid := p.id()
+	var l *lease
+	a := pg.act
+	if c.req.AutoAck {
+		pg.cursor = to
+		if a != nil {
+			a.dropRetriesBelow(to)
+		}
+		if _, err := e.appendHeld(e.effectRecord(p, c.g, pg, nil), pend); err != nil {
+			return out, err
+		}
+	} else {
+		a = e.active(p, c.g, pg)
+		l = &lease{id: set.id, p: p, gidx: c.g.idx, from: from, to: to, status: make([]uint8, to-from), set: set}
+		l.expires = now + int64(c.q.options().LeaseTime)
+		a.lease = l
+		p.st.wheel.schedule(&l.timer, l.expires, l)
+		set.leases = append(set.leases, l)
+	}
+	for i := range ms {
+		m := &ms[i]
+		msg := Message{
+			ID:            m.id,
+			TransactionID: m.txnID(),
+			TraceID:       m.trace,
+			Payload:       m.payload,
+			CreatedAt:     m.ts,
+			Queue:         p.q.name,
+			Partition:     p.name,
+			PartitionID:   pid,
+			Offset:        from + uint64(i),
+			Group:         c.g.name,
+		}
+		if l != nil {
+			msg.LeaseID = l.id
+			msg.LeaseExpires = l.expires
+		}
+		if a != nil {
+			msg.RetryCount = int(a.retryCount(msg.Offset))
+		}
+		out = append(out, msg)
+	}
+	if c.req.AutoAck {
+		relax(pg)
+		e.shrinkTail(p, false)
+		// The cursor moved: what is left may be deliverable to others.
+		e.notify(p, c.g, pg, wakes)
+	}
+	return out, nil
+}
+
+// effectRecord encodes pg's state as an effect record, with dead-letter
+// entries filed by the change.
+func (e *Engine) effectRecord(p *partition, g *group, pg *pgState, dead []deadEntry) []byte {
+	ef := effect{queueID: p.q.id, seq: p.seq, group: g.name, cursor: pg.cursor, dead: dead}
+	if a := pg.act; a != nil {
+		ef.retries = a.retries
+		ef.blockedUntil = a.blockedUntil
+	}
+	size := 64 + len(g.name) + 4*len(ef.retries)
+	for i := range dead {
+		size += 64 + len(dead[i].err) + len(dead[i].m.txn) + len(dead[i].m.trace) + len(dead[i].m.payload)
+	}
+	return appendEffect(make([]byte, 0, size), &ef)
+}
+
+// fire expires a lease: its messages not passed by the cursor come back, in
+// order, at once.
+func (l *lease) fire(f *wheelFire) {
+	if l.ended {
+		return
+	}
+	e := f.e
+	p := l.p
+	g := p.q.groupList()[l.gidx]
+	pg := &p.groups[l.gidx]
+	var wakes []*waiter
+	e.endLease(p, pg, l, &wakes)
+	if g != nil {
+		e.notify(p, g, pg, &wakes)
+	}
+	if len(wakes) > 0 {
+		f.after = append(f.after, func() { e.wake(wakes) })
+	}
+}
+
+// endLease ends a lease (all acked, released, or expired). Caller holds p's
+// stripe and notifies the group afterwards.
+func (e *Engine) endLease(p *partition, pg *pgState, l *lease, wakes *[]*waiter) {
+	e.retireLease(l)
+	if pg.act != nil && pg.act.lease == l {
+		pg.act.lease = nil
+	}
+}
+
+// retireLease marks l ended and remembers it for repeated acks. Caller holds
+// l's partition's stripe.
+func (e *Engine) retireLease(l *lease) {
+	if l.ended {
+		return
+	}
+	l.ended = true
+	l.p.st.wheel.cancel(&l.timer)
+	l.p.st.ended.add(l)
+	e.leases.ended(l)
+}
+
+// ExtendLease pushes the expiry of every partition lease of a pop to at least
+// now+d, while they are live. It returns the new expiry.
+func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
+	if err := e.check(); err != nil {
+		return time.Time{}, err
+	}
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("%w: extension must be positive", ErrInvalid)
+	}
+	ls := e.leases.get(id)
+	if len(ls) == 0 {
+		return time.Time{}, fmt.Errorf("%w: lease %s not found", ErrLeaseInvalid, id)
+	}
+	var exp int64
+	live := 0
+	for _, l := range ls {
+		st := l.p.st
+		st.mu.Lock()
+		if !l.ended {
+			at := e.clock.Now() + int64(d)
+			if at > l.expires {
+				l.expires = at
+				st.wheel.schedule(&l.timer, at, l)
+			}
+			if l.expires > exp {
+				exp = l.expires
+			}
+			live++
+		}
+		st.mu.Unlock()
+	}
+	if live == 0 {
+		return time.Time{}, fmt.Errorf("%w: lease %s already ended", ErrLeaseInvalid, id)
+	}
+	return time.Unix(0, exp), nil
+}

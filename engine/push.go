@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// PushAsync stores items and fills res (len(res) must be len(items)) with one
+// result per item, in order. done runs once every queued item is durable
+// (from the journal's committer goroutine, or at once from this one when
+// nothing needed journaling); err is set only when the whole call failed
+// (closed engine, journal failure), in which case res is not meaningful.
+// The engine copies what it keeps: items may be reused once PushAsync
+// returns.
+func (e *Engine) PushAsync(items []PushItem, res []PushResult, done func(error)) {
+	if err := e.check(); err != nil {
+		done(err)
+		return
+	}
+	if len(res) < len(items) {
+		done(fmt.Errorf("%w: result slice shorter than items", ErrInvalid))
+		return
+	}
+	var touched []pushTouch
+	pend := newPending(func(err error) {
+		if err == nil {
+			e.publish(touched)
+		}
+		done(err)
+	})
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].Queue == items[i].Queue && items[j].Partition == items[i].Partition {
+			j++
+		}
+		if t, ok := e.pushRun(items[i:j], res[i:j], pend); ok {
+			touched = append(touched, t)
+		}
+		i = j
+	}
+	pend.finish()
+}
+
+// Push is PushAsync for callers that can block. ctx bounds the wait for
+// durability; an item answered Queued is durable when Push returns nil.
+func (e *Engine) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
+	res := make([]PushResult, len(items))
+	ch := make(chan error, 1)
+	e.PushAsync(items, res, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return res, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// pushTouch is a partition a push appended to and the end of what it added.
+type pushTouch struct {
+	p   *partition
+	end uint64
+}
+
+func (e *Engine) failRun(res []PushResult, err error) {
+	for i := range res {
+		res[i] = PushResult{Status: Failed, Err: err}
+	}
+}
+
+// pushRun stores items that share a queue and partition as one journal
+// record, appended under the partition's stripe lock so that journal order is
+// offset order.
+func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pushTouch, bool) {
+	q, err := e.queueOrCreate(items[0].Queue)
+	if err != nil {
+		e.failRun(res, err)
+		return pushTouch{}, false
+	}
+	pname := items[0].Partition
+	if pname == "" {
+		pname = DefaultPartition
+	}
+	p, _, err := e.partitionOrCreate(q, pname)
+	if err != nil {
+		e.failRun(res, err)
+		return pushTouch{}, false
+	}
+	pid := p.id()
+	st := p.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if q.deleted.Load() {
+		e.failRun(res, fmt.Errorf("%w: %q was deleted", ErrQueueNotFound, q.name))
+		return pushTouch{}, false
+	}
+	ts := e.newStamp()
+	if ts <= p.lastTS {
+		ts = p.lastTS + 1
+		e.observeStamp(ts)
+	}
+	first := p.next
+	now := e.clock.Now()
+	// Pass 1: decide each item and size the record.
+	n := 0
+	size := 1 + 8 + 10 + len(p.name) + 10 + 10 + 10 + 10
+	var fresh []msg
+	for i := range items {
+		it := &items[i]
+		r := &res[i]
+		*r = PushResult{PartitionID: pid, TransactionID: it.TransactionID}
+		if len(it.Payload) > e.cfg.MaxPayloadBytes {
+			r.Status, r.Err = Failed, fmt.Errorf("%w: payload of %d bytes is above the limit of %d", ErrTooLarge, len(it.Payload), e.cfg.MaxPayloadBytes)
+			continue
+		}
+		if len(it.TransactionID) > MaxNameBytes || len(it.TraceID) > MaxNameBytes {
+			r.Status, r.Err = Failed, fmt.Errorf("%w: transactionId and traceId are limited to %d bytes", ErrInvalid, MaxNameBytes)
+			continue
+		}
+		if it.TransactionID != "" {
+			if off, ok := p.dedup[it.TransactionID]; ok {
+				r.Status, r.Offset = Duplicate, off
+				if off >= first {
+					r.MessageID = fresh[off-first].id
+				} else if m, err := e.msgAt(p, off); err == nil {
+					r.MessageID = m.id
+				}
+				continue
+			}
+			if p.dedup == nil {
+				p.dedup = make(map[string]uint64)
+			}
+			p.dedup[strings.Clone(it.TransactionID)] = first + uint64(n)
+		}
+		id := e.ids.next(now)
+		fresh = append(fresh, msg{id: id, ts: ts})
+		r.Status, r.MessageID, r.Offset = Queued, id, first+uint64(n)
+		if it.TransactionID == "" {
+			r.TransactionID = id.String()
+		}
+		size += 16 + 30 + len(it.TransactionID) + len(it.TraceID) + len(it.Payload)
+		n++
+	}
+	if n == 0 {
+		return pushTouch{}, false
+	}
+	// Pass 2: encode into a buffer of the exact size; the cached messages
+	// alias it.
+	b := make([]byte, 0, size)
+	b = append(b, recPush)
+	b = appendU64(b, q.id)
+	b = appendUvarint(b, p.seq)
+	b = appendStr(b, p.name)
+	b = appendUvarint(b, first)
+	b = appendVarint(b, ts)
+	b = appendUvarint(b, uint64(n))
+	k := 0
+	for i := range items {
+		if res[i].Status != Queued {
+			continue
+		}
+		it := &items[i]
+		m := &fresh[k]
+		k++
+		b = append(b, m.id[:]...)
+		b = appendStr(b, it.TransactionID)
+		m.txn = aliasTail(b, len(it.TransactionID))
+		b = appendStr(b, it.TraceID)
+		m.trace = aliasTail(b, len(it.TraceID))
+		b = appendBytes(b, it.Payload)
+		m.payload = b[len(b)-len(it.Payload) : len(b) : len(b)]
+	}
+	pos, err := e.appendHeld(b, pend)
+	if err != nil {
+		for i := range res {
+			if res[i].Status == Queued {
+				res[i] = PushResult{Status: Failed, Err: err}
+			}
+		}
+		return pushTouch{}, false
+	}
+	e.applyPushMem(p, pos, first, ts, fresh, false)
+	e.stats.pushed.Add(uint64(n))
+	return pushTouch{p: p, end: p.next}, true
+}
+
+// appendHeld journals rec as one of pend's appends.
+func (e *Engine) appendHeld(rec []byte, pend *pending) (uint64, error) {
+	done := pend.hold()
+	pos, err := e.append(rec, done)
+	if err != nil {
+		done(err)
+	}
+	return pos, err
+}
+
+// applyPushMem adds messages [first, first+len(msgs)) to p: the tail cache,
+// the chunk index, and (on replay) the dedup index. Caller holds p's stripe.
+func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, msgs []msg, replay bool) {
+	if len(msgs) == 0 {
+		return
+	}
+	t := p.tail
+	if t == nil || t.base+uint64(len(t.msgs)) != first {
+		if t != nil {
+			e.cacheBytes.Add(-t.bytes)
+		}
+		t = &tail{base: first}
+		p.tail = t
+	}
+	var cost int64
+	for i := range msgs {
+		m := &msgs[i]
+		cost += msgCost(m)
+		if replay && m.txn != "" {
+			if p.dedup == nil {
+				p.dedup = make(map[string]uint64)
+			}
+			p.dedup[strings.Clone(m.txn)] = first + uint64(i)
+		}
+	}
+	t.msgs = append(t.msgs, msgs...)
+	t.bytes += cost
+	p.chunks = append(p.chunks, chunk{first: first, pos: pos, ts: ts})
+	p.next = first + uint64(len(msgs))
+	p.lastTS = ts
+	if replay {
+		p.durable = p.next
+	}
+	if e.cacheBytes.Add(cost) > e.cfg.CacheBytes {
+		e.shrinkTail(p, true)
+	}
+}
+
+func msgCost(m *msg) int64 {
+	return int64(len(m.payload) + len(m.txn) + len(m.trace) + 80)
+}
+
+// aliasTail returns the last n bytes of b as a string without copying.
+func aliasTail(b []byte, n int) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafeString(b[len(b)-n:])
+}
+
+// publish makes committed messages visible and tells the groups.
+func (e *Engine) publish(touched []pushTouch) {
+	var wakes []*waiter
+	for _, t := range touched {
+		p := t.p
+		p.st.mu.Lock()
+		if t.end > p.durable {
+			p.durable = t.end
+			for _, g := range p.q.groupList() {
+				if g != nil {
+					pg := e.pgFor(p, g)
+					e.notify(p, g, pg, &wakes)
+				}
+			}
+		}
+		p.st.mu.Unlock()
+	}
+	e.wake(wakes)
+}

@@ -1,0 +1,245 @@
+package engine
+
+import "time"
+
+// Journal records. Every change to broker state is one record, appended to the
+// journal under the lock that orders it (a partition's stripe lock, or the
+// engine lock for queues), and replayed in order on recovery. Records carry
+// effects (the state after the change: a cursor, retry counts, dead-letter
+// entries), not requests, so that replay needs no lease or clock.
+//
+//	record       = kind u8 | body
+//	queue   (1)  = id u64 | name str | created varint | options
+//	queueDel(2)  = id u64
+//	push    (3)  = queueID u64 | seq uvarint | partition str | first uvarint | ts varint | n uvarint | n × message
+//	  message    = id [16] | transactionId str | traceId str | payload bytes
+//	effect  (4)  = queueID u64 | seq uvarint | group str | cursor uvarint | blockedUntil varint
+//	               | n uvarint | n × (offset uvarint | retries uvarint) | m uvarint | m × dead
+//	  dead       = offset uvarint | retries uvarint | failedAt varint | error str
+//	               | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
+//	group   (5)  = queueID u64 | name str | mode u8 | from varint | created varint
+//	groupDel(6)  = queueID u64 | name str
+//	txn     (7)  = n uvarint | n × bytes (each a push or effect record)
+//	barrier (8)  = (nothing)
+//
+// str and bytes are uvarint-length-prefixed; integers in varint are signed.
+const (
+	recQueue    = 1
+	recQueueDel = 2
+	recPush     = 3
+	recEffect   = 4
+	recGroup    = 5
+	recGroupDel = 6
+	recTxn      = 7
+	recBarrier  = 8 // empty: lets a snapshot wait for everything before it
+)
+
+func appendOptions(b []byte, o *QueueOptions) []byte {
+	b = appendUvarint(b, 18) // number of fields that follow, for later additions
+	b = appendVarint(b, int64(o.LeaseTime))
+	b = appendVarint(b, int64(o.RetryLimit))
+	b = appendVarint(b, int64(o.RetryDelay))
+	b = appendVarint(b, int64(o.DelayedProcessing))
+	b = appendVarint(b, int64(o.WindowBuffer))
+	b = appendVarint(b, o.MaxSize)
+	b = appendVarint(b, int64(o.TTL))
+	b = appendBool(b, o.RetentionEnabled)
+	b = appendVarint(b, o.RetentionSeconds)
+	b = appendVarint(b, o.CompletedRetentionSeconds)
+	b = appendVarint(b, o.MaxWaitTimeSeconds)
+	b = appendVarint(b, int64(o.Priority))
+	b = appendBool(b, o.EncryptionEnabled)
+	b = appendBool(b, o.DeadLetterQueue)
+	b = appendBool(b, o.DLQAfterMaxRetries)
+	b = appendVarint(b, int64(o.MaxPartitions))
+	b = appendStr(b, o.Namespace)
+	b = appendStr(b, o.Task)
+	return b
+}
+
+func readOptions(r *reader) QueueOptions {
+	n := r.uvarint()
+	if n < 18 {
+		r.fail()
+		return QueueOptions{}
+	}
+	var o QueueOptions
+	o.LeaseTime = time.Duration(r.varint())
+	o.RetryLimit = int(r.varint())
+	o.RetryDelay = time.Duration(r.varint())
+	o.DelayedProcessing = time.Duration(r.varint())
+	o.WindowBuffer = time.Duration(r.varint())
+	o.MaxSize = r.varint()
+	o.TTL = time.Duration(r.varint())
+	o.RetentionEnabled = r.bool()
+	o.RetentionSeconds = r.varint()
+	o.CompletedRetentionSeconds = r.varint()
+	o.MaxWaitTimeSeconds = r.varint()
+	o.Priority = int(r.varint())
+	o.EncryptionEnabled = r.bool()
+	o.DeadLetterQueue = r.bool()
+	o.DLQAfterMaxRetries = r.bool()
+	o.MaxPartitions = int(r.varint())
+	o.Namespace = r.str()
+	o.Task = r.str()
+	return o
+}
+
+func encodeQueue(q *queue, o *QueueOptions) []byte {
+	b := make([]byte, 0, 64+len(q.name))
+	b = append(b, recQueue)
+	b = appendU64(b, q.id)
+	b = appendStr(b, q.name)
+	b = appendVarint(b, q.created)
+	return appendOptions(b, o)
+}
+
+func encodeQueueDel(id uint64) []byte {
+	b := make([]byte, 0, 9)
+	b = append(b, recQueueDel)
+	return appendU64(b, id)
+}
+
+func encodeGroup(q *queue, g *group) []byte {
+	b := make([]byte, 0, 32+len(g.name))
+	b = append(b, recGroup)
+	b = appendU64(b, q.id)
+	b = appendStr(b, g.name)
+	b = append(b, byte(g.mode))
+	b = appendVarint(b, g.from)
+	return appendVarint(b, g.created)
+}
+
+func encodeGroupDel(q *queue, name string) []byte {
+	b := make([]byte, 0, 16+len(name))
+	b = append(b, recGroupDel)
+	b = appendU64(b, q.id)
+	return appendStr(b, name)
+}
+
+// pushRecord is a decoded push record. Its strings and payloads alias the
+// record's buffer, which the tail cache keeps.
+type pushRecord struct {
+	queueID uint64
+	seq     uint64
+	part    string
+	first   uint64
+	ts      int64
+	msgs    []msg
+}
+
+func readPush(r *reader, into []msg) pushRecord {
+	var p pushRecord
+	p.queueID = r.u64()
+	p.seq = r.uvarint()
+	p.part = r.strRef()
+	p.first = r.uvarint()
+	p.ts = r.varint()
+	n := r.count(19)
+	p.msgs = into[:0]
+	for i := 0; i < n && r.err == nil; i++ {
+		var m msg
+		m.id = r.uuid()
+		m.txn = r.strRef()
+		m.trace = r.strRef()
+		m.payload = r.bytesRef()
+		m.ts = p.ts
+		p.msgs = append(p.msgs, m)
+	}
+	return p
+}
+
+// effect is the state of one (group, partition) after a change, plus the
+// dead-letter entries the change filed.
+type effect struct {
+	queueID      uint64
+	seq          uint64
+	group        string
+	cursor       uint64
+	blockedUntil int64
+	retries      []retryCount
+	dead         []deadEntry
+}
+
+type retryCount struct {
+	off uint64
+	n   uint32
+}
+
+// deadEntry is a dead-letter entry as journaled: self-contained, so that
+// retention of the original message does not lose it.
+type deadEntry struct {
+	off      uint64
+	retries  int
+	failedAt int64
+	err      string
+	m        msg
+}
+
+func appendEffect(b []byte, e *effect) []byte {
+	b = append(b, recEffect)
+	b = appendU64(b, e.queueID)
+	b = appendUvarint(b, e.seq)
+	b = appendStr(b, e.group)
+	b = appendUvarint(b, e.cursor)
+	b = appendVarint(b, e.blockedUntil)
+	b = appendUvarint(b, uint64(len(e.retries)))
+	for _, rc := range e.retries {
+		b = appendUvarint(b, rc.off)
+		b = appendUvarint(b, uint64(rc.n))
+	}
+	b = appendUvarint(b, uint64(len(e.dead)))
+	for i := range e.dead {
+		b = appendDead(b, &e.dead[i])
+	}
+	return b
+}
+
+func appendDead(b []byte, d *deadEntry) []byte {
+	b = appendUvarint(b, d.off)
+	b = appendUvarint(b, uint64(d.retries))
+	b = appendVarint(b, d.failedAt)
+	b = appendStr(b, d.err)
+	b = append(b, d.m.id[:]...)
+	b = appendStr(b, d.m.txn)
+	b = appendStr(b, d.m.trace)
+	b = appendVarint(b, d.m.ts)
+	return appendBytes(b, d.m.payload)
+}
+
+func readDead(r *reader) deadEntry {
+	var d deadEntry
+	d.off = r.uvarint()
+	d.retries = int(r.uvarint())
+	d.failedAt = r.varint()
+	d.err = r.str()
+	d.m.id = r.uuid()
+	d.m.txn = r.str()
+	d.m.trace = r.str()
+	d.m.ts = r.varint()
+	d.m.payload = append([]byte(nil), r.bytesRef()...)
+	return d
+}
+
+// readEffect decodes an effect record body; strings and payloads are copied.
+func readEffect(r *reader) effect {
+	var e effect
+	e.queueID = r.u64()
+	e.seq = r.uvarint()
+	e.group = r.str()
+	e.cursor = r.uvarint()
+	e.blockedUntil = r.varint()
+	n := r.count(2)
+	if n > 0 {
+		e.retries = make([]retryCount, 0, n)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		off := r.uvarint()
+		e.retries = append(e.retries, retryCount{off: off, n: uint32(r.uvarint())})
+	}
+	m := r.count(24)
+	for i := 0; i < m && r.err == nil; i++ {
+		e.dead = append(e.dead, readDead(r))
+	}
+	return e
+}

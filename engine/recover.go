@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// recover rebuilds the state from the journal: the newest snapshot, then
+// every record after it. Leases are not recovered (their messages come back);
+// retry counts, cursors, dead-letter entries and messages are.
+func (e *Engine) recover() error {
+	start := time.Now()
+	spos, data, ok, err := e.j.LoadSnapshot()
+	if err != nil {
+		return fmt.Errorf("engine: loading snapshot: %w", err)
+	}
+	if ok {
+		if err := e.loadSnapshot(data); err != nil {
+			return fmt.Errorf("engine: snapshot at position %d: %w", spos, err)
+		}
+		e.lastPos.Store(spos)
+		e.snapPos = spos
+	}
+	n := 0
+	err = e.j.Replay(spos, func(pos uint64, rec []byte) error {
+		n++
+		e.lastPos.Store(pos)
+		// Push records stay referenced by the tail cache: keep a copy.
+		if err := e.applyRecord(pos, append([]byte(nil), rec...)); err != nil {
+			return fmt.Errorf("record at position %d: %w", pos, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: replaying the journal: %w", err)
+	}
+	e.afterRecovery()
+	if ok || n > 0 {
+		e.log.Info("engine recovered", "snapshot", ok, "records", n, "queues", len(e.queues), "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// applyRecord applies one journaled record to the state (recovery only: no
+// locks are contended, but they are taken where helpers expect them).
+func (e *Engine) applyRecord(pos uint64, rec []byte) error {
+	r := reader{b: rec}
+	switch kind := r.u8(); kind {
+	case recQueue:
+		id := r.u64()
+		name := r.str()
+		created := r.varint()
+		o := readOptions(&r)
+		if r.err != nil {
+			return r.err
+		}
+		e.observeStamp(created)
+		if q := e.queuesID[id]; q != nil {
+			q.opts.Store(&o)
+			return nil
+		}
+		q := newQueue(name, id, created, &o)
+		if old := e.queues[name]; old != nil {
+			delete(e.queuesID, old.id)
+		}
+		e.queues[name] = q
+		e.queuesID[id] = q
+	case recQueueDel:
+		id := r.u64()
+		if r.err != nil {
+			return r.err
+		}
+		if q := e.queuesID[id]; q != nil {
+			e.dropQueue(q)
+		}
+	case recPush:
+		pr := readPush(&r, nil)
+		if r.err != nil {
+			return r.err
+		}
+		return e.replayPush(pos, &pr)
+	case recEffect:
+		ef := readEffect(&r)
+		if r.err != nil {
+			return r.err
+		}
+		e.replayEffect(&ef)
+	case recGroup:
+		qid := r.u64()
+		name := r.str()
+		mode := SubMode(r.u8())
+		from := r.varint()
+		created := r.varint()
+		if r.err != nil {
+			return r.err
+		}
+		e.observeStamp(created)
+		q := e.queuesID[qid]
+		if q == nil || q.gnames[name] != nil {
+			return nil
+		}
+		q.mu.Lock()
+		e.addGroup(q, &group{q: q, name: name, mode: mode, from: from, created: created})
+		q.mu.Unlock()
+	case recGroupDel:
+		qid := r.u64()
+		name := r.str()
+		if r.err != nil {
+			return r.err
+		}
+		if q := e.queuesID[qid]; q != nil {
+			q.mu.Lock()
+			g := q.gnames[name]
+			if g != nil {
+				e.removeGroup(q, g)
+			}
+			parts := q.parts
+			q.mu.Unlock()
+			if g != nil {
+				e.clearGroupState(g, parts)
+			}
+		}
+	case recTxn:
+		n := r.count(1)
+		for i := 0; i < n && r.err == nil; i++ {
+			if err := e.applyRecord(pos, r.bytesRef()); err != nil {
+				return err
+			}
+		}
+		return r.err
+	case recBarrier:
+	default:
+		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)
+	}
+	return nil
+}
+
+func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
+	q := e.queuesID[pr.queueID]
+	if q == nil {
+		return nil // its queue was deleted (and the deletion is behind a snapshot)
+	}
+	q.mu.Lock()
+	var p *partition
+	if pr.seq < uint64(len(q.parts)) {
+		p = q.parts[pr.seq]
+	}
+	if p == nil {
+		p = e.addPartition(q, pr.seq, pr.part)
+	}
+	q.mu.Unlock()
+	e.observeStamp(pr.ts)
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	switch {
+	case pr.first < p.next:
+		return nil // already in the snapshot
+	case pr.first > p.next:
+		return fmt.Errorf("%w: %s/%s jumps from offset %d to %d", errCorruptRecord, q.name, p.name, p.next, pr.first)
+	}
+	e.applyPushMem(p, pos, pr.first, pr.ts, pr.msgs, true)
+	return nil
+}
+
+func (e *Engine) replayEffect(ef *effect) {
+	q := e.queuesID[ef.queueID]
+	if q == nil {
+		return
+	}
+	q.mu.RLock()
+	var p *partition
+	if ef.seq < uint64(len(q.parts)) {
+		p = q.parts[ef.seq]
+	}
+	g := q.gnames[ef.group]
+	q.mu.RUnlock()
+	if p == nil || g == nil {
+		e.log.Warn("recovery: effect for an unknown partition or group skipped", "queue", q.name, "group", ef.group)
+		return
+	}
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	pg := e.pgFor(p, g)
+	pg.cursor = ef.cursor
+	if len(ef.retries) > 0 || ef.blockedUntil != 0 {
+		a := e.active(p, g, pg)
+		a.retries = ef.retries
+		a.blockedUntil = ef.blockedUntil
+	} else if pg.act != nil {
+		pg.act.retries = nil
+		pg.act.blockedUntil = 0
+		relax(pg)
+	}
+	e.fileDead(p, g, ef.dead)
+}
+
+// afterRecovery arms retry delays, builds the ready lists and trims caches.
+func (e *Engine) afterRecovery() {
+	now := e.clock.Now()
+	for _, q := range e.queues {
+		for _, p := range q.parts {
+			if p == nil {
+				continue
+			}
+			p.st.mu.Lock()
+			p.durable = p.next
+			for _, g := range q.groupList() {
+				if g == nil {
+					continue
+				}
+				pg := e.pgFor(p, g)
+				if a := pg.act; a != nil && a.blockedUntil != 0 {
+					if a.blockedUntil <= now {
+						a.blockedUntil = 0
+					} else {
+						p.st.wheel.schedule(&a.blockTimer, a.blockedUntil, a)
+					}
+				}
+				e.notify(p, g, pg, new([]*waiter))
+			}
+			e.shrinkTail(p, false)
+			p.st.mu.Unlock()
+		}
+	}
+}
+
+// dropQueue forgets q and everything in it. e.mu is held (or recovery).
+func (e *Engine) dropQueue(q *queue) {
+	q.deleted.Store(true)
+	delete(e.queues, q.name)
+	delete(e.queuesID, q.id)
+	q.mu.RLock()
+	parts := q.parts
+	q.mu.RUnlock()
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		p.st.mu.Lock()
+		for i := range p.groups {
+			if a := p.groups[i].act; a != nil {
+				if a.lease != nil {
+					e.retireLease(a.lease)
+				}
+				p.st.wheel.cancel(&a.blockTimer)
+			}
+		}
+		p.groups = nil
+		if p.tail != nil {
+			e.cacheBytes.Add(-p.tail.bytes)
+			p.tail = nil
+		}
+		p.st.mu.Unlock()
+	}
+}

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+)
+
+// A snapshot is the whole state (without leases and without cached
+// payloads, which stay in the journal) at one journal position; recovery
+// loads it and replays only what follows.
+//
+//	snapshot   = version u8 (1) | stamp varint | nq uvarint | nq × queue
+//	queue      = id u64 | name str | created varint | options | ngroups uvarint | ngroups × group
+//	             | nparts uvarint | nparts × partition | ndead uvarint | ndead × dead
+//	group      = idx uvarint | name str | mode u8 | from varint | created varint   (slots = max idx+1)
+//	partition  = seq uvarint | name str | next uvarint | lastTS varint
+//	             | nchunks uvarint | nchunks × (first uvarint | pos uvarint | ts varint)
+//	             | ndedup uvarint | ndedup × (transactionId str | offset uvarint)
+//	             | nstates uvarint | nstates × (gidx uvarint | cursor uvarint | blockedUntil varint
+//	                                           | nretries uvarint | nretries × (offset uvarint | n uvarint))
+//	dead       = seq uvarint | group str | (as in an effect record's dead entry)
+const snapshotVersion = 1
+
+// Snapshot writes the engine's state to the journal's snapshot store and
+// drops journal segments that nothing needs any more. It briefly stops every
+// change (all locks are held while the state is encoded).
+func (e *Engine) Snapshot() error {
+	if err := e.check(); err != nil {
+		return err
+	}
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	data, pos, minLive := e.encodeSnapshot()
+	// Everything up to pos must be durable before the snapshot claims it.
+	ch := make(chan error, 1)
+	if _, err := e.append([]byte{recBarrier}, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	if err := <-ch; err != nil {
+		return fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	if err := e.j.WriteSnapshot(pos, data); err != nil {
+		return fmt.Errorf("engine: writing snapshot: %w", err)
+	}
+	prev := e.snapPos
+	e.snapPos = pos
+	// Keep what the previous snapshot needs too (the journal falls back to
+	// it if the newest is damaged), and every segment holding live messages.
+	keep := posIndex(prev) + 1
+	if prev == 0 {
+		keep = 1
+	}
+	if minLive > 0 && posIndex(minLive) < keep {
+		keep = posIndex(minLive)
+	}
+	starts := e.j.SegmentStarts()
+	cut := uint64(0)
+	for _, s := range starts {
+		if s <= keep {
+			cut = s
+		}
+	}
+	if len(starts) > 0 && cut > starts[0] {
+		if err := e.j.TruncateFront(cut); err != nil {
+			return fmt.Errorf("engine: dropping old journal segments: %w", err)
+		}
+	}
+	return nil
+}
+
+// lockAll stops every change: the engine lock, every queue, every stripe.
+func (e *Engine) lockAll() (unlock func()) {
+	e.mu.Lock()
+	qs := make([]*queue, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].id < qs[j].id })
+	for _, q := range qs {
+		q.mu.Lock()
+	}
+	for i := range e.stripes {
+		e.stripes[i].mu.Lock()
+	}
+	return func() {
+		for i := range e.stripes {
+			e.stripes[i].mu.Unlock()
+		}
+		for _, q := range qs {
+			q.mu.Unlock()
+		}
+		e.mu.Unlock()
+	}
+}
+
+// encodeSnapshot returns the state, the journal position it covers and the
+// oldest position that still holds a retained message (0 if none).
+func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
+	unlock := e.lockAll()
+	defer unlock()
+	pos := e.lastPos.Load()
+	var minLive uint64
+	b := make([]byte, 0, 1<<16)
+	b = append(b, snapshotVersion)
+	b = appendVarint(b, e.stamp.Load())
+	b = appendUvarint(b, uint64(len(e.queues)))
+	for _, q := range e.queues {
+		b = appendU64(b, q.id)
+		b = appendStr(b, q.name)
+		b = appendVarint(b, q.created)
+		b = appendOptions(b, q.options())
+		groups := q.groupList()
+		live := 0
+		for _, g := range groups {
+			if g != nil {
+				live++
+			}
+		}
+		b = appendUvarint(b, uint64(live))
+		for _, g := range groups {
+			if g == nil {
+				continue
+			}
+			b = appendUvarint(b, uint64(g.idx))
+			b = appendStr(b, g.name)
+			b = append(b, byte(g.mode))
+			b = appendVarint(b, g.from)
+			b = appendVarint(b, g.created)
+		}
+		n := 0
+		for _, p := range q.parts {
+			if p != nil {
+				n++
+			}
+		}
+		b = appendUvarint(b, uint64(n))
+		for _, p := range q.parts {
+			if p == nil {
+				continue
+			}
+			if len(p.chunks) > 0 && (minLive == 0 || p.chunks[0].pos < minLive) {
+				minLive = p.chunks[0].pos
+			}
+			b = appendPartition(b, p, groups)
+		}
+		q.dlqMu.Lock()
+		b = appendUvarint(b, uint64(len(q.dlq)))
+		for i := range q.dlq {
+			d := &q.dlq[i]
+			var seq uint64
+			if _, s, ok := splitPartitionID(d.Message.PartitionID); ok {
+				seq = s
+			}
+			b = appendUvarint(b, seq)
+			b = appendStr(b, d.Message.Group)
+			txn := d.Message.TransactionID
+			if txn == d.Message.ID.String() {
+				txn = ""
+			}
+			de := deadEntry{off: d.Message.Offset, retries: d.RetryCount, failedAt: d.FailedAt, err: d.Error,
+				m: msg{id: d.Message.ID, ts: d.Message.CreatedAt, txn: txn, trace: d.Message.TraceID, payload: d.Message.Payload}}
+			b = appendDead(b, &de)
+		}
+		q.dlqMu.Unlock()
+	}
+	return b, pos, minLive
+}
+
+func appendPartition(b []byte, p *partition, groups []*group) []byte {
+	b = appendUvarint(b, p.seq)
+	b = appendStr(b, p.name)
+	b = appendUvarint(b, p.next)
+	b = appendVarint(b, p.lastTS)
+	b = appendUvarint(b, uint64(len(p.chunks)))
+	for _, c := range p.chunks {
+		b = appendUvarint(b, c.first)
+		b = appendUvarint(b, c.pos)
+		b = appendVarint(b, c.ts)
+	}
+	b = appendUvarint(b, uint64(len(p.dedup)))
+	for k, v := range p.dedup {
+		b = appendStr(b, k)
+		b = appendUvarint(b, v)
+	}
+	n := 0
+	for i := range p.groups {
+		if p.groups[i].init && i < len(groups) && groups[i] != nil {
+			n++
+		}
+	}
+	b = appendUvarint(b, uint64(n))
+	for i := range p.groups {
+		pg := &p.groups[i]
+		if !pg.init || i >= len(groups) || groups[i] == nil {
+			continue
+		}
+		b = appendUvarint(b, uint64(i))
+		b = appendUvarint(b, pg.cursor)
+		var retries []retryCount
+		var blocked int64
+		if pg.act != nil {
+			retries, blocked = pg.act.retries, pg.act.blockedUntil
+		}
+		b = appendVarint(b, blocked)
+		b = appendUvarint(b, uint64(len(retries)))
+		for _, rc := range retries {
+			b = appendUvarint(b, rc.off)
+			b = appendUvarint(b, uint64(rc.n))
+		}
+	}
+	return b
+}
+
+// loadSnapshot rebuilds the state from a snapshot (recovery only).
+func (e *Engine) loadSnapshot(data []byte) error {
+	r := reader{b: data}
+	if v := r.u8(); v != snapshotVersion {
+		return fmt.Errorf("%w: snapshot version %d", errCorruptRecord, v)
+	}
+	e.observeStamp(r.varint())
+	nq := r.count(16)
+	for i := 0; i < nq && r.err == nil; i++ {
+		id := r.u64()
+		name := r.str()
+		created := r.varint()
+		o := readOptions(&r)
+		q := newQueue(name, id, created, &o)
+		ng := r.count(4)
+		for k := 0; k < ng && r.err == nil; k++ {
+			idx := int(r.uvarint())
+			g := &group{q: q, name: r.str(), mode: SubMode(r.u8()), from: r.varint(), created: r.varint()}
+			if idx > 1<<20 {
+				r.fail()
+				break
+			}
+			gs := q.groupList()
+			for len(gs) <= idx {
+				gs = append(gs, nil)
+			}
+			gs = append([]*group(nil), gs...)
+			g.idx = idx
+			gs[idx] = g
+			q.groups.Store(&gs)
+			q.gnames[g.name] = g
+		}
+		np := r.count(4)
+		for k := 0; k < np && r.err == nil; k++ {
+			e.readPartition(&r, q)
+		}
+		nd := r.count(8)
+		for k := 0; k < nd && r.err == nil; k++ {
+			seq := r.uvarint()
+			gname := r.str()
+			d := readDead(&r)
+			if r.err != nil {
+				break
+			}
+			g := q.gnames[gname]
+			if g == nil {
+				g = &group{q: q, name: gname}
+			}
+			if seq < uint64(len(q.parts)) && q.parts[seq] != nil {
+				e.fileDead(q.parts[seq], g, []deadEntry{d})
+			}
+		}
+		if r.err == nil {
+			e.queues[name] = q
+			e.queuesID[id] = q
+		}
+	}
+	return r.err
+}
+
+func (e *Engine) readPartition(r *reader, q *queue) {
+	seq := r.uvarint()
+	name := r.str()
+	if r.err != nil || seq > 1<<40 {
+		r.fail()
+		return
+	}
+	p := e.addPartition(q, seq, name)
+	p.next = r.uvarint()
+	p.durable = p.next
+	p.lastTS = r.varint()
+	nc := r.count(3)
+	if nc > 0 {
+		p.chunks = make([]chunk, 0, nc)
+	}
+	for i := 0; i < nc && r.err == nil; i++ {
+		p.chunks = append(p.chunks, chunk{first: r.uvarint(), pos: r.uvarint(), ts: r.varint()})
+	}
+	nd := r.count(2)
+	if nd > 0 {
+		p.dedup = make(map[string]uint64, nd)
+	}
+	for i := 0; i < nd && r.err == nil; i++ {
+		k := r.str()
+		p.dedup[k] = r.uvarint()
+	}
+	ns := r.count(3)
+	groups := q.groupList()
+	for i := 0; i < ns && r.err == nil; i++ {
+		gidx := int(r.uvarint())
+		cursor := r.uvarint()
+		blocked := r.varint()
+		nr := r.count(2)
+		var retries []retryCount
+		for k := 0; k < nr && r.err == nil; k++ {
+			off := r.uvarint()
+			retries = append(retries, retryCount{off: off, n: uint32(r.uvarint())})
+		}
+		if gidx >= len(groups) || groups[gidx] == nil {
+			r.fail()
+			return
+		}
+		g := groups[gidx]
+		pg := e.pgFor(p, g)
+		pg.cursor = cursor
+		if len(retries) > 0 || blocked != 0 {
+			a := e.active(p, g, pg)
+			a.retries, a.blockedUntil = retries, blocked
+		}
+	}
+}

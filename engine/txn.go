@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// TxnResult answers a transaction: one result per ack and per push. Err is
+// nil when everything was applied, or wraps ErrTxnAborted (nothing applied)
+// with the reason of the first refused operation.
+type TxnResult struct {
+	Acks   []AckResult
+	Pushes []PushResult
+	Err    error
+}
+
+// TransactionAsync applies acks and pushes all or nothing, as one journal
+// record: if any ack would be refused or any push is invalid, nothing
+// changes. A push whose transactionId already exists answers Duplicate and
+// does not abort. done runs when the transaction is durable (or refused).
+func (e *Engine) TransactionAsync(acks []AckItem, pushes []PushItem, done func(TxnResult, error)) {
+	if err := e.check(); err != nil {
+		done(TxnResult{}, err)
+		return
+	}
+	t := &txn{e: e, res: TxnResult{Acks: make([]AckResult, len(acks)), Pushes: make([]PushResult, len(pushes))}}
+	if err := t.resolve(acks, pushes); err != nil {
+		t.res.Err = fmt.Errorf("%w: %w", ErrTxnAborted, err)
+		done(t.res, nil)
+		return
+	}
+	t.run(acks, pushes, done)
+}
+
+// Transaction is TransactionAsync for callers that can block.
+func (e *Engine) Transaction(ctx context.Context, acks []AckItem, pushes []PushItem) (TxnResult, error) {
+	type answer struct {
+		r   TxnResult
+		err error
+	}
+	ch := make(chan answer, 1)
+	e.TransactionAsync(acks, pushes, func(r TxnResult, err error) { ch <- answer{r, err} })
+	select {
+	case a := <-ch:
+		return a.r, a.err
+	case <-ctx.Done():
+		return TxnResult{}, ctx.Err()
+	}
+}
+
+type txnAck struct {
+	p *partition
+	g *group
+}
+
+type txn struct {
+	e       *Engine
+	res     TxnResult
+	ackT    []txnAck
+	pushP   []*partition
+	stripes []*stripe
+}
+
+// resolve finds (or creates) every partition involved and validates pushes.
+func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
+	e := t.e
+	seen := map[*stripe]bool{}
+	add := func(s *stripe) {
+		if !seen[s] {
+			seen[s] = true
+			t.stripes = append(t.stripes, s)
+		}
+	}
+	for i := range acks {
+		p, g, err := e.resolveAckTarget(&acks[i])
+		if err != nil {
+			t.res.Acks[i].Err = err
+			return fmt.Errorf("ack %d: %w", i, err)
+		}
+		t.ackT = append(t.ackT, txnAck{p, g})
+		add(p.st)
+	}
+	for i := range pushes {
+		it := &pushes[i]
+		fail := func(err error) error {
+			t.res.Pushes[i] = PushResult{Status: Failed, Err: err}
+			return fmt.Errorf("push %d: %w", i, err)
+		}
+		if len(it.Payload) > e.cfg.MaxPayloadBytes {
+			return fail(fmt.Errorf("%w: payload of %d bytes is above the limit of %d", ErrTooLarge, len(it.Payload), e.cfg.MaxPayloadBytes))
+		}
+		if len(it.TransactionID) > MaxNameBytes || len(it.TraceID) > MaxNameBytes {
+			return fail(fmt.Errorf("%w: transactionId and traceId are limited to %d bytes", ErrInvalid, MaxNameBytes))
+		}
+		q, err := e.queueOrCreate(it.Queue)
+		if err != nil {
+			return fail(err)
+		}
+		name := it.Partition
+		if name == "" {
+			name = DefaultPartition
+		}
+		p, _, err := e.partitionOrCreate(q, name)
+		if err != nil {
+			return fail(err)
+		}
+		t.pushP = append(t.pushP, p)
+		add(p.st)
+	}
+	base := &e.stripes[0]
+	sort.Slice(t.stripes, func(i, j int) bool {
+		return stripeIndex(base, t.stripes[i]) < stripeIndex(base, t.stripes[j])
+	})
+	return nil
+}
+
+// saved is a (group, partition) state before a transaction touched it.
+type saved struct {
+	pg       *pgState
+	cursor   uint64
+	hadAct   bool
+	retries  []retryCount
+	blocked  int64
+	lease    *lease
+	status   []uint8
+	nDone    int
+	released bool
+}
+
+func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)) {
+	e := t.e
+	for _, s := range t.stripes {
+		s.mu.Lock()
+	}
+	unlock := func() {
+		for i := len(t.stripes) - 1; i >= 0; i-- {
+			t.stripes[i].mu.Unlock()
+		}
+	}
+	now := e.clock.Now()
+	// Acks first, with the means to undo them.
+	type pair struct {
+		p *partition
+		g *group
+	}
+	var order []pair
+	saves := map[pair]*saved{}
+	dead := map[pair][]deadEntry{}
+	for i := range acks {
+		pr := pair{t.ackT[i].p, t.ackT[i].g}
+		pg := e.pgFor(pr.p, pr.g)
+		if saves[pr] == nil {
+			saves[pr] = save(pg)
+			order = append(order, pr)
+		}
+		r := &t.res.Acks[i]
+		*r = AckResult{Queue: pr.p.q.name, Partition: pr.p.name}
+		var d []deadEntry
+		_, err := e.ackOne(pr.p, pr.g, pg, &acks[i], now, r, &d)
+		dead[pr] = append(dead[pr], d...)
+		if err != nil {
+			r.Err = err
+			for _, s := range saves {
+				s.restore()
+			}
+			unlock()
+			t.res.Err = fmt.Errorf("%w: ack %d: %w", ErrTxnAborted, i, err)
+			done(t.res, nil)
+			return
+		}
+	}
+	// Then pushes: one push record per partition, inside one txn record.
+	type section struct {
+		p     *partition
+		first uint64
+		msgs  []msg
+		items []*PushItem
+		ts    int64
+	}
+	var secs []*section
+	byP := map[*partition]*section{}
+	for i := range pushes {
+		it := &pushes[i]
+		p := t.pushP[i]
+		s := byP[p]
+		if s == nil {
+			ts := e.newStamp()
+			if ts <= p.lastTS {
+				ts = p.lastTS + 1
+				e.observeStamp(ts)
+			}
+			s = &section{p: p, first: p.next, ts: ts}
+			byP[p] = s
+			secs = append(secs, s)
+		}
+		r := &t.res.Pushes[i]
+		*r = PushResult{PartitionID: p.id(), TransactionID: it.TransactionID}
+		if it.TransactionID != "" {
+			if off, ok := p.dedup[it.TransactionID]; ok {
+				r.Status, r.Offset = Duplicate, off
+				if off >= s.first {
+					r.MessageID = s.msgs[off-s.first].id
+				} else if m, err := e.msgAt(p, off); err == nil {
+					r.MessageID = m.id
+				}
+				continue
+			}
+			if p.dedup == nil {
+				p.dedup = make(map[string]uint64)
+			}
+			p.dedup[strings.Clone(it.TransactionID)] = s.first + uint64(len(s.msgs))
+		}
+		id := e.ids.next(now)
+		r.Status, r.MessageID, r.Offset = Queued, id, s.first+uint64(len(s.msgs))
+		if it.TransactionID == "" {
+			r.TransactionID = id.String()
+		}
+		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: it.Payload})
+		s.items = append(s.items, it)
+	}
+	// Encode: effects, then push sections.
+	var subs [][]byte
+	for _, pr := range order {
+		subs = append(subs, e.effectRecord(pr.p, pr.g, &pr.p.groups[pr.g.idx], dead[pr]))
+	}
+	for _, s := range secs {
+		if len(s.msgs) == 0 {
+			continue
+		}
+		b := []byte{recPush}
+		b = appendU64(b, s.p.q.id)
+		b = appendUvarint(b, s.p.seq)
+		b = appendStr(b, s.p.name)
+		b = appendUvarint(b, s.first)
+		b = appendVarint(b, s.ts)
+		b = appendUvarint(b, uint64(len(s.msgs)))
+		for k := range s.msgs {
+			m := &s.msgs[k]
+			b = append(b, m.id[:]...)
+			b = appendStr(b, m.txn)
+			b = appendStr(b, m.trace)
+			b = appendBytes(b, m.payload)
+		}
+		subs = append(subs, b)
+	}
+	rec := []byte{recTxn}
+	rec = appendUvarint(rec, uint64(len(subs)))
+	for _, s := range subs {
+		rec = appendBytes(rec, s)
+	}
+	var touched []pushTouch
+	pend := newPending(func(err error) {
+		if err == nil {
+			e.publish(touched)
+		}
+		done(t.res, err)
+	})
+	pos, err := e.appendHeld(rec, pend)
+	if err != nil {
+		for _, s := range saves {
+			s.restore()
+		}
+		unlock()
+		pend.finish()
+		return
+	}
+	// Apply in memory: cached messages alias the txn record's push sections.
+	r := reader{b: rec[1:]}
+	n := r.count(1)
+	for i := 0; i < n; i++ {
+		sub := reader{b: r.bytesRef()}
+		if sub.u8() != recPush {
+			continue
+		}
+		prec := readPush(&sub, nil)
+		s := secs[0]
+		for _, x := range secs {
+			if x.p.seq == prec.seq && x.p.q.id == prec.queueID {
+				s = x
+			}
+		}
+		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.msgs, false)
+		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
+		e.stats.pushed.Add(uint64(len(prec.msgs)))
+	}
+	var wakes []*waiter
+	for _, pr := range order {
+		e.fileDead(pr.p, pr.g, dead[pr])
+		e.settle(pr.p, pr.g, &pr.p.groups[pr.g.idx], now, &wakes)
+	}
+	e.stats.acked.Add(uint64(len(acks)))
+	unlock()
+	e.wake(wakes)
+	pend.finish()
+}
+
+func save(pg *pgState) *saved {
+	s := &saved{pg: pg, cursor: pg.cursor}
+	if a := pg.act; a != nil {
+		s.hadAct = true
+		s.retries = append([]retryCount(nil), a.retries...)
+		s.blocked = a.blockedUntil
+		if l := a.lease; l != nil {
+			s.lease = l
+			s.status = append([]uint8(nil), l.status...)
+			s.nDone = l.nDone
+			s.released = l.released
+		}
+	}
+	return s
+}
+
+func (s *saved) restore() {
+	pg := s.pg
+	pg.cursor = s.cursor
+	if a := pg.act; a != nil && s.hadAct {
+		a.retries = s.retries
+		if len(a.retries) == 0 {
+			a.retries = nil
+		}
+		a.blockedUntil = s.blocked
+		if l := s.lease; l != nil {
+			copy(l.status, s.status)
+			l.nDone = s.nDone
+			l.released = s.released
+		}
+	}
+}
+
+func stripeIndex(base, s *stripe) uintptr {
+	return (uintptrOf(s) - uintptrOf(base)) / stripeSize
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+)
+
+// UUID is a 16-byte identifier: message ids and lease ids are UUIDv7 (time
+// ordered), partition ids are UUIDv8 built from the queue id and the
+// partition's sequence number inside the queue.
+type UUID [16]byte
+
+// IsZero reports whether u is the zero UUID (no id given).
+func (u UUID) IsZero() bool { return u == UUID{} }
+
+// String formats u in the canonical 8-4-4-4-12 form.
+func (u UUID) String() string {
+	var b [36]byte
+	return string(u.Append(b[:0]))
+}
+
+// Append appends the canonical form of u to dst.
+func (u UUID) Append(dst []byte) []byte {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return append(dst, b[:]...)
+}
+
+// ErrBadUUID is returned by ParseUUID for text that is not a UUID.
+var ErrBadUUID = errors.New("engine: not a UUID")
+
+// ParseUUID parses the canonical form (hyphens optional).
+func ParseUUID(s string) (UUID, error) {
+	var u UUID
+	var hexd [32]byte
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '-' {
+			continue
+		}
+		if n == 32 {
+			return u, ErrBadUUID
+		}
+		hexd[n] = c
+		n++
+	}
+	if n != 32 {
+		return u, ErrBadUUID
+	}
+	if _, err := hex.Decode(u[:], hexd[:]); err != nil {
+		return u, ErrBadUUID
+	}
+	return u, nil
+}
+
+// uuidGen makes UUIDv7s: 48 bits of Unix milliseconds, then a 12-bit counter
+// that keeps ids made in the same millisecond ordered, then 62 random bits.
+type uuidGen struct {
+	state atomic.Uint64 // ms<<12 | counter
+}
+
+func (g *uuidGen) next(nowNanos int64) UUID {
+	ms := uint64(nowNanos / 1e6)
+	var v uint64
+	for {
+		old := g.state.Load()
+		v = ms << 12
+		if v <= old {
+			v = old + 1 // same (or earlier) millisecond: count on
+		}
+		if g.state.CompareAndSwap(old, v) {
+			break
+		}
+	}
+	var u UUID
+	binary.BigEndian.PutUint64(u[0:8], v<<4) // 48-bit ms, 12-bit counter, leaves 4 bits
+	// u[0:6] = ms, u[6:8] = counter<<4; place version 7 in the high nibble of u[6].
+	c := uint16(v & 0xfff)
+	u[6] = 0x70 | byte(c>>8)
+	u[7] = byte(c)
+	binary.BigEndian.PutUint64(u[8:16], rand.Uint64())
+	u[8] = 0x80 | u[8]&0x3f // RFC 4122 variant
+	return u
+}
+
+// partitionID builds the stable id of partition number seq of the queue with
+// the given 8-byte id: a UUIDv8 whose first half is the queue id and whose
+// second half is the sequence number (62 bits).
+func partitionID(queueID uint64, seq uint64) UUID {
+	var u UUID
+	binary.BigEndian.PutUint64(u[0:8], queueID)
+	u[6] = 0x80 | u[6]&0x0f // version 8
+	binary.BigEndian.PutUint64(u[8:16], seq)
+	u[8] = 0x80 | u[8]&0x3f // variant
+	return u
+}
+
+// splitPartitionID is the inverse of partitionID: the queue id (with its
+// version nibble) and the sequence number.
+func splitPartitionID(u UUID) (queueID uint64, seq uint64, ok bool) {
+	if u[6]>>4 != 8 || u[8]>>6 != 2 {
+		return 0, 0, false
+	}
+	queueID = binary.BigEndian.Uint64(u[0:8])
+	seq = binary.BigEndian.Uint64(u[8:16]) & (1<<62 - 1)
+	return queueID, seq, true
+}
+
+// newQueueID returns a random queue id whose UUID form carries version 8.
+func newQueueID() uint64 {
+	for {
+		id := rand.Uint64()
+		id = id&^(0xf<<12) | 0x8<<12 // version nibble at byte 6's high half
+		if id != 0 {
+			return id
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// A waiter is a parked long poll. It sits in its group's waiter list until a
+// change that may make messages deliverable to it (a commit, a lease ending,
+// a retry delay running out) takes it off the list and retries it, or until
+// its deadline fires in a timer wheel. Its mutex orders those three.
+type waiter struct {
+	e        *Engine
+	c        *popCall
+	mu       sync.Mutex
+	finished bool
+	timer    timer
+	st       *stripe // whose wheel holds the timer
+}
+
+// readVersion returns the group's change counter; a pop that finds nothing
+// parks only if it has not moved since.
+func (g *group) readVersion() uint64 {
+	g.mu.Lock()
+	v := g.version
+	g.mu.Unlock()
+	return v
+}
+
+// takeWaiter removes and returns the first waiter that wants partition pname.
+// Caller holds g.mu.
+func (g *group) takeWaiter(pname string) *waiter {
+	for i, w := range g.waiters {
+		if w.c.req.Partition == "" || w.c.req.Partition == pname {
+			copy(g.waiters[i:], g.waiters[i+1:])
+			g.waiters[len(g.waiters)-1] = nil
+			g.waiters = g.waiters[:len(g.waiters)-1]
+			return w
+		}
+	}
+	return nil
+}
+
+func (g *group) dropWaiter(w *waiter) {
+	g.mu.Lock()
+	for i, x := range g.waiters {
+		if x == w {
+			copy(g.waiters[i:], g.waiters[i+1:])
+			g.waiters[len(g.waiters)-1] = nil
+			g.waiters = g.waiters[:len(g.waiters)-1]
+			break
+		}
+	}
+	g.mu.Unlock()
+}
+
+// arm schedules the waiter's deadline. w.mu is held.
+func (w *waiter) arm() {
+	w.st = &w.e.stripes[rand.Uint64()&w.e.smask]
+	w.st.mu.Lock()
+	w.st.wheel.schedule(&w.timer, w.c.deadline, w)
+	w.st.mu.Unlock()
+}
+
+// finish marks the waiter answered and disarms its deadline. w.mu is held.
+func (w *waiter) finish() {
+	w.finished = true
+	w.st.mu.Lock()
+	w.st.wheel.cancel(&w.timer)
+	w.st.mu.Unlock()
+}
+
+// loop parks the waiter, or answers it when there is something to answer.
+// With again it first tries the pop. It reports whether the waiter finished.
+// w.mu is held.
+func (w *waiter) loop(ver uint64, again bool) bool {
+	e, c := w.e, w.c
+	for {
+		if again {
+			ver = c.g.readVersion()
+			msgs, pend, err := e.attempt(c)
+			if err != nil || len(msgs) > 0 {
+				w.finish()
+				e.deliver(c, msgs, pend, err)
+				return true
+			}
+		}
+		again = true
+		if e.clock.Now() >= c.deadline {
+			w.finish()
+			c.done(nil, nil)
+			return true
+		}
+		c.g.mu.Lock()
+		if c.g.deleted.Load() {
+			c.g.mu.Unlock()
+			w.finish()
+			c.done(nil, nil)
+			return true
+		}
+		if c.g.version == ver {
+			c.g.waiters = append(c.g.waiters, w)
+			c.g.mu.Unlock()
+			return false
+		}
+		c.g.mu.Unlock()
+	}
+}
+
+// retry runs when a change took the waiter off its group's list.
+func (w *waiter) retry() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.finished {
+		w.loop(0, true)
+	}
+}
+
+// fire is the deadline: queued to run after the wheel's lock is released.
+func (w *waiter) fire(f *wheelFire) { f.after = append(f.after, w.timeout) }
+
+func (w *waiter) timeout() {
+	w.mu.Lock()
+	if w.finished {
+		w.mu.Unlock()
+		return
+	}
+	w.finished = true
+	w.mu.Unlock()
+	w.c.g.dropWaiter(w)
+	w.c.done(nil, nil)
+}
+
+func (w *waiter) cancel() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished {
+		return false
+	}
+	w.finish()
+	w.c.g.dropWaiter(w)
+	return true
+}
+
+// wake retries woken waiters. Each runs on its own goroutine: wakes come
+// from the journal's committer and from timers, which must not run pops.
+func (e *Engine) wake(ws []*waiter) {
+	for _, w := range ws {
+		go w.retry()
+	}
+}
+
+// failWaiters answers every parked pop of g with err (nil: empty).
+func (e *Engine) failWaiters(g *group, err error) {
+	g.mu.Lock()
+	ws := g.waiters
+	g.waiters = nil
+	g.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		if !w.finished {
+			w.finish()
+			w.c.done(nil, err)
+		}
+		w.mu.Unlock()
+	}
+}
