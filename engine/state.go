@@ -155,18 +155,18 @@ const (
 // lease is a consumer's claim on messages [from, to) of one partition for one
 // group. A pop over several partitions gives them all the same id.
 type lease struct {
-	id      UUID
-	p       *partition
-	gidx    int
-	from    uint64
-	to      uint64
-	expires int64
-	status  []uint8
-	nDone   int
+	id       UUID
+	p        *partition
+	gidx     int
+	from     uint64
+	to       uint64
+	expires  int64
+	status   []uint8
+	nDone    int
 	ended    bool
 	released bool // a failed or retry ack gave the rest of the lease back
 	timer    timer
-	set     *leaseSet
+	set      *leaseSet
 }
 
 func (l *lease) statusAt(off uint64) uint8 { return l.status[off-l.from] }
