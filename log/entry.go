@@ -126,38 +126,39 @@ type entryHeader struct {
 }
 
 // checkEntry verifies an entry's framing and CRC without decompressing it.
-// The error wraps ErrCorrupt. It does not apply size limits, so that lowering
+// The error only describes the problem; callers wrap it with ErrCorrupt and
+// their context. It does not apply size limits, so that lowering
 // MaxEntryBytes never makes repair drop valid entries.
 func checkEntry(data []byte) (entryHeader, error) {
 	var h entryHeader
 	if len(data) < entryHeaderLen {
-		return h, fmt.Errorf("%w: entry of %d bytes is shorter than its %d-byte header", ErrCorrupt, len(data), entryHeaderLen)
+		return h, fmt.Errorf("entry of %d bytes is shorter than its %d-byte header", len(data), entryHeaderLen)
 	}
 	if string(data[:4]) != entryMagic {
-		return h, fmt.Errorf("%w: bad entry magic %q", ErrCorrupt, data[:4])
+		return h, fmt.Errorf("bad magic %q", data[:4])
 	}
 	want := binary.LittleEndian.Uint32(data[entryCRCOff:])
 	if got := crc32c(data[entryCRCOff+4:]); got != want {
-		return h, fmt.Errorf("%w: entry checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, want, got)
+		return h, fmt.Errorf("checksum mismatch (stored %08x, computed %08x)", want, got)
 	}
 	if v := data[entryVersionOff]; v != entryVersion {
-		return h, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, v)
+		return h, fmt.Errorf("unknown version %d", v)
 	}
 	h.codec = data[entryCodecOff]
 	if h.codec != codecRaw && h.codec != codecZstd {
-		return h, fmt.Errorf("%w: unknown entry codec %d", ErrCorrupt, h.codec)
+		return h, fmt.Errorf("unknown codec %d", h.codec)
 	}
 	h.count = int(binary.LittleEndian.Uint32(data[entryCountOff:]))
 	h.rawLen = int(binary.LittleEndian.Uint32(data[entryRawLenOff:]))
 	h.index = binary.LittleEndian.Uint64(data[entryIndexOff:])
 	if h.count == 0 || h.count > maxRecordsPerEntry {
-		return h, fmt.Errorf("%w: entry claims %d records", ErrCorrupt, h.count)
+		return h, fmt.Errorf("entry claims %d records", h.count)
 	}
 	if h.count > h.rawLen {
-		return h, fmt.Errorf("%w: entry claims %d records in %d bytes", ErrCorrupt, h.count, h.rawLen)
+		return h, fmt.Errorf("entry claims %d records in %d bytes", h.count, h.rawLen)
 	}
 	if h.codec == codecRaw && len(data)-entryHeaderLen != h.rawLen {
-		return h, fmt.Errorf("%w: raw entry body is %d bytes, header says %d", ErrCorrupt, len(data)-entryHeaderLen, h.rawLen)
+		return h, fmt.Errorf("raw body is %d bytes, header says %d", len(data)-entryHeaderLen, h.rawLen)
 	}
 	return h, nil
 }
@@ -180,17 +181,21 @@ func (d *decoded) record(i int) []byte {
 	return d.body[s.off : s.off+s.n]
 }
 
-// decodeEntry checks, decompresses and splits one WAL entry into d. An entry
-// claiming more than maxRaw uncompressed bytes is refused before any
-// decompression. Every error wraps ErrCorrupt.
-func decodeEntry(d *decoded, data []byte, maxRaw int) error {
+// decodeEntry checks, decompresses and splits the WAL entry stored at index
+// into d. An entry claiming more than maxRaw uncompressed bytes is refused
+// before any decompression. Every error wraps ErrCorrupt and names the entry.
+func decodeEntry(d *decoded, data []byte, index uint64, maxRaw int) error {
 	d.index, d.body, d.spans = 0, nil, d.spans[:0]
 	h, err := checkEntry(data)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: entry %d: %v", ErrCorrupt, index, err)
+	}
+	if h.index != index {
+		return fmt.Errorf("%w: entry %d: it carries index %d", ErrCorrupt, index, h.index)
 	}
 	if h.rawLen > maxRaw {
-		return fmt.Errorf("%w: entry claims %d uncompressed bytes, above the limit of %d (%w)", ErrCorrupt, h.rawLen, maxRaw, ErrTooLarge)
+		return fmt.Errorf("%w: entry %d: claims %d uncompressed bytes, above the limit of %d (%w)",
+			ErrCorrupt, index, h.rawLen, maxRaw, ErrTooLarge)
 	}
 	body := data[entryHeaderLen:]
 	if h.codec == codecZstd {
@@ -201,10 +206,10 @@ func decodeEntry(d *decoded, data []byte, maxRaw int) error {
 		// that expands past rawLen cannot allocate more than we gave it.
 		out, err := mustCodecs().dec.DecodeAll(body, d.buf[:0:h.rawLen])
 		if err != nil {
-			return fmt.Errorf("%w: entry body does not decompress: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: entry %d: body does not decompress: %v", ErrCorrupt, index, err)
 		}
 		if len(out) != h.rawLen {
-			return fmt.Errorf("%w: entry decompressed to %d bytes, header says %d", ErrCorrupt, len(out), h.rawLen)
+			return fmt.Errorf("%w: entry %d: decompressed to %d bytes, header says %d", ErrCorrupt, index, len(out), h.rawLen)
 		}
 		body = out
 	}
@@ -212,17 +217,17 @@ func decodeEntry(d *decoded, data []byte, maxRaw int) error {
 	for i := 0; i < h.count; i++ {
 		n, k := binary.Uvarint(body[off:])
 		if k <= 0 {
-			return fmt.Errorf("%w: record %d: bad length prefix", ErrCorrupt, i)
+			return fmt.Errorf("%w: entry %d: record %d: bad length prefix", ErrCorrupt, index, i)
 		}
 		off += k
 		if n > uint64(len(body)-off) {
-			return fmt.Errorf("%w: record %d: length %d runs past the entry body", ErrCorrupt, i, n)
+			return fmt.Errorf("%w: entry %d: record %d: length %d runs past the entry body", ErrCorrupt, index, i, n)
 		}
 		d.spans = append(d.spans, span{uint32(off), uint32(n)})
 		off += int(n)
 	}
 	if off != len(body) {
-		return fmt.Errorf("%w: %d stray bytes after the last record", ErrCorrupt, len(body)-off)
+		return fmt.Errorf("%w: entry %d: %d stray bytes after the last record", ErrCorrupt, index, len(body)-off)
 	}
 	d.index, d.body = h.index, body
 	return nil

@@ -48,11 +48,8 @@ func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, erro
 	}
 	s := &c.slots[v]
 	s.valid = false
-	if err := decodeEntry(&s.d, data, maxRaw); err != nil {
+	if err := decodeEntry(&s.d, data, index, maxRaw); err != nil {
 		return nil, err
-	}
-	if s.d.index != index {
-		return nil, fmt.Errorf("%w: entry carries index %d", ErrCorrupt, s.d.index)
 	}
 	c.tick++
 	s.valid, s.used = true, c.tick
@@ -108,7 +105,7 @@ func (l *Log) Read(pos uint64) ([]byte, error) {
 			return nil, err
 		}
 		if d, err = l.cache.fill(index, data, l.cfg.MaxEntryBytes); err != nil {
-			return nil, fmt.Errorf("log: entry %d: %w", index, err)
+			return nil, err
 		}
 	}
 	if rec >= len(d.spans) {
@@ -159,11 +156,8 @@ func (l *Log) Replay(after uint64, fn func(pos uint64, rec []byte) error) error 
 		if err != nil {
 			return err
 		}
-		if err := decodeEntry(&d, data, l.cfg.MaxEntryBytes); err != nil {
-			return fmt.Errorf("log: replay: entry %d: %w", index, err)
-		}
-		if d.index != index {
-			return fmt.Errorf("log: replay: entry %d: %w: it carries index %d", index, ErrCorrupt, d.index)
+		if err := decodeEntry(&d, data, index, l.cfg.MaxEntryBytes); err != nil {
+			return err
 		}
 		r := 0
 		if index == start {

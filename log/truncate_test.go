@@ -1,0 +1,181 @@
+package log
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// checkSegments compares SegmentStarts and DiskBytes with the directory.
+func checkSegments(t *testing.T, l *Log) {
+	t.Helper()
+	files := segmentFiles(t, l.dir)
+	var starts []uint64
+	var size int64
+	for _, f := range files {
+		s, _ := segmentIndex(filepath.Base(f))
+		starts = append(starts, s)
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	if got := l.SegmentStarts(); !slices.Equal(got, starts) {
+		t.Fatalf("SegmentStarts %v, directory has %v", got, starts)
+	}
+	if got := l.DiskBytes(); got != size {
+		t.Fatalf("DiskBytes %d, files hold %d", got, size)
+	}
+}
+
+func TestTruncateFront(t *testing.T) {
+	dir := t.TempDir()
+	seg := withSegment(1000)
+	l, _ := openT(t, dir, seg)
+	rec := randRec(200)
+	var want []posRec
+	for i := 0; i < 40; i++ {
+		r := rec(i)
+		want = append(want, posRec{appendWait(t, l, r), string(r)})
+	}
+	checkSegments(t, l)
+	starts := l.SegmentStarts()
+	if len(starts) < 5 {
+		t.Fatalf("want several segments, have %v", starts)
+	}
+
+	// Mid-segment and out-of-range indexes are refused.
+	for _, idx := range []uint64{starts[1] + 1, starts[len(starts)-1] + 100, 0} {
+		if err := l.TruncateFront(idx); !isErr(err, ErrBadIndex) {
+			t.Fatalf("TruncateFront(%d): %v, want ErrBadIndex", idx, err)
+		}
+	}
+	if err := l.TruncateFront(starts[0]); err != nil {
+		t.Fatalf("no-op truncate: %v", err)
+	}
+
+	before := l.DiskBytes()
+	cut := starts[2]
+	if err := l.TruncateFront(cut); err != nil {
+		t.Fatal(err)
+	}
+	checkSegments(t, l)
+	if l.DiskBytes() >= before {
+		t.Fatalf("DiskBytes %d did not fall below %d", l.DiskBytes(), before)
+	}
+	if l.FirstIndex() != cut || l.SegmentStarts()[0] != cut {
+		t.Fatalf("FirstIndex %d, starts %v after truncating to %d", l.FirstIndex(), l.SegmentStarts(), cut)
+	}
+	if _, err := l.Read(MakePos(cut-1, 0)); !isErr(err, ErrNotFound) {
+		t.Fatalf("Read of a truncated entry: %v", err)
+	}
+	got, err := replayAll(l, 0)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want[cut-1:]) {
+		t.Fatalf("replay after truncation: %d records, %v", len(got), err)
+	}
+	if _, err := replayAll(l, MakePos(cut-2, 0)); !isErr(err, ErrNotFound) {
+		t.Fatalf("replay from a truncated position: %v", err)
+	}
+	// Appends go on; reopening keeps it all.
+	r := []byte("after truncate")
+	want = append(want, posRec{appendWait(t, l, r), string(r)})
+	l.Close()
+	l, _ = openT(t, dir, seg)
+	checkSegments(t, l)
+	if got, err := replayAll(l, 0); err != nil || fmt.Sprint(got) != fmt.Sprint(want[cut-1:]) {
+		t.Fatalf("after reopen: %d records, %v", len(got), err)
+	}
+}
+
+// TestTruncateEverything drops every entry (tidwall's own TruncateFront
+// refuses): the tail segment is empty after a roll-over and truncating to its
+// start leaves an empty log that keeps its indexes.
+func TestTruncateEverything(t *testing.T) {
+	dir := t.TempDir()
+	seg := withSegment(500)
+	l, _ := openT(t, dir, seg)
+	rec := randRec(600) // every entry fills a segment, so the tail is empty
+	for i := 0; i < 3; i++ {
+		appendWait(t, l, rec(i))
+	}
+	starts := l.SegmentStarts()
+	lastStart := starts[len(starts)-1]
+	if lastStart != l.LastIndex()+1 {
+		t.Fatalf("tail segment starts at %d, last index %d", lastStart, l.LastIndex())
+	}
+	if err := l.TruncateFront(lastStart); err != nil {
+		t.Fatal(err)
+	}
+	checkSegments(t, l)
+	if l.FirstIndex() != 4 || l.LastIndex() != 3 {
+		t.Fatalf("empty log: first %d last %d", l.FirstIndex(), l.LastIndex())
+	}
+	if got, err := replayAll(l, 0); err != nil || len(got) != 0 {
+		t.Fatalf("replay of an empty log: %v %v", got, err)
+	}
+	p := appendWait(t, l, []byte("fresh"))
+	if PosIndex(p) != 4 {
+		t.Fatalf("append after emptying at index %d", PosIndex(p))
+	}
+	l.Close()
+	l, _ = openT(t, dir, seg)
+	if got, err := replayAll(l, 0); err != nil || len(got) != 1 || got[0].rec != "fresh" || got[0].pos != p {
+		t.Fatalf("after reopen: %v %v", got, err)
+	}
+}
+
+// TestSyncPolicies: each policy delivers done; fsyncs happen when the policy
+// says.
+func TestSyncPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"always", withSync(SyncAlways)},
+		{"interval", withInterval(2 * time.Millisecond)},
+		{"none", withSync(SyncNone)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := openT(t, t.TempDir(), tc.mod)
+			for i := 0; i < 20; i++ {
+				appendWait(t, l, []byte("record"))
+			}
+			st := l.Stats()
+			switch tc.name {
+			case "always":
+				if st.Fsyncs < st.Entries || st.Entries == 0 {
+					t.Fatalf("always: %d fsyncs for %d entries", st.Fsyncs, st.Entries)
+				}
+			case "interval":
+				eventually(t, "an interval fsync", func() bool { return l.Stats().Fsyncs > 0 })
+				// Nothing new written: the ticker does not fsync again.
+				n := l.Stats().Fsyncs
+				time.Sleep(20 * time.Millisecond)
+				if m := l.Stats().Fsyncs; m != n {
+					t.Fatalf("interval: fsyncs went from %d to %d with nothing written", n, m)
+				}
+			case "none":
+				if st.Fsyncs != 0 {
+					t.Fatalf("none: %d fsyncs before Close", st.Fsyncs)
+				}
+			}
+			var hist uint64
+			for _, c := range l.Stats().FsyncHistogram {
+				hist += c
+			}
+			if hist != l.Stats().Fsyncs {
+				t.Fatalf("histogram counts %d of %d fsyncs", hist, l.Stats().Fsyncs)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if l.Stats().Fsyncs == 0 {
+				t.Fatal("Close did not fsync")
+			}
+		})
+	}
+}
