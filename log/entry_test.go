@@ -79,7 +79,7 @@ func TestZstdBomb(t *testing.T) {
 	const maxRaw = 1 << 20
 	zeros := make([]byte, 64<<20)
 	small := mustCodecs().enc.EncodeAll(zeros, nil) // 64 MiB of zeros, a few KiB
-	var stream bytes.Buffer                          // a frame without a content size
+	var stream bytes.Buffer                         // a frame without a content size
 	zw, _ := zstd.NewWriter(&stream)
 	zw.Write(zeros)
 	zw.Close()
