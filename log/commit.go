@@ -28,8 +28,9 @@ func (g *group) reset(maxBatch int) {
 // Append copies rec into the group being filled and returns its position at
 // once. done is called exactly once, from the committer goroutine, when the
 // record is durable under the sync policy (SyncAlways: written and fsynced;
-// SyncInterval, SyncNone: written), or with the error if that failed; done
-// must not block. A nil done is allowed. Records appended by one goroutine
+// SyncInterval, SyncNone: written), or with the error if that failed. done
+// must not block, so it must not call Append either (Append can wait for the
+// committer); Read and the other methods are fine. A nil done is allowed. Records appended by one goroutine
 // keep their order. If the open group is full (MaxBatchBytes) Append blocks
 // until the committer seals it. After a failure every Append returns it (see
 // Err); after Close, ErrClosed. A record larger than MaxEntryBytes (with its
@@ -81,9 +82,10 @@ func (l *Log) run() {
 	defer close(l.stopped)
 	var tick <-chan time.Time
 	if l.cfg.Sync == SyncInterval {
-		t := time.NewTicker(l.cfg.SyncInterval)
-		defer t.Stop()
-		tick = t.C
+		l.syncTimer = time.NewTimer(time.Hour)
+		l.syncTimer.Stop()
+		defer l.syncTimer.Stop()
+		tick = l.syncTimer.C
 	}
 	for {
 		l.mu.Lock()
@@ -109,11 +111,31 @@ func (l *Log) run() {
 		select {
 		case <-l.kick:
 		case <-tick:
-			if l.dirty {
-				l.syncWAL()
-			}
+			l.timerArmed = false
+			l.intervalSync()
 		case <-l.stop:
 		}
+	}
+}
+
+// intervalSync is SyncInterval's rule, applied after each write and when the
+// timer fires: fsync if something was written and the last fsync is at least
+// SyncInterval old; otherwise make sure the timer will come back for it.
+func (l *Log) intervalSync() {
+	if !l.dirty || l.Err() != nil {
+		return
+	}
+	if wait := l.cfg.SyncInterval - time.Since(l.lastSync); wait > 0 {
+		if !l.timerArmed {
+			l.syncTimer.Reset(wait)
+			l.timerArmed = true
+		}
+		return
+	}
+	l.wmu.RLock()
+	defer l.wmu.RUnlock()
+	if l.wal != nil {
+		_ = l.syncLocked() // a failure is sticky and logged by failed
 	}
 }
 
@@ -162,6 +184,9 @@ func (l *Log) write(g *group) error {
 			if err := l.syncLocked(); err != nil {
 				return err
 			}
+		} else if !l.timerArmed {
+			l.syncTimer.Reset(l.cfg.SyncInterval - time.Since(l.lastSync))
+			l.timerArmed = true
 		}
 	}
 	// tidwall/wal creates segment files without fsyncing the directory; a
@@ -172,19 +197,6 @@ func (l *Log) write(g *group) error {
 		}
 	}
 	return nil
-}
-
-// syncWAL fsyncs the tail segment (for the interval ticker).
-func (l *Log) syncWAL() {
-	if l.Err() != nil {
-		return
-	}
-	l.wmu.RLock()
-	defer l.wmu.RUnlock()
-	if l.wal == nil {
-		return
-	}
-	_ = l.syncLocked() // a failure is sticky and logged by failed
 }
 
 // syncLocked fsyncs the tail segment and records the latency. The caller

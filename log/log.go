@@ -65,10 +65,12 @@ type Log struct {
 	stopped chan struct{} // closed when the committer exits
 
 	// Committer-only state.
-	spare    *group
-	ebuf     []byte // encoded entry, reused
-	dirty    bool   // written since the last fsync
-	lastSync time.Time
+	spare      *group
+	ebuf       []byte // encoded entry, reused
+	dirty      bool   // written since the last fsync
+	lastSync   time.Time
+	syncTimer  *time.Timer // SyncInterval: armed while an fsync is due
+	timerArmed bool
 
 	// wmu guards the wal pointer: RLock to use it (tidwall locks inside),
 	// Lock to close or reopen it.
