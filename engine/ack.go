@@ -100,7 +100,7 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
 		}
 		return
 	}
-	st := p.st
+	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	pg := e.pgFor(p, g)
@@ -150,7 +150,7 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 			return false, fmt.Errorf("%w: no live lease of group %q on %s/%s", ErrNotInFlight, g.name, p.q.name, p.name)
 		}
 	} else if !live || l.id != it.LeaseID {
-		old := p.st.ended.get(it.LeaseID, p)
+		old := p.st().ended.get(it.LeaseID, p)
 		if l != nil && l.id == it.LeaseID {
 			old = l
 		}
@@ -301,7 +301,7 @@ func (e *Engine) settle(p *partition, g *group, pg *pgState, now int64, wakes *[
 		if a.blockedUntil <= now {
 			a.blockedUntil = 0
 		} else if !a.blockTimer.scheduled() {
-			p.st.wheel.schedule(&a.blockTimer, a.blockedUntil, a)
+			p.st().wheel.schedule(&a.blockTimer, a.blockedUntil, a)
 		}
 	}
 	e.notify(p, g, pg, wakes)
@@ -314,7 +314,7 @@ func (a *pgActive) fire(f *wheelFire) {
 		return
 	}
 	if a.blockedUntil > f.now {
-		a.p.st.wheel.schedule(&a.blockTimer, a.blockedUntil, a)
+		a.p.st().wheel.schedule(&a.blockTimer, a.blockedUntil, a)
 		return
 	}
 	a.blockedUntil = 0

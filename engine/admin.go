@@ -30,7 +30,7 @@ func (e *Engine) Configure(name string, o QueueOptions) (ConfigureResult, error)
 	q := e.queues[name]
 	created := q == nil
 	if created {
-		q = newQueue(name, newQueueID(), e.newStamp(), &o)
+		q = e.newQueue(name, newQueueID(), e.newStamp(), &o)
 		for e.queuesID[q.id] != nil {
 			q.id = newQueueID()
 		}
@@ -63,8 +63,8 @@ func (e *Engine) Configure(name string, o QueueOptions) (ConfigureResult, error)
 
 // journalPartition records the creation of an empty partition.
 func (e *Engine) journalPartition(p *partition) error {
-	p.st.mu.Lock()
-	defer p.st.mu.Unlock()
+	p.st().mu.Lock()
+	defer p.st().mu.Unlock()
 	if p.next > 0 {
 		return nil
 	}
@@ -134,7 +134,7 @@ func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int
 	var parts []*partition
 	q.mu.RLock()
 	if partName != "" {
-		if p := q.byName[partName]; p != nil {
+		if p := q.byName.get(partName); p != nil {
 			parts = append(parts, p)
 		}
 	} else {
@@ -155,7 +155,7 @@ func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int
 	n := 0
 	var wakes []*waiter
 	for _, p := range parts {
-		p.st.mu.Lock()
+		p.st().mu.Lock()
 		pg := e.pgFor(p, g)
 		if to.ToEnd {
 			pg.cursor = p.next
@@ -168,11 +168,11 @@ func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int
 			}
 			a.retries = nil
 			a.blockedUntil = 0
-			p.st.wheel.cancel(&a.blockTimer)
+			p.st().wheel.cancel(&a.blockTimer)
 		}
 		_, err := e.appendHeld(e.effectRecord(p, g, pg, nil), pend)
 		e.notify(p, g, pg, &wakes)
-		p.st.mu.Unlock()
+		p.st().mu.Unlock()
 		if err != nil {
 			pend.finish()
 			return n, err

@@ -44,7 +44,7 @@ func (s PushStatus) String() string {
 type PushResult struct {
 	Status        PushStatus
 	MessageID     UUID
-	TransactionID string
+	TransactionID string // as pushed; "" when none was given (it is then the message id)
 	PartitionID   UUID
 	Offset        uint64
 	Err           error // set when Status is Failed

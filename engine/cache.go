@@ -5,77 +5,76 @@ import (
 	"sort"
 )
 
-// The tail cache keeps each partition's recent messages in memory; messages
-// every group has finished are dropped from it at once, and under memory
-// pressure (Config.CacheBytes) the older half of a busy partition's tail
-// goes too. A message not in the cache is read back from the journal through
-// the partition's chunk index.
+// The tail cache keeps each partition's recent messages in memory, one
+// *cached per push record (chunk). Chunks every group has finished leave
+// memory at once; under memory pressure (Config.CacheBytes) the older half of
+// a busy partition's cached chunks goes too. A message not in memory is read
+// back from the journal through the chunk index.
 
-// shrinkTail drops cached messages of p that every group of its queue has
-// finished; with pressure it also drops the older half of what is left.
-// Caller holds p's stripe.
-func (e *Engine) shrinkTail(p *partition, pressure bool) {
-	t := p.tail
-	if t == nil {
-		return
+// chunkEnd is the offset after chunk i's last message.
+func (p *partition) chunkEnd(i int) uint64 {
+	if i+1 < len(p.chunks) {
+		return p.chunks[i+1].first
 	}
-	end := t.base + uint64(len(t.msgs))
-	cut := t.base
-	if groups := p.q.groupList(); len(groups) > 0 {
-		min := end
-		any := false
-		for _, g := range groups {
-			if g == nil {
-				continue
-			}
-			any = true
-			c := uint64(0)
-			if g.idx < len(p.groups) && p.groups[g.idx].init {
-				c = p.groups[g.idx].cursor
-			}
-			if c < min {
-				min = c
-			}
+	return p.next
+}
+
+// minCursor is the lowest cursor of the queue's groups on p (0 when a group
+// has not decided where it starts, p.next when there are no groups: nothing
+// is finished for a group that does not exist yet, but a new group may start
+// anywhere, so with no groups nothing is dropped for being finished).
+func (p *partition) minCursor() (uint64, bool) {
+	min := p.next
+	any := false
+	for _, g := range p.q.groupList() {
+		if g == nil {
+			continue
 		}
-		if any && min > cut {
-			cut = min
+		any = true
+		c := uint64(0)
+		if g.idx < len(p.groups) && p.groups[g.idx].init() {
+			c = p.groups[g.idx].cursor
+		}
+		if c < min {
+			min = c
+		}
+	}
+	return min, any
+}
+
+// shrinkTail drops cached chunks of p that every group has finished; with
+// pressure it also drops the older half of what is left. Caller holds p's
+// stripe.
+func (e *Engine) shrinkTail(p *partition, pressure bool) {
+	i := int(p.memLo)
+	if min, any := p.minCursor(); any {
+		for i < len(p.chunks) && p.chunkEnd(i) <= min {
+			e.dropChunk(&p.chunks[i])
+			i++
 		}
 	}
 	if pressure {
-		if half := t.base + uint64(len(t.msgs))/2; half > cut {
-			cut = half
+		stop := i + (len(p.chunks)-i+1)/2
+		for ; i < stop; i++ {
+			e.dropChunk(&p.chunks[i])
 		}
 	}
-	if cut <= t.base {
-		return
-	}
-	e.dropTail(p, cut)
+	p.memLo = int32(i)
 }
 
-// dropTail removes cached messages below offset cut.
-func (e *Engine) dropTail(p *partition, cut uint64) {
-	t := p.tail
-	end := t.base + uint64(len(t.msgs))
-	if cut >= end {
-		e.cacheBytes.Add(-t.bytes)
-		p.tail = nil
-		return
+func (e *Engine) dropChunk(c *chunk) {
+	if c.mem != nil {
+		e.cacheBytes.Add(-c.mem.cost)
+		c.mem = nil
 	}
-	k := int(cut - t.base)
-	var freed int64
-	for i := 0; i < k; i++ {
-		freed += msgCost(&t.msgs[i])
+}
+
+// dropAllChunks releases every cached chunk of p (queue deleted).
+func (e *Engine) dropAllChunks(p *partition) {
+	for i := int(p.memLo); i < len(p.chunks); i++ {
+		e.dropChunk(&p.chunks[i])
 	}
-	rest := t.msgs[k:]
-	if cap(rest) > 2*len(rest)+64 {
-		rest = append([]msg(nil), rest...) // let the old array go
-	} else {
-		clear(t.msgs[:k])
-	}
-	t.msgs = rest
-	t.base = cut
-	t.bytes -= freed
-	e.cacheBytes.Add(-freed)
+	p.memLo = int32(len(p.chunks))
 }
 
 // chunkFor returns the index of the chunk holding offset off, or -1.
@@ -84,19 +83,13 @@ func (p *partition) chunkFor(off uint64) int {
 	return i - 1
 }
 
-// msgAt returns the message at offset off of p (from the cache or the
-// journal). Caller holds p's stripe.
+// msgAt returns the message at offset off of p (from memory or the journal).
+// Caller holds p's stripe.
 func (e *Engine) msgAt(p *partition, off uint64) (msg, error) {
-	if t := p.tail; t != nil && off >= t.base && off < t.base+uint64(len(t.msgs)) {
-		return t.msgs[off-t.base], nil
-	}
 	var one [1]msg
-	got, err := e.readChunk(p, off, off+1, one[:0])
+	got, err := e.msgsRange(p, off, off+1, one[:0])
 	if err != nil {
 		return msg{}, err
-	}
-	if len(got) == 0 {
-		return msg{}, fmt.Errorf("%w: offset %d of %s/%s", ErrMessageNotFound, off, p.q.name, p.name)
 	}
 	return got[0], nil
 }
@@ -104,57 +97,49 @@ func (e *Engine) msgAt(p *partition, off uint64) (msg, error) {
 // msgsRange appends the messages [from, to) of p to dst. Caller holds p's
 // stripe.
 func (e *Engine) msgsRange(p *partition, from, to uint64, dst []msg) ([]msg, error) {
-	for off := from; off < to; {
-		if t := p.tail; t != nil && off >= t.base && off < t.base+uint64(len(t.msgs)) {
-			hi := t.base + uint64(len(t.msgs))
-			if hi > to {
-				hi = to
+	if from >= to {
+		return dst, nil
+	}
+	ci := p.chunkFor(from)
+	if ci < 0 || to > p.next {
+		return dst, fmt.Errorf("%w: offsets %d-%d of %s/%s", ErrMessageNotFound, from, to, p.q.name, p.name)
+	}
+	for off := from; off < to; ci++ {
+		c := &p.chunks[ci]
+		end := min(p.chunkEnd(ci), to)
+		if c.mem != nil {
+			for ; off < end; off++ {
+				dst = append(dst, c.mem.msg(int(off-c.first), c.ts))
 			}
-			dst = append(dst, t.msgs[off-t.base:hi-t.base]...)
-			off = hi
 			continue
 		}
-		hi := to
-		if t := p.tail; t != nil && t.base > off && t.base < hi {
-			hi = t.base
-		}
-		n := len(dst)
-		var err error
-		dst, err = e.readChunk(p, off, hi, dst)
+		pr, err := e.readChunk(p, c)
 		if err != nil {
 			return dst, err
 		}
-		if len(dst) == n {
-			return dst, fmt.Errorf("%w: offset %d of %s/%s", ErrMessageNotFound, off, p.q.name, p.name)
+		mem := cached{buf: pr.buf, refs: pr.refs}
+		for ; off < end; off++ {
+			i := int(off - c.first)
+			if i >= len(mem.refs) {
+				return dst, fmt.Errorf("%w: journal position %d holds too few messages of %s/%s", errCorruptRecord, c.pos, p.q.name, p.name)
+			}
+			dst = append(dst, mem.msg(i, c.ts))
 		}
-		off += uint64(len(dst) - n)
 	}
 	return dst, nil
 }
 
-// readChunk appends messages from the journal record of the chunk that holds
-// offset from, up to offset to (exclusive) or the chunk's end.
-func (e *Engine) readChunk(p *partition, from, to uint64, dst []msg) ([]msg, error) {
-	ci := p.chunkFor(from)
-	if ci < 0 {
-		return dst, nil
-	}
-	c := p.chunks[ci]
+// readChunk reads the push record of chunk c back from the journal.
+func (e *Engine) readChunk(p *partition, c *chunk) (pushRecord, error) {
 	rec, err := e.j.Read(c.pos)
 	if err != nil {
-		return dst, fmt.Errorf("reading %s/%s offset %d from the journal: %w", p.q.name, p.name, from, err)
+		return pushRecord{}, fmt.Errorf("reading %s/%s offset %d from the journal: %w", p.q.name, p.name, c.first, err)
 	}
 	pr, ok := findPush(rec, p.q.id, p.seq, c.first)
 	if !ok {
-		return dst, fmt.Errorf("%w: journal position %d holds no messages of %s/%s from offset %d", errCorruptRecord, c.pos, p.q.name, p.name, c.first)
+		return pushRecord{}, fmt.Errorf("%w: journal position %d holds no messages of %s/%s from offset %d", errCorruptRecord, c.pos, p.q.name, p.name, c.first)
 	}
-	for i := range pr.msgs {
-		off := c.first + uint64(i)
-		if off >= from && off < to {
-			dst = append(dst, pr.msgs[i])
-		}
-	}
-	return dst, nil
+	return pr, nil
 }
 
 // findPush finds the push record of (queueID, seq) starting at first in rec,
@@ -163,7 +148,7 @@ func findPush(rec []byte, queueID, seq, first uint64) (pushRecord, bool) {
 	r := reader{b: rec}
 	switch r.u8() {
 	case recPush:
-		pr := readPush(&r, nil)
+		pr := readPush(&r, rec)
 		if r.err == nil && pr.queueID == queueID && pr.seq == seq && pr.first == first {
 			return pr, true
 		}

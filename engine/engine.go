@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -292,7 +293,7 @@ func (e *Engine) queueOrCreate(name string) (*queue, error) {
 		return q, nil
 	}
 	o := autoQueueOptions(name)
-	q := newQueue(name, newQueueID(), e.newStamp(), &o)
+	q := e.newQueue(name, newQueueID(), e.newStamp(), &o)
 	for e.queuesID[q.id] != nil {
 		q.id = newQueueID()
 	}
@@ -304,12 +305,12 @@ func (e *Engine) queueOrCreate(name string) (*queue, error) {
 	return q, nil
 }
 
-func newQueue(name string, id uint64, created int64, o *QueueOptions) *queue {
+func (e *Engine) newQueue(name string, id uint64, created int64, o *QueueOptions) *queue {
 	q := &queue{
-		name:    name,
+		e:       e,
+		name:    strings.Clone(name),
 		id:      id,
 		created: created,
-		byName:  make(map[string]*partition),
 		gnames:  make(map[string]*group),
 	}
 	oc := *o
@@ -320,7 +321,7 @@ func newQueue(name string, id uint64, created int64, o *QueueOptions) *queue {
 // partition returns the named partition of q, or nil.
 func (q *queue) partition(name string) *partition {
 	q.mu.RLock()
-	p := q.byName[name]
+	p := q.byName.get(name)
 	q.mu.RUnlock()
 	return p
 }
@@ -336,10 +337,10 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if p = q.byName[name]; p != nil {
+	if p = q.byName.get(name); p != nil {
 		return p, false, nil
 	}
-	if max := q.options().MaxPartitions; max > 0 && len(q.byName) >= max {
+	if max := q.options().MaxPartitions; max > 0 && q.byName.len() >= max {
 		return nil, false, fmt.Errorf("%w: queue %q has its maximum of %d partitions", ErrInvalid, q.name, max)
 	}
 	p = e.addPartition(q, uint64(len(q.parts)), name)
@@ -348,12 +349,12 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 
 // addPartition creates partition seq of q; q.mu must be held.
 func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
-	p := &partition{q: q, seq: seq, name: name, st: e.stripeFor(q, seq)}
+	p := &partition{q: q, seq: seq, name: strings.Clone(name)}
 	for uint64(len(q.parts)) <= seq {
 		q.parts = append(q.parts, nil)
 	}
 	q.parts[seq] = p
-	q.byName[name] = p
+	q.byName.put(p)
 	return p
 }
 

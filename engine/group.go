@@ -48,9 +48,9 @@ func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) 
 		if p == nil {
 			continue
 		}
-		p.st.mu.Lock()
+		p.st().mu.Lock()
 		e.notify(p, g, e.pgFor(p, g), &wakes)
-		p.st.mu.Unlock()
+		p.st().mu.Unlock()
 	}
 	e.wake(wakes)
 	return g, nil
@@ -77,11 +77,13 @@ func (e *Engine) pgFor(p *partition, g *group) *pgState {
 		}
 		gs := make([]pgState, n)
 		copy(gs, p.groups)
+		for i := len(p.groups); i < n; i++ {
+			gs[i].cursor = noCursor
+		}
 		p.groups = gs
 	}
 	pg := &p.groups[g.idx]
-	if !pg.init {
-		pg.init = true
+	if !pg.init() {
 		pg.cursor = p.startFor(g)
 	}
 	return pg
@@ -232,17 +234,17 @@ func (e *Engine) clearGroupState(g *group, parts []*partition) {
 		if p == nil {
 			continue
 		}
-		p.st.mu.Lock()
+		p.st().mu.Lock()
 		if g.idx < len(p.groups) {
 			pg := &p.groups[g.idx]
 			if a := pg.act; a != nil {
 				if a.lease != nil {
 					e.retireLease(a.lease)
 				}
-				p.st.wheel.cancel(&a.blockTimer)
+				p.st().wheel.cancel(&a.blockTimer)
 			}
-			*pg = pgState{}
+			*pg = pgState{cursor: noCursor}
 		}
-		p.st.mu.Unlock()
+		p.st().mu.Unlock()
 	}
 }

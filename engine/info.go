@@ -145,7 +145,7 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 			continue
 		}
 		qi.Partitions++
-		p.st.mu.Lock()
+		p.st().mu.Lock()
 		low := p.low()
 		qi.Messages += p.next - low
 		if detail {
@@ -154,7 +154,7 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 				pi.Oldest, pi.Newest = p.chunks[0].ts, p.lastTS
 			}
 			for _, g := range groups {
-				if g == nil || g.idx >= len(p.groups) || !p.groups[g.idx].init {
+				if g == nil || g.idx >= len(p.groups) || !p.groups[g.idx].init() {
 					continue
 				}
 				pg := &p.groups[g.idx]
@@ -173,7 +173,7 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 			}
 			qi.PartitionList = append(qi.PartitionList, pi)
 		}
-		p.st.mu.Unlock()
+		p.st().mu.Unlock()
 	}
 	q.dlqMu.Lock()
 	qi.DeadLetters = len(q.dlq)

@@ -187,11 +187,11 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	}
 	if c.req.Partition != "" {
 		if p := c.q.partition(c.req.Partition); p != nil {
-			p.st.mu.Lock()
+			p.st().mu.Lock()
 			if pg := e.pgFor(p, c.g); p.deliverable(pg) {
 				take(p, pg)
 			}
-			p.st.mu.Unlock()
+			p.st().mu.Unlock()
 		}
 	} else {
 		for parts := 0; parts < c.req.Partitions && len(out) < c.req.Batch; {
@@ -202,7 +202,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 				break
 			}
 			p := a.p
-			p.st.mu.Lock()
+			p.st().mu.Lock()
 			if a.g.idx < len(p.groups) && p.groups[a.g.idx].act == a {
 				pg := &p.groups[a.g.idx]
 				a.inReady = false
@@ -213,7 +213,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 					relax(pg)
 				}
 			}
-			p.st.mu.Unlock()
+			p.st().mu.Unlock()
 		}
 	}
 	if set != nil && len(set.leases) > 0 {
@@ -260,7 +260,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		l = &lease{id: set.id, p: p, gidx: c.g.idx, from: from, to: to, status: make([]uint8, to-from), set: set}
 		l.expires = now + int64(c.q.options().LeaseTime)
 		a.lease = l
-		p.st.wheel.schedule(&l.timer, l.expires, l)
+		p.st().wheel.schedule(&l.timer, l.expires, l)
 		set.leases = append(set.leases, l)
 	}
 	for i := range ms {
@@ -346,8 +346,8 @@ func (e *Engine) retireLease(l *lease) {
 		return
 	}
 	l.ended = true
-	l.p.st.wheel.cancel(&l.timer)
-	l.p.st.ended.add(l)
+	l.p.st().wheel.cancel(&l.timer)
+	l.p.st().ended.add(l)
 	e.leases.ended(l)
 }
 
@@ -367,7 +367,7 @@ func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
 	var exp int64
 	live := 0
 	for _, l := range ls {
-		st := l.p.st
+		st := l.p.st()
 		st.mu.Lock()
 		if !l.ended {
 			at := e.clock.Now() + int64(d)

@@ -87,7 +87,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		return pushTouch{}, false
 	}
 	pid := p.id()
-	st := p.st
+	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if q.deleted.Load() {
@@ -103,8 +103,8 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	now := e.clock.Now()
 	// Pass 1: decide each item and size the record.
 	n := 0
-	size := 1 + 8 + 10 + len(p.name) + 10 + 10 + 10 + 10
-	var fresh []msg
+	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 10
+	var ids []UUID
 	for i := range items {
 		it := &items[i]
 		r := &res[i]
@@ -121,7 +121,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 			if off, ok := p.dedup[it.TransactionID]; ok {
 				r.Status, r.Offset = Duplicate, off
 				if off >= first {
-					r.MessageID = fresh[off-first].id
+					r.MessageID = ids[off-first]
 				} else if m, err := e.msgAt(p, off); err == nil {
 					r.MessageID = m.id
 				}
@@ -133,19 +133,15 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 			p.dedup[strings.Clone(it.TransactionID)] = first + uint64(n)
 		}
 		id := e.ids.next(now)
-		fresh = append(fresh, msg{id: id, ts: ts})
+		ids = append(ids, id)
 		r.Status, r.MessageID, r.Offset = Queued, id, first+uint64(n)
-		if it.TransactionID == "" {
-			r.TransactionID = id.String()
-		}
-		size += 16 + 30 + len(it.TransactionID) + len(it.TraceID) + len(it.Payload)
+		size += 16 + 3 + 10 + len(it.TransactionID) + len(it.TraceID) + len(it.Payload)
 		n++
 	}
 	if n == 0 {
 		return pushTouch{}, false
 	}
-	// Pass 2: encode into a buffer of the exact size; the cached messages
-	// alias it.
+	// Pass 2: encode the record; the cache keeps it and points into it.
 	b := make([]byte, 0, size)
 	b = append(b, recPush)
 	b = appendU64(b, q.id)
@@ -154,21 +150,23 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	b = appendUvarint(b, first)
 	b = appendVarint(b, ts)
 	b = appendUvarint(b, uint64(n))
+	refs := make([]msgRef, n)
 	k := 0
 	for i := range items {
 		if res[i].Status != Queued {
 			continue
 		}
 		it := &items[i]
-		m := &fresh[k]
+		m := &refs[k]
+		m.id = ids[k]
 		k++
 		b = append(b, m.id[:]...)
 		b = appendStr(b, it.TransactionID)
-		m.txn = aliasTail(b, len(it.TransactionID))
+		m.txn, m.txnLen = uint32(len(b)-len(it.TransactionID)), uint8(len(it.TransactionID))
 		b = appendStr(b, it.TraceID)
-		m.trace = aliasTail(b, len(it.TraceID))
+		m.trace, m.traceLen = uint32(len(b)-len(it.TraceID)), uint8(len(it.TraceID))
 		b = appendBytes(b, it.Payload)
-		m.payload = b[len(b)-len(it.Payload) : len(b) : len(b)]
+		m.pay, m.payLen = uint32(len(b)-len(it.Payload)), uint32(len(it.Payload))
 	}
 	pos, err := e.appendHeld(b, pend)
 	if err != nil {
@@ -179,7 +177,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		}
 		return pushTouch{}, false
 	}
-	e.applyPushMem(p, pos, first, ts, fresh, false)
+	e.applyPushMem(p, pos, first, ts, b, refs, false)
 	e.stats.pushed.Add(uint64(n))
 	return pushTouch{p: p, end: p.next}, true
 }
@@ -194,54 +192,33 @@ func (e *Engine) appendHeld(rec []byte, pend *pending) (uint64, error) {
 	return pos, err
 }
 
-// applyPushMem adds messages [first, first+len(msgs)) to p: the tail cache,
-// the chunk index, and (on replay) the dedup index. Caller holds p's stripe.
-func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, msgs []msg, replay bool) {
-	if len(msgs) == 0 {
+// applyPushMem adds messages [first, first+len(refs)) to p: a chunk in the
+// index, held in memory, and (on replay) the dedup index. Caller holds p's
+// stripe.
+func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, buf []byte, refs []msgRef, replay bool) {
+	if len(refs) == 0 {
 		return
 	}
-	t := p.tail
-	if t == nil || t.base+uint64(len(t.msgs)) != first {
-		if t != nil {
-			e.cacheBytes.Add(-t.bytes)
-		}
-		t = &tail{base: first}
-		p.tail = t
-	}
-	var cost int64
-	for i := range msgs {
-		m := &msgs[i]
-		cost += msgCost(m)
-		if replay && m.txn != "" {
-			if p.dedup == nil {
-				p.dedup = make(map[string]uint64)
+	mem := &cached{buf: buf, refs: refs, cost: int64(cap(buf) + 48*len(refs) + 64)}
+	if replay {
+		for i := range refs {
+			if r := &refs[i]; r.txnLen > 0 {
+				if p.dedup == nil {
+					p.dedup = make(map[string]uint64)
+				}
+				p.dedup[string(buf[r.txn:r.txn+uint32(r.txnLen)])] = first + uint64(i)
 			}
-			p.dedup[strings.Clone(m.txn)] = first + uint64(i)
 		}
 	}
-	t.msgs = append(t.msgs, msgs...)
-	t.bytes += cost
-	p.chunks = append(p.chunks, chunk{first: first, pos: pos, ts: ts})
-	p.next = first + uint64(len(msgs))
+	p.chunks = append(p.chunks, chunk{first: first, pos: pos, ts: ts, mem: mem})
+	p.next = first + uint64(len(refs))
 	p.lastTS = ts
 	if replay {
 		p.durable = p.next
 	}
-	if e.cacheBytes.Add(cost) > e.cfg.CacheBytes {
+	if e.cacheBytes.Add(mem.cost) > e.cfg.CacheBytes {
 		e.shrinkTail(p, true)
 	}
-}
-
-func msgCost(m *msg) int64 {
-	return int64(len(m.payload) + len(m.txn) + len(m.trace) + 80)
-}
-
-// aliasTail returns the last n bytes of b as a string without copying.
-func aliasTail(b []byte, n int) string {
-	if n == 0 {
-		return ""
-	}
-	return unsafeString(b[len(b)-n:])
 }
 
 // publish makes committed messages visible and tells the groups.
@@ -249,7 +226,7 @@ func (e *Engine) publish(touched []pushTouch) {
 	var wakes []*waiter
 	for _, t := range touched {
 		p := t.p
-		p.st.mu.Lock()
+		p.st().mu.Lock()
 		if t.end > p.durable {
 			p.durable = t.end
 			for _, g := range p.q.groupList() {
@@ -259,7 +236,7 @@ func (e *Engine) publish(touched []pushTouch) {
 				}
 			}
 		}
-		p.st.mu.Unlock()
+		p.st().mu.Unlock()
 	}
 	e.wake(wakes)
 }

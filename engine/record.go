@@ -117,34 +117,46 @@ func encodeGroupDel(q *queue, name string) []byte {
 	return appendStr(b, name)
 }
 
-// pushRecord is a decoded push record. Its strings and payloads alias the
-// record's buffer, which the tail cache keeps.
+// pushRecord is a decoded push record: where each message's fields are in
+// buf, the record's buffer (which the tail cache keeps).
 type pushRecord struct {
 	queueID uint64
 	seq     uint64
 	part    string
 	first   uint64
 	ts      int64
-	msgs    []msg
+	buf     []byte
+	refs    []msgRef
 }
 
-func readPush(r *reader, into []msg) pushRecord {
+// readPush decodes a push record body from r, whose input is a suffix of rec
+// (the whole record, kind byte included).
+func readPush(r *reader, rec []byte) pushRecord {
 	var p pushRecord
+	p.buf = rec
 	p.queueID = r.u64()
 	p.seq = r.uvarint()
 	p.part = r.strRef()
 	p.first = r.uvarint()
 	p.ts = r.varint()
 	n := r.count(19)
-	p.msgs = into[:0]
+	if n > 0 {
+		p.refs = make([]msgRef, 0, n)
+	}
+	at := func() uint32 { return uint32(len(rec) - len(r.b)) }
 	for i := 0; i < n && r.err == nil; i++ {
-		var m msg
+		var m msgRef
 		m.id = r.uuid()
-		m.txn = r.strRef()
-		m.trace = r.strRef()
-		m.payload = r.bytesRef()
-		m.ts = p.ts
-		p.msgs = append(p.msgs, m)
+		txn := r.bytesRef()
+		m.txn, m.txnLen = at()-uint32(len(txn)), uint8(len(txn))
+		trace := r.bytesRef()
+		m.trace, m.traceLen = at()-uint32(len(trace)), uint8(len(trace))
+		pay := r.bytesRef()
+		m.pay, m.payLen = at()-uint32(len(pay)), uint32(len(pay))
+		if len(txn) > MaxNameBytes || len(trace) > MaxNameBytes || len(rec) > 1<<32-1 {
+			r.fail()
+		}
+		p.refs = append(p.refs, m)
 	}
 	return p
 }

@@ -59,7 +59,7 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			q.opts.Store(&o)
 			return nil
 		}
-		q := newQueue(name, id, created, &o)
+		q := e.newQueue(name, id, created, &o)
 		if old := e.queues[name]; old != nil {
 			delete(e.queuesID, old.id)
 		}
@@ -74,7 +74,7 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			e.dropQueue(q)
 		}
 	case recPush:
-		pr := readPush(&r, nil)
+		pr := readPush(&r, rec)
 		if r.err != nil {
 			return r.err
 		}
@@ -150,15 +150,15 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	}
 	q.mu.Unlock()
 	e.observeStamp(pr.ts)
-	p.st.mu.Lock()
-	defer p.st.mu.Unlock()
+	p.st().mu.Lock()
+	defer p.st().mu.Unlock()
 	switch {
 	case pr.first < p.next:
 		return nil // already in the snapshot
 	case pr.first > p.next:
 		return fmt.Errorf("%w: %s/%s jumps from offset %d to %d", errCorruptRecord, q.name, p.name, p.next, pr.first)
 	}
-	e.applyPushMem(p, pos, pr.first, pr.ts, pr.msgs, true)
+	e.applyPushMem(p, pos, pr.first, pr.ts, pr.buf, pr.refs, true)
 	return nil
 }
 
@@ -178,8 +178,8 @@ func (e *Engine) replayEffect(ef *effect) {
 		e.log.Warn("recovery: effect for an unknown partition or group skipped", "queue", q.name, "group", ef.group)
 		return
 	}
-	p.st.mu.Lock()
-	defer p.st.mu.Unlock()
+	p.st().mu.Lock()
+	defer p.st().mu.Unlock()
 	pg := e.pgFor(p, g)
 	pg.cursor = ef.cursor
 	if len(ef.retries) > 0 || ef.blockedUntil != 0 {
@@ -202,7 +202,7 @@ func (e *Engine) afterRecovery() {
 			if p == nil {
 				continue
 			}
-			p.st.mu.Lock()
+			p.st().mu.Lock()
 			p.durable = p.next
 			for _, g := range q.groupList() {
 				if g == nil {
@@ -213,13 +213,13 @@ func (e *Engine) afterRecovery() {
 					if a.blockedUntil <= now {
 						a.blockedUntil = 0
 					} else {
-						p.st.wheel.schedule(&a.blockTimer, a.blockedUntil, a)
+						p.st().wheel.schedule(&a.blockTimer, a.blockedUntil, a)
 					}
 				}
 				e.notify(p, g, pg, new([]*waiter))
 			}
 			e.shrinkTail(p, false)
-			p.st.mu.Unlock()
+			p.st().mu.Unlock()
 		}
 	}
 }
@@ -236,20 +236,17 @@ func (e *Engine) dropQueue(q *queue) {
 		if p == nil {
 			continue
 		}
-		p.st.mu.Lock()
+		p.st().mu.Lock()
 		for i := range p.groups {
 			if a := p.groups[i].act; a != nil {
 				if a.lease != nil {
 					e.retireLease(a.lease)
 				}
-				p.st.wheel.cancel(&a.blockTimer)
+				p.st().wheel.cancel(&a.blockTimer)
 			}
 		}
 		p.groups = nil
-		if p.tail != nil {
-			e.cacheBytes.Add(-p.tail.bytes)
-			p.tail = nil
-		}
-		p.st.mu.Unlock()
+		e.dropAllChunks(p)
+		p.st().mu.Unlock()
 	}
 }

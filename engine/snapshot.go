@@ -184,14 +184,14 @@ func appendPartition(b []byte, p *partition, groups []*group) []byte {
 	}
 	n := 0
 	for i := range p.groups {
-		if p.groups[i].init && i < len(groups) && groups[i] != nil {
+		if p.groups[i].init() && i < len(groups) && groups[i] != nil {
 			n++
 		}
 	}
 	b = appendUvarint(b, uint64(n))
 	for i := range p.groups {
 		pg := &p.groups[i]
-		if !pg.init || i >= len(groups) || groups[i] == nil {
+		if !pg.init() || i >= len(groups) || groups[i] == nil {
 			continue
 		}
 		b = appendUvarint(b, uint64(i))
@@ -224,7 +224,7 @@ func (e *Engine) loadSnapshot(data []byte) error {
 		name := r.str()
 		created := r.varint()
 		o := readOptions(&r)
-		q := newQueue(name, id, created, &o)
+		q := e.newQueue(name, id, created, &o)
 		ng := r.count(4)
 		for k := 0; k < ng && r.err == nil; k++ {
 			idx := int(r.uvarint())

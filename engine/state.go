@@ -7,6 +7,7 @@ import (
 
 // queue is a named set of partitions with options and consumer groups.
 type queue struct {
+	e       *Engine
 	name    string
 	id      uint64
 	created int64
@@ -14,7 +15,7 @@ type queue struct {
 	deleted atomic.Bool
 
 	mu     sync.RWMutex
-	byName map[string]*partition
+	byName nameIndex
 	parts  []*partition // by sequence number
 	gnames map[string]*group
 	groups atomic.Pointer[[]*group] // copy on write; index = group.idx; nil = deleted
@@ -36,30 +37,61 @@ func (q *queue) groupList() []*group {
 // stripe's lock.
 type partition struct {
 	q       *queue
-	st      *stripe
 	seq     uint64
 	name    string
 	next    uint64 // offset the next message gets
 	durable uint64 // offsets below this are committed: visible to pops
 	lastTS  int64  // createdAt of the newest message (timestamps increase)
-	tail    *tail  // recent messages, nil when none are cached
 	chunks  []chunk
+	memLo   int32             // chunks before this index have no messages in memory
 	groups  []pgState         // by group.idx
 	dedup   map[string]uint64 // producer transactionId -> offset; nil until one is seen
 }
 
 func (p *partition) id() UUID { return partitionID(p.q.id, p.seq) }
 
+// st is the stripe that guards p.
+func (p *partition) st() *stripe { return p.q.e.stripeFor(p.q, p.seq) }
+
 // chunk locates the messages of one push record in the journal: offsets
-// [first, next chunk's first) at position pos, all created at ts.
+// [first, next chunk's first) at position pos, all created at ts. mem holds
+// them in memory while they are cached.
 type chunk struct {
 	first uint64
 	pos   uint64
 	ts    int64
+	mem   *cached
 }
 
-// msg is a cached message. Strings and payload alias the push record's
-// buffer.
+// cached is a chunk's messages in memory: the push record's buffer and, per
+// message, where its fields are in it. The refs hold no pointers, so the
+// garbage collector does not scan them.
+type cached struct {
+	buf  []byte
+	refs []msgRef
+	cost int64
+}
+
+type msgRef struct {
+	id               UUID
+	txn, trace, pay  uint32 // offsets into buf
+	payLen           uint32
+	txnLen, traceLen uint8
+}
+
+func (c *cached) msg(i int, ts int64) msg {
+	r := &c.refs[i]
+	return msg{
+		id:      r.id,
+		ts:      ts,
+		txn:     unsafeString(c.buf[r.txn : r.txn+uint32(r.txnLen)]),
+		trace:   unsafeString(c.buf[r.trace : r.trace+uint32(r.traceLen)]),
+		payload: c.buf[r.pay : r.pay+r.payLen : r.pay+r.payLen],
+	}
+}
+
+// msg is a message as the engine hands it around. Strings and payload alias
+// the push record's buffer.
 type msg struct {
 	id      UUID
 	ts      int64
@@ -75,19 +107,17 @@ func (m *msg) txnID() string {
 	return m.id.String()
 }
 
-// tail caches a partition's recent messages: msgs[i] has offset base+i.
-type tail struct {
-	base  uint64
-	msgs  []msg
-	bytes int64
-}
-
 // pgState is a consumer group's state on one partition.
 type pgState struct {
-	cursor uint64    // first offset the group has not finished
+	cursor uint64    // first offset the group has not finished; noCursor until decided
 	act    *pgActive // nil when idle
-	init   bool      // cursor decided (subscription applied)
 }
+
+// noCursor marks a group that has not decided where it starts on a
+// partition (its subscription applies when it first does).
+const noCursor = ^uint64(0)
+
+func (pg *pgState) init() bool { return pg.cursor != noCursor }
 
 // pgActive holds what only a busy (group, partition) needs.
 type pgActive struct {
@@ -207,6 +237,9 @@ func (g *group) popReady() *pgActive {
 	g.rhead++
 	if g.rhead == len(g.ready) {
 		g.ready = g.ready[:0]
+		if cap(g.ready) > 4096 {
+			g.ready = nil // a drained burst gives its memory back
+		}
 		g.rhead = 0
 	}
 	return a
@@ -220,10 +253,11 @@ type stripe struct {
 	_     [64]byte
 }
 
-// endedLeases remembers recently ended leases so that an ack repeated after
-// its lease ended answers as it did the first time (idempotent acks).
+// endedLeases remembers recently ended leases (a bounded ring per stripe)
+// so that an ack repeated after its lease ended answers as it did the first
+// time (idempotent acks). Only what that needs is kept.
 type endedLeases struct {
-	m    map[endedKey]*lease
+	m    map[endedKey]endedLease
 	ring []endedKey
 	head int
 }
@@ -233,11 +267,16 @@ type endedKey struct {
 	p  *partition
 }
 
-const endedPerStripe = 1024
+type endedLease struct {
+	from   uint64
+	status []uint8
+}
+
+const endedPerStripe = 512
 
 func (el *endedLeases) add(l *lease) {
 	if el.m == nil {
-		el.m = make(map[endedKey]*lease)
+		el.m = make(map[endedKey]endedLease)
 		el.ring = make([]endedKey, endedPerStripe)
 	}
 	k := endedKey{l.id, l.p}
@@ -246,12 +285,14 @@ func (el *endedLeases) add(l *lease) {
 	}
 	el.ring[el.head] = k
 	el.head = (el.head + 1) % len(el.ring)
-	el.m[k] = l
+	el.m[k] = endedLease{from: l.from, status: l.status}
 }
 
+// get returns a read-only view of an ended lease, or nil.
 func (el *endedLeases) get(id UUID, p *partition) *lease {
-	if el.m == nil {
+	en, ok := el.m[endedKey{id, p}]
+	if !ok {
 		return nil
 	}
-	return el.m[endedKey{id, p}]
+	return &lease{id: id, p: p, from: en.from, to: en.from + uint64(len(en.status)), status: en.status, ended: true}
 }

@@ -80,7 +80,7 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 			return fmt.Errorf("ack %d: %w", i, err)
 		}
 		t.ackT = append(t.ackT, txnAck{p, g})
-		add(p.st)
+		add(p.st())
 	}
 	for i := range pushes {
 		it := &pushes[i]
@@ -107,7 +107,7 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 			return fail(err)
 		}
 		t.pushP = append(t.pushP, p)
-		add(p.st)
+		add(p.st())
 	}
 	base := &e.stripes[0]
 	sort.Slice(t.stripes, func(i, j int) bool {
@@ -214,9 +214,6 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		}
 		id := e.ids.next(now)
 		r.Status, r.MessageID, r.Offset = Queued, id, s.first+uint64(len(s.msgs))
-		if it.TransactionID == "" {
-			r.TransactionID = id.String()
-		}
 		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: it.Payload})
 		s.items = append(s.items, it)
 	}
@@ -270,20 +267,21 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 	r := reader{b: rec[1:]}
 	n := r.count(1)
 	for i := 0; i < n; i++ {
-		sub := reader{b: r.bytesRef()}
+		subrec := r.bytesRef()
+		sub := reader{b: subrec}
 		if sub.u8() != recPush {
 			continue
 		}
-		prec := readPush(&sub, nil)
+		prec := readPush(&sub, subrec)
 		s := secs[0]
 		for _, x := range secs {
 			if x.p.seq == prec.seq && x.p.q.id == prec.queueID {
 				s = x
 			}
 		}
-		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.msgs, false)
+		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.buf, prec.refs, false)
 		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
-		e.stats.pushed.Add(uint64(len(prec.msgs)))
+		e.stats.pushed.Add(uint64(len(prec.refs)))
 	}
 	var wakes []*waiter
 	for _, pr := range order {
