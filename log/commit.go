@@ -54,7 +54,7 @@ func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
 		}
 		g = l.open
 		if g.n == 0 || (len(g.body) < l.cfg.MaxBatchBytes &&
-			len(g.body)+need <= l.cfg.MaxEntryBytes && g.n < maxRecordsPerEntry) {
+			len(g.body)+need <= l.cfg.MaxEntryBytes && g.n < l.maxRecords) {
 			break
 		}
 		l.waiters++

@@ -58,11 +58,14 @@ type Log struct {
 	space   sync.Cond // Append waits here while the open group is full
 	open    *group    // the group appenders fill
 	waiters int       // appenders waiting on space
-	closing bool
-	err     error         // sticky failure
-	kick    chan struct{} // open group became non-empty (cap 1)
-	stop    chan struct{} // closed by Close
-	stopped chan struct{} // closed when the committer exits
+	// maxRecords seals a group at this many records (record numbers must
+	// fit in a position); a variable only so tests can lower it.
+	maxRecords int
+	closing    bool
+	err        error         // sticky failure
+	kick       chan struct{} // open group became non-empty (cap 1)
+	stop       chan struct{} // closed by Close
+	stopped    chan struct{} // closed when the committer exits
 
 	// Committer-only state.
 	spare      *group
@@ -121,6 +124,8 @@ func Open(cfg Config) (_ *Log, err error) {
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
+
+		maxRecords: maxRecordsPerEntry,
 	}
 	l.space.L = &l.mu
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {

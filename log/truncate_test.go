@@ -179,3 +179,45 @@ func TestSyncPolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestSegmentMirror: the segment list the committer mirrors from tidwall's
+// rules matches the files, also when the tail is already above a lowered
+// SegmentBytes at open (tidwall then rolls before the next write).
+func TestSegmentMirror(t *testing.T) {
+	dir := t.TempDir()
+	rec := randRec(300)
+	buildJournal(t, dir, 10, rec, withSegment(1<<20))
+	for _, size := range []int{2000, 700, 1} {
+		l, _ := openT(t, dir, withSegment(size))
+		checkSegments(t, l)
+		for i := 0; i < 7; i++ {
+			appendWait(t, l, rec(i))
+			checkSegments(t, l)
+		}
+		l.Close()
+	}
+}
+
+// TestRecordsPerEntryCap: a group is sealed when it holds the most records a
+// position can number.
+func TestRecordsPerEntryCap(t *testing.T) {
+	l, _ := openT(t, t.TempDir(), withSync(SyncNone))
+	l.mu.Lock()
+	l.maxRecords = 10
+	l.mu.Unlock()
+	var last uint64
+	for i := 0; i < 200; i++ {
+		p, err := l.Append([]byte("r"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if PosRecord(p) >= 10 || p <= last {
+			t.Fatalf("position %d (record %d) after %d", p, PosRecord(p), last)
+		}
+		last = p
+	}
+	l.Close()
+	if st := l.Stats(); st.Entries < 20 || st.Records != 200 {
+		t.Fatalf("%d entries for 200 records capped at 10", st.Entries)
+	}
+}
