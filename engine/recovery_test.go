@@ -155,7 +155,9 @@ func verifyState(n *node) {
 	if len(all) != 15 {
 		t.Fatalf("queue mode got %d messages after restart, want 15 (leases dropped)", len(all))
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Partition+fmt.Sprint(all[i].Offset) < all[j].Partition+fmt.Sprint(all[j].Offset) })
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].Partition+fmt.Sprint(all[i].Offset) < all[j].Partition+fmt.Sprint(all[j].Offset)
+	})
 	if got := n.pop(engine.PopRequest{Queue: "events", Group: "tail", Batch: 10, AutoAck: true}); payloadsOf(got) != "e2" {
 		t.Fatalf("autoAck cursor after restart: got %q, want e2", payloadsOf(got))
 	}
