@@ -1,0 +1,78 @@
+package protocol
+
+// NewRequest returns a new, empty request value of opcode op, or nil for an
+// unknown opcode. Servers that decode into reused values keep one of each
+// instead.
+func NewRequest(op Op) Body {
+	switch op {
+	case OpHello:
+		return &HelloRequest{}
+	case OpPing:
+		return &PingRequest{}
+	case OpPush:
+		return &PushRequest{}
+	case OpPop:
+		return &PopRequest{}
+	case OpAck:
+		return &AckRequest{}
+	case OpLeaseExtend:
+		return &LeaseExtendRequest{}
+	case OpTransaction:
+		return &TransactionRequest{}
+	case OpConfigure:
+		return &ConfigureRequest{}
+	case OpQueueInfo:
+		return &QueueInfoRequest{}
+	case OpQueueList:
+		return &QueueListRequest{}
+	case OpDeleteQueue:
+		return &DeleteQueueRequest{}
+	case OpSeek:
+		return &SeekRequest{}
+	case OpDeleteGroup:
+		return &DeleteGroupRequest{}
+	case OpDLQList:
+		return &DLQListRequest{}
+	case OpStats:
+		return &StatsRequest{}
+	}
+	return nil
+}
+
+// NewReply returns a new, empty reply value of opcode op, or nil for an
+// unknown opcode.
+func NewReply(op Op) Body {
+	switch op {
+	case OpHello:
+		return &HelloReply{}
+	case OpPing:
+		return &PingReply{}
+	case OpPush:
+		return &PushReply{}
+	case OpPop:
+		return &PopReply{}
+	case OpAck:
+		return &AckReply{}
+	case OpLeaseExtend:
+		return &LeaseExtendReply{}
+	case OpTransaction:
+		return &TransactionReply{}
+	case OpConfigure:
+		return &ConfigureReply{}
+	case OpQueueInfo:
+		return &QueueInfoReply{}
+	case OpQueueList:
+		return &QueueListReply{}
+	case OpDeleteQueue:
+		return &DeleteQueueReply{}
+	case OpSeek:
+		return &SeekReply{}
+	case OpDeleteGroup:
+		return &DeleteGroupReply{}
+	case OpDLQList:
+		return &DLQListReply{}
+	case OpStats:
+		return &StatsReply{}
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package protocol
+
+import "strconv"
+
+// The protocol version this package speaks. A change of Major is
+// incompatible; a change of Minor adds opcodes or fields that a peer uses
+// only once Hello showed that the other side has them.
+const (
+	VersionMajor uint16 = 1
+	VersionMinor uint16 = 0
+)
+
+// HelloRequest is the first frame a client sends on a connection.
+//
+//	u16 major | u16 minor | str clientName
+type HelloRequest struct {
+	Major, Minor uint16
+	ClientName   string
+	arena
+}
+
+// HelloReply answers Hello with the server's version and limits.
+//
+//	u16 major | u16 minor | str serverName | u32 maxFrame | uv maxInFlight
+type HelloReply struct {
+	Major, Minor uint16
+	ServerName   string
+	MaxFrame     uint32 // largest frame the server accepts, header included
+	MaxInFlight  uint32 // requests a client may have unanswered on one connection
+	arena
+}
+
+// CheckVersion returns nil when a peer speaking major can talk to this
+// package, or an error matching ErrVersionMismatch (the server answers
+// Hello with it as an error reply).
+func CheckVersion(major, minor uint16) error {
+	if major == VersionMajor {
+		return nil
+	}
+	return &Error{Code: CodeVersionMismatch, Msg: "client speaks protocol " + version(major, minor) +
+		", server speaks " + version(VersionMajor, VersionMinor)}
+}
+
+func version(major, minor uint16) string {
+	return strconv.Itoa(int(major)) + "." + strconv.Itoa(int(minor))
+}
+
+func (*HelloRequest) Op() Op        { return OpHello }
+func (*HelloRequest) IsReply() bool { return false }
+func (*HelloReply) Op() Op          { return OpHello }
+func (*HelloReply) IsReply() bool   { return true }
+
+func (r *HelloRequest) AppendBody(dst []byte) []byte {
+	dst = appendU16(dst, r.Major)
+	dst = appendU16(dst, r.Minor)
+	return appendStr(dst, r.ClientName)
+}
+
+func (r *HelloRequest) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Major = d.u16()
+	r.Minor = d.u16()
+	r.ClientName = d.str()
+	return d.finish("hello request")
+}
+
+func (r *HelloReply) AppendBody(dst []byte) []byte {
+	dst = appendU16(dst, r.Major)
+	dst = appendU16(dst, r.Minor)
+	dst = appendStr(dst, r.ServerName)
+	dst = appendU32(dst, r.MaxFrame)
+	return appendUv(dst, uint64(r.MaxInFlight))
+}
+
+func (r *HelloReply) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Major = d.u16()
+	r.Minor = d.u16()
+	r.ServerName = d.str()
+	r.MaxFrame = d.u32()
+	r.MaxInFlight = d.uv32()
+	return d.finish("hello reply")
+}
+
+// AppendHelloRequest appends a whole Hello request frame.
+func AppendHelloRequest(dst []byte, id uint64, r *HelloRequest) []byte {
+	return AppendFrame(dst, id, r)
+}
+
+// AppendHelloReply appends a whole Hello reply frame.
+func AppendHelloReply(dst []byte, id uint64, r *HelloReply) []byte { return AppendFrame(dst, id, r) }
+
+// empty is a body with no fields.
+type empty struct{}
+
+func (*empty) AppendBody(dst []byte) []byte { return dst }
+
+func (*empty) Decode(body []byte) error {
+	if len(body) != 0 {
+		return &Error{Code: CodeMalformed, Msg: "body must be empty"}
+	}
+	return nil
+}
+
+// Detach does nothing: an empty body holds no strings.
+func (*empty) Detach() {}
+
+// PingRequest asks the server to answer at once (liveness, round trips).
+// Its body is empty.
+type PingRequest struct{ empty }
+
+// PingReply answers Ping. Its body is empty.
+type PingReply struct{ empty }
+
+func (*PingRequest) Op() Op        { return OpPing }
+func (*PingRequest) IsReply() bool { return false }
+func (*PingReply) Op() Op          { return OpPing }
+func (*PingReply) IsReply() bool   { return true }
+
+// AppendPingRequest appends a whole Ping request frame.
+func AppendPingRequest(dst []byte, id uint64) []byte { return AppendFrame(dst, id, &PingRequest{}) }
+
+// AppendPingReply appends a whole Ping reply frame.
+func AppendPingReply(dst []byte, id uint64) []byte { return AppendFrame(dst, id, &PingReply{}) }

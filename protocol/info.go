@@ -1,0 +1,417 @@
+package protocol
+
+// QueueSummary describes a queue without its partitions.
+//
+//	str name | uuid id | i64 created | QueueOptions | uv partitionCount |
+//	uv messages | uv groupCount | groupCount × str | uv deadLetters
+type QueueSummary struct {
+	Name           string
+	ID             UUID
+	Created        int64 // Unix nanoseconds
+	Options        QueueOptions
+	PartitionCount uint64
+	Messages       uint64 // messages held
+	Groups         []string
+	DeadLetters    uint64
+}
+
+const minQueueSummary = 1 + 16 + 8 + minQueueOptions + 1 + 1 + 1 + 1
+
+// GroupCursor is a consumer group's position on one partition.
+//
+//	str group | uv cursor | uv lag | bool leased | uuid leaseId |
+//	i64 leaseExpires | i64 blockedUntil | uv retrying
+type GroupCursor struct {
+	Group        string
+	Cursor       uint64 // first offset not finished
+	Lag          uint64 // messages from the cursor to the end
+	Leased       bool
+	LeaseID      UUID
+	LeaseExpires int64 // Unix nanoseconds
+	BlockedUntil int64 // Unix nanoseconds: a failed message waits out its retry delay
+	Retrying     uint64
+}
+
+const minGroupCursor = 1 + 1 + 1 + 1 + 16 + 8 + 8 + 1
+
+// PartitionInfo describes one partition.
+//
+//	str name | uuid id | uv low | uv next | i64 oldest | i64 newest |
+//	i64 created | uv groupCount | groupCount × GroupCursor
+type PartitionInfo struct {
+	Name    string
+	ID      UUID
+	Low     uint64 // oldest offset held
+	Next    uint64 // offset of the next message
+	Oldest  int64  // createdAt of the oldest message held, Unix nanoseconds (0 if none)
+	Newest  int64
+	Created int64
+	Groups  []GroupCursor
+}
+
+const minPartitionInfo = 1 + 16 + 1 + 1 + 8 + 8 + 8 + 1
+
+func appendSummary(dst []byte, q *QueueSummary) []byte {
+	dst = appendStr(dst, q.Name)
+	dst = appendUUID(dst, q.ID)
+	dst = appendI64(dst, q.Created)
+	dst = appendOptions(dst, &q.Options)
+	dst = appendUv(dst, q.PartitionCount)
+	dst = appendUv(dst, q.Messages)
+	dst = appendUv(dst, uint64(len(q.Groups)))
+	for _, g := range q.Groups {
+		dst = appendStr(dst, g)
+	}
+	return appendUv(dst, q.DeadLetters)
+}
+
+func decodeSummary(d *dec, q *QueueSummary) {
+	q.Name = d.str()
+	q.ID = d.uuid()
+	q.Created = d.i64()
+	decodeOptions(d, &q.Options)
+	q.PartitionCount = d.uv()
+	q.Messages = d.uv()
+	q.Groups = resize(q.Groups, d.count(1))
+	for i := range q.Groups {
+		q.Groups[i] = d.str()
+	}
+	q.DeadLetters = d.uv()
+}
+
+func appendPartitionInfo(dst []byte, p *PartitionInfo) []byte {
+	dst = appendStr(dst, p.Name)
+	dst = appendUUID(dst, p.ID)
+	dst = appendUv(dst, p.Low)
+	dst = appendUv(dst, p.Next)
+	dst = appendI64(dst, p.Oldest)
+	dst = appendI64(dst, p.Newest)
+	dst = appendI64(dst, p.Created)
+	dst = appendUv(dst, uint64(len(p.Groups)))
+	for i := range p.Groups {
+		g := &p.Groups[i]
+		dst = appendStr(dst, g.Group)
+		dst = appendUv(dst, g.Cursor)
+		dst = appendUv(dst, g.Lag)
+		dst = appendBool(dst, g.Leased)
+		dst = appendUUID(dst, g.LeaseID)
+		dst = appendI64(dst, g.LeaseExpires)
+		dst = appendI64(dst, g.BlockedUntil)
+		dst = appendUv(dst, g.Retrying)
+	}
+	return dst
+}
+
+func decodePartitionInfo(d *dec, p *PartitionInfo) {
+	p.Name = d.str()
+	p.ID = d.uuid()
+	p.Low = d.uv()
+	p.Next = d.uv()
+	p.Oldest = d.i64()
+	p.Newest = d.i64()
+	p.Created = d.i64()
+	p.Groups = resize(p.Groups, d.count(minGroupCursor))
+	for i := range p.Groups {
+		g := &p.Groups[i]
+		g.Group = d.str()
+		g.Cursor = d.uv()
+		g.Lag = d.uv()
+		g.Leased = d.bool()
+		g.LeaseID = d.uuid()
+		g.LeaseExpires = d.i64()
+		g.BlockedUntil = d.i64()
+		g.Retrying = d.uv()
+	}
+}
+
+// QueueInfoRequest asks for one queue with its partitions and cursors.
+//
+//	str queue
+type QueueInfoRequest struct {
+	Queue string
+	arena
+}
+
+// QueueInfoReply describes one queue.
+//
+//	QueueSummary | uv partitionCount | partitionCount × PartitionInfo
+type QueueInfoReply struct {
+	QueueSummary
+	Partitions []PartitionInfo
+	arena
+}
+
+func (*QueueInfoRequest) Op() Op        { return OpQueueInfo }
+func (*QueueInfoRequest) IsReply() bool { return false }
+func (*QueueInfoReply) Op() Op          { return OpQueueInfo }
+func (*QueueInfoReply) IsReply() bool   { return true }
+
+func (r *QueueInfoRequest) AppendBody(dst []byte) []byte { return appendStr(dst, r.Queue) }
+
+func (r *QueueInfoRequest) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Queue = d.str()
+	return d.finish("queue info request")
+}
+
+func (r *QueueInfoReply) AppendBody(dst []byte) []byte {
+	dst = appendSummary(dst, &r.QueueSummary)
+	dst = appendUv(dst, uint64(len(r.Partitions)))
+	for i := range r.Partitions {
+		dst = appendPartitionInfo(dst, &r.Partitions[i])
+	}
+	return dst
+}
+
+func (r *QueueInfoReply) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	decodeSummary(&d, &r.QueueSummary)
+	r.Partitions = resize(r.Partitions, d.count(minPartitionInfo))
+	for i := range r.Partitions {
+		decodePartitionInfo(&d, &r.Partitions[i])
+	}
+	return d.finish("queue info reply")
+}
+
+// AppendQueueInfoRequest appends a whole QueueInfo request frame.
+func AppendQueueInfoRequest(dst []byte, id uint64, r *QueueInfoRequest) []byte {
+	return AppendFrame(dst, id, r)
+}
+
+// AppendQueueInfoReply appends a whole QueueInfo reply frame.
+func AppendQueueInfoReply(dst []byte, id uint64, r *QueueInfoReply) []byte {
+	return AppendFrame(dst, id, r)
+}
+
+// QueueListRequest asks for every queue. Its body is empty.
+type QueueListRequest struct{ empty }
+
+// QueueListReply lists every queue, by name.
+//
+//	uv count | count × QueueSummary
+type QueueListReply struct {
+	Queues []QueueSummary
+	arena
+}
+
+func (*QueueListRequest) Op() Op        { return OpQueueList }
+func (*QueueListRequest) IsReply() bool { return false }
+func (*QueueListReply) Op() Op          { return OpQueueList }
+func (*QueueListReply) IsReply() bool   { return true }
+
+func (r *QueueListReply) AppendBody(dst []byte) []byte {
+	dst = appendUv(dst, uint64(len(r.Queues)))
+	for i := range r.Queues {
+		dst = appendSummary(dst, &r.Queues[i])
+	}
+	return dst
+}
+
+func (r *QueueListReply) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Queues = resize(r.Queues, d.count(minQueueSummary))
+	for i := range r.Queues {
+		decodeSummary(&d, &r.Queues[i])
+	}
+	return d.finish("queue list reply")
+}
+
+// AppendQueueListRequest appends a whole QueueList request frame.
+func AppendQueueListRequest(dst []byte, id uint64) []byte {
+	return AppendFrame(dst, id, &QueueListRequest{})
+}
+
+// AppendQueueListReply appends a whole QueueList reply frame.
+func AppendQueueListReply(dst []byte, id uint64, r *QueueListReply) []byte {
+	return AppendFrame(dst, id, r)
+}
+
+// DLQListRequest lists dead-letter entries. Empty strings and zero times
+// match everything; Limit 0 means the server's default.
+//
+//	str queue | str group | str partition | i64 from | i64 to | uv limit | uv offset
+type DLQListRequest struct {
+	Queue     string
+	Group     string
+	Partition string
+	From, To  int64 // failedAt range, Unix nanoseconds, inclusive; 0 = open
+	Limit     uint32
+	Offset    uint32
+	arena
+}
+
+// DLQEntry is one dead-letter entry: the message (payload included), where
+// and why it failed.
+//
+//	str queue | str group | Message | str error | uv retryCount | i64 failedAt
+type DLQEntry struct {
+	Queue      string
+	Group      string
+	Message    Message // LeaseID zero
+	Error      string
+	RetryCount uint32
+	FailedAt   int64 // Unix nanoseconds
+}
+
+const minDLQEntry = 1 + 1 + minMessage + 1 + 1 + 8
+
+// DLQListReply answers DLQList: a page of entries, oldest first, and how
+// many match in all.
+//
+//	uv total | uv count | count × DLQEntry
+type DLQListReply struct {
+	Total   uint64
+	Entries []DLQEntry
+	arena
+}
+
+func (*DLQListRequest) Op() Op        { return OpDLQList }
+func (*DLQListRequest) IsReply() bool { return false }
+func (*DLQListReply) Op() Op          { return OpDLQList }
+func (*DLQListReply) IsReply() bool   { return true }
+
+func (r *DLQListRequest) AppendBody(dst []byte) []byte {
+	dst = appendStr(dst, r.Queue)
+	dst = appendStr(dst, r.Group)
+	dst = appendStr(dst, r.Partition)
+	dst = appendI64(dst, r.From)
+	dst = appendI64(dst, r.To)
+	dst = appendUv(dst, uint64(r.Limit))
+	return appendUv(dst, uint64(r.Offset))
+}
+
+func (r *DLQListRequest) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Queue = d.str()
+	r.Group = d.str()
+	r.Partition = d.str()
+	r.From = d.i64()
+	r.To = d.i64()
+	r.Limit = d.uv32()
+	r.Offset = d.uv32()
+	return d.finish("dlq list request")
+}
+
+func (r *DLQListReply) AppendBody(dst []byte) []byte {
+	dst = appendUv(dst, r.Total)
+	dst = appendUv(dst, uint64(len(r.Entries)))
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		dst = appendStr(dst, e.Queue)
+		dst = appendStr(dst, e.Group)
+		dst = appendMessage(dst, &e.Message)
+		dst = appendStr(dst, e.Error)
+		dst = appendUv(dst, uint64(e.RetryCount))
+		dst = appendI64(dst, e.FailedAt)
+	}
+	return dst
+}
+
+func (r *DLQListReply) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Total = d.uv()
+	r.Entries = resize(r.Entries, d.count(minDLQEntry))
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		e.Queue = d.str()
+		e.Group = d.str()
+		decodeMessage(&d, &e.Message)
+		e.Error = d.str()
+		e.RetryCount = d.uv32()
+		e.FailedAt = d.i64()
+	}
+	return d.finish("dlq list reply")
+}
+
+// AppendDLQListRequest appends a whole DLQList request frame.
+func AppendDLQListRequest(dst []byte, id uint64, r *DLQListRequest) []byte {
+	return AppendFrame(dst, id, r)
+}
+
+// AppendDLQListReply appends a whole DLQList reply frame.
+func AppendDLQListReply(dst []byte, id uint64, r *DLQListReply) []byte {
+	return AppendFrame(dst, id, r)
+}
+
+// StatsRequest asks for the server's counters. Its body is empty.
+type StatsRequest struct{ empty }
+
+// Counter is a named figure beyond the fixed ones of StatsReply.
+type Counter struct {
+	Name  string
+	Value int64
+}
+
+// StatsReply carries the server's counters since start: the engine's, the
+// transport's and the journal's, and named extras for figures added later.
+//
+//	uv queues | uv pushed | uv popped | uv acked | uv deadLettered |
+//	sv cacheBytes | uv connections | uv fsyncs | uv fsyncNanos |
+//	uv bytesWritten | uv entries | uv extraCount | extraCount × (str name | sv value)
+type StatsReply struct {
+	Queues       uint64
+	Pushed       uint64
+	Popped       uint64
+	Acked        uint64
+	DeadLettered uint64
+	CacheBytes   int64
+	Connections  uint64
+	Fsyncs       uint64 // journal fsync calls
+	FsyncNanos   uint64 // total time spent in fsync
+	BytesWritten uint64 // journal bytes written
+	Entries      uint64 // journal entries written
+	Extra        []Counter
+	arena
+}
+
+func (*StatsRequest) Op() Op        { return OpStats }
+func (*StatsRequest) IsReply() bool { return false }
+func (*StatsReply) Op() Op          { return OpStats }
+func (*StatsReply) IsReply() bool   { return true }
+
+func (r *StatsReply) AppendBody(dst []byte) []byte {
+	dst = appendUv(dst, r.Queues)
+	dst = appendUv(dst, r.Pushed)
+	dst = appendUv(dst, r.Popped)
+	dst = appendUv(dst, r.Acked)
+	dst = appendUv(dst, r.DeadLettered)
+	dst = appendSv(dst, r.CacheBytes)
+	dst = appendUv(dst, r.Connections)
+	dst = appendUv(dst, r.Fsyncs)
+	dst = appendUv(dst, r.FsyncNanos)
+	dst = appendUv(dst, r.BytesWritten)
+	dst = appendUv(dst, r.Entries)
+	dst = appendUv(dst, uint64(len(r.Extra)))
+	for i := range r.Extra {
+		dst = appendStr(dst, r.Extra[i].Name)
+		dst = appendSv(dst, r.Extra[i].Value)
+	}
+	return dst
+}
+
+func (r *StatsReply) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Queues = d.uv()
+	r.Pushed = d.uv()
+	r.Popped = d.uv()
+	r.Acked = d.uv()
+	r.DeadLettered = d.uv()
+	r.CacheBytes = d.sv()
+	r.Connections = d.uv()
+	r.Fsyncs = d.uv()
+	r.FsyncNanos = d.uv()
+	r.BytesWritten = d.uv()
+	r.Entries = d.uv()
+	r.Extra = resize(r.Extra, d.count(2))
+	for i := range r.Extra {
+		r.Extra[i].Name = d.str()
+		r.Extra[i].Value = d.sv()
+	}
+	return d.finish("stats reply")
+}
+
+// AppendStatsRequest appends a whole Stats request frame.
+func AppendStatsRequest(dst []byte, id uint64) []byte { return AppendFrame(dst, id, &StatsRequest{}) }
+
+// AppendStatsReply appends a whole Stats reply frame.
+func AppendStatsReply(dst []byte, id uint64, r *StatsReply) []byte { return AppendFrame(dst, id, r) }

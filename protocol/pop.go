@@ -1,0 +1,165 @@
+package protocol
+
+// SubMode decides where a consumer group that has never read a queue
+// starts. The numbers match the engine's.
+type SubMode uint8
+
+const (
+	SubAll  SubMode = 0 // from the oldest retained message (the default)
+	SubNew  SubMode = 1 // only messages pushed after the group first appeared
+	SubFrom SubMode = 2 // from the first message created at or after PopRequest.From
+)
+
+func (m SubMode) String() string {
+	switch m {
+	case SubAll:
+		return "all"
+	case SubNew:
+		return "new"
+	case SubFrom:
+		return "from"
+	}
+	return "unknown"
+}
+
+// Valid reports whether m is a defined mode. Decoders accept any value; the
+// receiver checks.
+func (m SubMode) Valid() bool { return m <= SubFrom }
+
+// PopRequest asks for messages.
+//
+//	str queue | str partition | str group | u8 subscription | i64 from |
+//	uv batch | uv partitions | bool wait | uv timeoutMs | bool autoAck
+type PopRequest struct {
+	Queue        string
+	Partition    string  // "" means any partition of the queue
+	Group        string  // "" means the queue-mode group
+	Subscription SubMode // applies only when the group first reads the queue
+	From         int64   // Unix nanoseconds, for SubFrom
+	Batch        uint32  // cap on messages returned; 0 means 1
+	Partitions   uint32  // cap on partitions leased; 0 means 1
+	Wait         bool    // long poll until a message or the timeout
+	TimeoutMs    uint32  // long-poll timeout in milliseconds; 0 means 30 s
+	AutoAck      bool    // move the cursor at delivery: at most once, no lease
+	arena
+}
+
+// Message is one delivered message (in a PopReply, and inside a DLQEntry).
+//
+//	uuid id | str transactionId | str traceId | bytes payload | i64 createdAt |
+//	str partition | uuid partitionId | uv offset | uuid leaseId |
+//	i64 leaseExpires | uv retryCount
+type Message struct {
+	ID            UUID
+	TransactionID string
+	TraceID       string
+	Payload       []byte
+	CreatedAt     int64 // Unix nanoseconds
+	Partition     string
+	PartitionID   UUID
+	Offset        uint64
+	LeaseID       UUID  // zero for autoAck pops
+	LeaseExpires  int64 // Unix nanoseconds; 0 without a lease
+	RetryCount    uint32
+}
+
+const minMessage = 16 + 1 + 1 + 1 + 8 + 1 + 16 + 1 + 16 + 8 + 1
+
+// PopReply answers a PopRequest. Queue and Group are sent once; an empty
+// Messages is a normal answer (a long poll that timed out).
+//
+//	str queue | str group | uv count | count × Message
+type PopReply struct {
+	Queue    string
+	Group    string
+	Messages []Message
+	arena
+}
+
+func (*PopRequest) Op() Op        { return OpPop }
+func (*PopRequest) IsReply() bool { return false }
+func (*PopReply) Op() Op          { return OpPop }
+func (*PopReply) IsReply() bool   { return true }
+
+func (r *PopRequest) AppendBody(dst []byte) []byte {
+	dst = appendStr(dst, r.Queue)
+	dst = appendStr(dst, r.Partition)
+	dst = appendStr(dst, r.Group)
+	dst = append(dst, byte(r.Subscription))
+	dst = appendI64(dst, r.From)
+	dst = appendUv(dst, uint64(r.Batch))
+	dst = appendUv(dst, uint64(r.Partitions))
+	dst = appendBool(dst, r.Wait)
+	dst = appendUv(dst, uint64(r.TimeoutMs))
+	return appendBool(dst, r.AutoAck)
+}
+
+func (r *PopRequest) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Queue = d.str()
+	r.Partition = d.str()
+	r.Group = d.str()
+	r.Subscription = SubMode(d.u8())
+	r.From = d.i64()
+	r.Batch = d.uv32()
+	r.Partitions = d.uv32()
+	r.Wait = d.bool()
+	r.TimeoutMs = d.uv32()
+	r.AutoAck = d.bool()
+	return d.finish("pop request")
+}
+
+func appendMessage(dst []byte, m *Message) []byte {
+	dst = appendUUID(dst, m.ID)
+	dst = appendStr(dst, m.TransactionID)
+	dst = appendStr(dst, m.TraceID)
+	dst = appendBytes(dst, m.Payload)
+	dst = appendI64(dst, m.CreatedAt)
+	dst = appendStr(dst, m.Partition)
+	dst = appendUUID(dst, m.PartitionID)
+	dst = appendUv(dst, m.Offset)
+	dst = appendUUID(dst, m.LeaseID)
+	dst = appendI64(dst, m.LeaseExpires)
+	return appendUv(dst, uint64(m.RetryCount))
+}
+
+func decodeMessage(d *dec, m *Message) {
+	m.ID = d.uuid()
+	m.TransactionID = d.str()
+	m.TraceID = d.str()
+	m.Payload = d.bytes()
+	m.CreatedAt = d.i64()
+	m.Partition = d.str()
+	m.PartitionID = d.uuid()
+	m.Offset = d.uv()
+	m.LeaseID = d.uuid()
+	m.LeaseExpires = d.i64()
+	m.RetryCount = d.uv32()
+}
+
+func (r *PopReply) AppendBody(dst []byte) []byte {
+	dst = appendStr(dst, r.Queue)
+	dst = appendStr(dst, r.Group)
+	dst = appendUv(dst, uint64(len(r.Messages)))
+	for i := range r.Messages {
+		dst = appendMessage(dst, &r.Messages[i])
+	}
+	return dst
+}
+
+func (r *PopReply) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.Queue = d.str()
+	r.Group = d.str()
+	r.Messages = resize(r.Messages, d.count(minMessage))
+	for i := range r.Messages {
+		decodeMessage(&d, &r.Messages[i])
+	}
+	return d.finish("pop reply")
+}
+
+// AppendPopRequest appends a whole Pop request frame.
+func AppendPopRequest(dst []byte, id uint64, r *PopRequest) []byte { return AppendFrame(dst, id, r) }
+
+// AppendPopReply appends a whole Pop reply frame.
+func AppendPopReply(dst []byte, id uint64, r *PopReply) []byte { return AppendFrame(dst, id, r) }
