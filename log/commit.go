@@ -30,7 +30,8 @@ func (g *group) reset(maxBatch int) {
 // record is durable under the sync policy (SyncAlways: written and fsynced;
 // SyncInterval, SyncNone: written), or with the error if that failed. done
 // must not block, so it must not call Append either (Append can wait for the
-// committer); Read and the other methods are fine. A nil done is allowed. Records appended by one goroutine
+// committer) nor Close (which waits for the committer); Read and the other
+// methods are fine. A nil done is allowed. Records appended by one goroutine
 // keep their order. If the open group is full (MaxBatchBytes) Append blocks
 // until the committer seals it. After a failure every Append returns it (see
 // Err); after Close, ErrClosed. A record larger than MaxEntryBytes (with its
@@ -41,7 +42,7 @@ func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
 		return 0, fmt.Errorf("%w: record of %d bytes (MaxEntryBytes %d)", ErrTooLarge, len(rec), l.cfg.MaxEntryBytes)
 	}
 	l.mu.Lock()
-	g := l.open
+	var g *group
 	for {
 		if l.err != nil {
 			err := l.err

@@ -11,6 +11,21 @@ import (
 	"time"
 )
 
+// journal is the engine's view of the log (engine.Journal, restated here:
+// log must not import engine). It uses only builtin types.
+type journal interface {
+	Append(rec []byte, done func(error)) (uint64, error)
+	Read(pos uint64) ([]byte, error)
+	Replay(after uint64, fn func(pos uint64, rec []byte) error) error
+	LoadSnapshot() (pos uint64, data []byte, ok bool, err error)
+	WriteSnapshot(pos uint64, data []byte) error
+	SegmentStarts() []uint64
+	TruncateFront(index uint64) error
+	Err() error
+}
+
+var _ journal = (*Log)(nil)
+
 func TestPos(t *testing.T) {
 	for _, tc := range []struct {
 		index uint64
