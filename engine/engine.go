@@ -37,6 +37,11 @@ type Config struct {
 	// (Queen's behaviour). Off by default: an ack without a lease id is
 	// refused with ErrLeaseRequired.
 	UncheckedAcks bool
+	// SnapshotEveryBytes makes the engine snapshot its state once that many
+	// bytes were journaled since the last snapshot (and on Close), so that
+	// recovery replays little and old journal segments can go. Default
+	// 256 MiB; negative disables automatic snapshots.
+	SnapshotEveryBytes int64
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -74,6 +79,9 @@ func (c *Config) setDefaults() error {
 	if c.MaxPopTimeout <= 0 {
 		c.MaxPopTimeout = 10 * time.Minute
 	}
+	if c.SnapshotEveryBytes == 0 {
+		c.SnapshotEveryBytes = 256 << 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -102,7 +110,9 @@ type Engine struct {
 	cacheBytes atomic.Int64
 	lastPos    atomic.Uint64
 	snapMu     sync.Mutex
-	snapPos    uint64 // position of the newest snapshot (guarded by snapMu)
+	snapPos    uint64       // position of the newest snapshot (guarded by snapMu)
+	sinceSnap  atomic.Int64 // bytes journaled since the last snapshot
+	snapping   atomic.Bool
 	failErr    atomic.Pointer[error]
 	closed     atomic.Bool
 	stop       chan struct{}
@@ -148,14 +158,20 @@ func New(cfg Config, j Journal) (*Engine, error) {
 	return e, nil
 }
 
-// Close stops the timers and answers parked pops with ErrClosed. It does not
-// close the journal (its owner does, after Close).
+// Close stops the timers, answers parked pops with ErrClosed and, when
+// anything was journaled since the last snapshot, writes one (so the next
+// start replays little). It does not close the journal: its owner does, after
+// Close.
 func (e *Engine) Close() error {
 	if !e.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	close(e.stop)
 	e.wg.Wait()
+	var err error
+	if e.cfg.SnapshotEveryBytes > 0 && e.sinceSnap.Load() > 0 && e.failErr.Load() == nil {
+		err = e.snapshot()
+	}
 	e.mu.RLock()
 	qs := make([]*queue, 0, len(e.queues))
 	for _, q := range e.queues {
@@ -169,7 +185,7 @@ func (e *Engine) Close() error {
 			}
 		}
 	}
-	return nil
+	return err
 }
 
 func (e *Engine) ticker() {
@@ -182,6 +198,7 @@ func (e *Engine) ticker() {
 			return
 		case <-t.C:
 			e.Tick()
+			e.maybeSnapshot()
 		}
 	}
 }
@@ -252,6 +269,7 @@ func (e *Engine) fail(err error) {
 // when not nil, runs once rec is durable.
 func (e *Engine) append(rec []byte, done func(error)) (uint64, error) {
 	pos, err := e.j.Append(rec, done)
+	e.sinceSnap.Add(int64(len(rec)))
 	if err != nil {
 		e.fail(err)
 		return 0, fmt.Errorf("%w: %w", ErrJournal, err)

@@ -29,14 +29,20 @@ type node struct {
 	clock *engine.FakeClock
 }
 
-func openNode(t testing.TB, dir string) *node {
+// openNode opens a journal and an engine on dir; automatic snapshots are
+// off unless snapEvery says otherwise.
+func openNode(t testing.TB, dir string, snapEvery ...int64) *node {
 	t.Helper()
+	every := int64(-1)
+	if len(snapEvery) > 0 {
+		every = snapEvery[0]
+	}
 	n := &node{t: t, dir: dir, clock: engine.NewFakeClock(rt0.Add(time.Hour))}
 	j, err := log.Open(log.Config{Dir: dir})
 	if err != nil {
 		t.Fatalf("log.Open: %v", err)
 	}
-	e, err := engine.New(engine.Config{Clock: n.clock, NoTicker: true}, j)
+	e, err := engine.New(engine.Config{Clock: n.clock, NoTicker: true, SnapshotEveryBytes: every}, j)
 	if err != nil {
 		j.Close()
 		t.Fatalf("engine.New: %v", err)
@@ -173,13 +179,29 @@ func verifyState(n *node) {
 }
 
 func TestRecoveryAfterCleanClose(t *testing.T) {
-	dir := t.TempDir()
-	n := openNode(t, dir)
-	buildState(n, nil)
-	n.close()
-	n = openNode(t, dir)
-	defer n.close()
-	verifyState(n)
+	// every=0 is the default: Close writes a snapshot, and the reopen loads it.
+	for _, every := range []int64{-1, 0} {
+		t.Run(fmt.Sprintf("snapshotEvery=%d", every), func(t *testing.T) {
+			dir := t.TempDir()
+			n := openNode(t, dir, every)
+			buildState(n, nil)
+			n.close()
+			if every == 0 {
+				j, err := log.Open(log.Config{Dir: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _, ok, err := j.LoadSnapshot()
+				j.Close()
+				if err != nil || !ok {
+					t.Fatalf("Close wrote no snapshot: %v", err)
+				}
+			}
+			n = openNode(t, dir, every)
+			defer n.close()
+			verifyState(n)
+		})
+	}
 }
 
 func TestRecoveryFromSnapshotAndJournal(t *testing.T) {

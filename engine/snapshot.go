@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -28,9 +29,30 @@ func (e *Engine) Snapshot() error {
 	if err := e.check(); err != nil {
 		return err
 	}
+	return e.snapshot()
+}
+
+// maybeSnapshot starts a snapshot in the background once enough was
+// journaled since the last one.
+func (e *Engine) maybeSnapshot() {
+	if e.cfg.SnapshotEveryBytes <= 0 || e.sinceSnap.Load() < e.cfg.SnapshotEveryBytes || !e.snapping.CompareAndSwap(false, true) {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer e.snapping.Store(false)
+		if err := e.Snapshot(); err != nil && !errors.Is(err, ErrClosed) {
+			e.log.Error("automatic snapshot failed", "err", err)
+		}
+	}()
+}
+
+func (e *Engine) snapshot() error {
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	data, pos, minLive := e.encodeSnapshot()
+	e.sinceSnap.Store(0)
 	// Everything up to pos must be durable before the snapshot claims it.
 	ch := make(chan error, 1)
 	if _, err := e.append([]byte{recBarrier}, func(err error) { ch <- err }); err != nil {
