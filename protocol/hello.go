@@ -97,7 +97,7 @@ func (*empty) AppendBody(dst []byte) []byte { return dst }
 
 func (*empty) Decode(body []byte) error {
 	if len(body) != 0 {
-		return &Error{Code: CodeMalformed, Msg: "body must be empty"}
+		return &Error{Code: CodeMalformed, Msg: "trailing bytes in a body that must be empty"}
 	}
 	return nil
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package protocol
+
+func init() { raceEnabled = true }
