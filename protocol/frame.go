@@ -239,10 +239,13 @@ func (f *Framer) Feed(p []byte) {
 	if f.err != nil {
 		return
 	}
-	if f.off > 0 {
+	switch {
+	case f.off == len(f.buf):
+		f.buf, f.off = f.buf[:0], 0
+	case f.off > 0 && len(f.buf)+len(p) > cap(f.buf):
+		// Move the unread bytes to the front before growing.
 		n := copy(f.buf, f.buf[f.off:])
-		f.buf = f.buf[:n]
-		f.off = 0
+		f.buf, f.off = f.buf[:n], 0
 	}
 	f.buf = append(f.buf, p...)
 }
