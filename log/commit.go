@@ -2,6 +2,8 @@ package log
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -12,6 +14,7 @@ type group struct {
 	n     int    // records
 	body  []byte
 	dones []func(error)
+	seg   uint64 // SyncAlways: first index of the segment it was written to
 }
 
 // reset empties g for reuse, keeping its buffers (unless one grew huge).
@@ -88,24 +91,29 @@ func (l *Log) run() {
 		defer l.syncTimer.Stop()
 		tick = l.syncTimer.C
 	}
+	if l.cfg.Sync == SyncAlways {
+		go l.syncer()
+	}
 	for {
 		l.mu.Lock()
 		if l.open.n > 0 {
 			g := l.open
-			l.open, l.spare = l.spare, nil
+			l.open = l.takeFree()
 			l.open.index = g.index + 1
 			if l.waiters > 0 {
 				l.space.Broadcast()
 			}
 			l.mu.Unlock()
 			l.commit(g)
-			g.reset(l.cfg.MaxBatchBytes)
-			l.spare = g
 			continue
 		}
 		closing := l.closing
 		l.mu.Unlock()
 		if closing {
+			if l.syncQ != nil {
+				close(l.syncQ)
+				<-l.syncerDone
+			}
 			l.finalSync()
 			return
 		}
@@ -140,17 +148,107 @@ func (l *Log) intervalSync() {
 	}
 }
 
-// commit writes one sealed group as one WAL entry, fsyncs per policy and
-// calls its callbacks in order.
+// takeFree returns an empty group for appenders to fill. l.mu is held.
+func (l *Log) takeFree() *group {
+	if n := len(l.free); n > 0 {
+		g := l.free[n-1]
+		l.free = l.free[:n-1]
+		return g
+	}
+	return &group{}
+}
+
+// recycle empties g and keeps it for reuse.
+func (l *Log) recycle(g *group) {
+	g.reset(l.cfg.MaxBatchBytes)
+	l.mu.Lock()
+	l.free = append(l.free, g)
+	l.mu.Unlock()
+}
+
+// commit writes one sealed group as one WAL entry. Under SyncAlways the
+// syncer fsyncs it and calls its callbacks, so the next group is compressed
+// and written while this one's fsync runs (pipelined group commit);
+// otherwise the callbacks run here, in order.
 func (l *Log) commit(g *group) {
 	err := l.Err()
 	if err == nil {
 		err = l.write(g)
 	}
+	if err == nil && l.syncQ != nil {
+		l.syncQ <- g
+		return
+	}
+	g.finish(err)
+	l.recycle(g)
+}
+
+func (g *group) finish(err error) {
 	for _, done := range g.dones {
 		if done != nil {
 			done(err)
 		}
+	}
+}
+
+// syncer is SyncAlways's second stage: it takes every group written so far,
+// fsyncs once for all of them, and calls their callbacks in order.
+func (l *Log) syncer() {
+	defer close(l.syncerDone)
+	var f *os.File
+	var fseg uint64
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	batch := make([]*group, 0, cap(l.syncQ)+1)
+	for g := range l.syncQ {
+		batch = append(batch[:0], g)
+	more:
+		for {
+			select {
+			case g2, ok := <-l.syncQ:
+				if !ok {
+					break more
+				}
+				batch = append(batch, g2)
+			default:
+				break more
+			}
+		}
+		err := l.Err()
+		if err == nil {
+			// tidwall fsyncs a segment before it moves on to the next, so
+			// only the segment of the newest group needs it here. Our own
+			// descriptor lets the fsync run without tidwall's lock, while
+			// the committer writes the next group.
+			last := batch[len(batch)-1]
+			if f == nil || fseg != last.seg {
+				if f != nil {
+					f.Close()
+				}
+				fseg = last.seg
+				f, err = os.OpenFile(filepath.Join(l.walDir, segmentName(fseg)), os.O_RDONLY, 0)
+				if err != nil {
+					f = nil
+					err = l.failed(fmt.Errorf("log: open segment for fsync: %w", err))
+				}
+			}
+			if err == nil {
+				start := time.Now()
+				if serr := fdatasync(f); serr != nil {
+					err = l.failed(fmt.Errorf("log: fsync: %w", serr))
+				} else {
+					l.stats.noteFsync(time.Since(start))
+				}
+			}
+		}
+		for _, g := range batch {
+			g.finish(err)
+			l.recycle(g)
+		}
+		clear(batch)
 	}
 }
 
@@ -167,7 +265,8 @@ func (l *Log) write(g *group) error {
 	if err := l.wal.Write(g.index, l.ebuf); err != nil {
 		return l.failed(fmt.Errorf("log: write entry %d: %w", g.index, err))
 	}
-	created := l.noteWrite(g.index, len(l.ebuf))
+	created, seg := l.noteWrite(g.index, len(l.ebuf))
+	g.seg = seg
 	l.dirty = true
 	l.last.Store(g.index)
 	l.stats.entries.Add(1)
@@ -177,9 +276,7 @@ func (l *Log) write(g *group) error {
 	l.stats.lastBatch.Store(uint64(g.n))
 	switch l.cfg.Sync {
 	case SyncAlways:
-		if err := l.syncLocked(); err != nil {
-			return err
-		}
+		// the syncer fsyncs (see commit)
 	case SyncInterval:
 		if time.Since(l.lastSync) >= l.cfg.SyncInterval {
 			if err := l.syncLocked(); err != nil {

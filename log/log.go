@@ -68,7 +68,9 @@ type Log struct {
 	stopped    chan struct{} // closed when the committer exits
 
 	// Committer-only state.
-	spare      *group
+	free       []*group // empty groups for reuse (guarded by mu)
+	syncQ      chan *group   // SyncAlways: written groups waiting for the syncer
+	syncerDone chan struct{} // closed when the syncer exits
 	ebuf       []byte // encoded entry, reused
 	dirty      bool   // written since the last fsync
 	lastSync   time.Time
@@ -157,7 +159,14 @@ func Open(cfg Config) (_ *Log, err error) {
 		return nil, err
 	}
 	l.open = &group{index: l.last.Load() + 1}
-	l.spare = &group{}
+	if cfg.Sync == SyncAlways {
+		// Unbuffered: the committer hands a written group over only when the
+		// syncer is done with the previous one, so the next group collects
+		// appends for a whole fsync (big groups) while being compressed in
+		// parallel with it.
+		l.syncQ = make(chan *group)
+		l.syncerDone = make(chan struct{})
+	}
 	l.lastSync = time.Now()
 	go l.run()
 	return l, nil
@@ -309,7 +318,7 @@ func (l *Log) DiskBytes() int64 {
 // created (the WAL directory then needs an fsync). tidwall rolls to a new file
 // before a write when the tail is already above SegmentSize, and after a write
 // that brings the tail to SegmentSize or more.
-func (l *Log) noteWrite(index uint64, n int) (created bool) {
+func (l *Log) noteWrite(index uint64, n int) (created bool, seg uint64) {
 	limit := int64(l.cfg.SegmentBytes)
 	l.segMu.Lock()
 	defer l.segMu.Unlock()
@@ -317,12 +326,13 @@ func (l *Log) noteWrite(index uint64, n int) (created bool) {
 		l.segs = append(l.segs, segment{start: index})
 		created = true
 	}
+	seg = l.segs[len(l.segs)-1].start
 	l.segs[len(l.segs)-1].bytes += int64(recordFrameLen(n))
 	if l.segs[len(l.segs)-1].bytes >= limit {
 		l.segs = append(l.segs, segment{start: index + 1})
 		created = true
 	}
-	return created
+	return created, seg
 }
 
 // TruncateFront drops every whole segment file before index, which must be
