@@ -68,11 +68,11 @@ type Log struct {
 	stopped    chan struct{} // closed when the committer exits
 
 	// Committer-only state.
-	free       []*group // empty groups for reuse (guarded by mu)
+	free       []*group      // empty groups for reuse (guarded by mu)
 	syncQ      chan *group   // SyncAlways: written groups waiting for the syncer
 	syncerDone chan struct{} // closed when the syncer exits
-	ebuf       []byte // encoded entry, reused
-	dirty      bool   // written since the last fsync
+	ebuf       []byte        // encoded entry, reused
+	dirty      bool          // written since the last fsync
 	lastSync   time.Time
 	syncTimer  *time.Timer // SyncInterval: armed while an fsync is due
 	timerArmed bool
