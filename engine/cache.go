@@ -147,7 +147,7 @@ func (e *Engine) readChunk(p *partition, c *chunk) (pushRecord, error) {
 func findPush(rec []byte, queueID, seq, first uint64) (pushRecord, bool) {
 	r := reader{b: rec}
 	switch r.u8() {
-	case recPush:
+	case recPush, recMove:
 		pr := readPush(&r, rec)
 		if r.err == nil && pr.queueID == queueID && pr.seq == seq && pr.first == first {
 			return pr, true

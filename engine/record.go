@@ -21,6 +21,7 @@ import "time"
 //	groupDel(6)  = queueID u64 | name str
 //	txn     (7)  = n uvarint | n × bytes (each a push or effect record)
 //	barrier (8)  = (nothing)
+//	move    (9)  = as push: messages already stored, copied forward out of an old segment
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -32,6 +33,7 @@ const (
 	recGroupDel = 6
 	recTxn      = 7
 	recBarrier  = 8 // empty: lets a snapshot wait for everything before it
+	recMove     = 9 // a push record copied forward: its messages now live here
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {
@@ -127,6 +129,30 @@ type pushRecord struct {
 	ts      int64
 	buf     []byte
 	refs    []msgRef
+}
+
+// encodePush encodes msgs as a push (or move) record of p from offset first.
+func encodePush(kind byte, p *partition, first uint64, ts int64, msgs []msg) []byte {
+	size := 40 + len(p.name)
+	for i := range msgs {
+		size += 16 + 12 + len(msgs[i].txn) + len(msgs[i].trace) + len(msgs[i].payload)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, kind)
+	b = appendU64(b, p.q.id)
+	b = appendUvarint(b, p.seq)
+	b = appendStr(b, p.name)
+	b = appendUvarint(b, first)
+	b = appendVarint(b, ts)
+	b = appendUvarint(b, uint64(len(msgs)))
+	for k := range msgs {
+		m := &msgs[k]
+		b = append(b, m.id[:]...)
+		b = appendStr(b, m.txn)
+		b = appendStr(b, m.trace)
+		b = appendBytes(b, m.payload)
+	}
+	return b
 }
 
 // readPush decodes a push record body from r, whose input is a suffix of rec

@@ -128,6 +128,12 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			}
 		}
 		return r.err
+	case recMove:
+		pr := readPush(&r, rec)
+		if r.err != nil {
+			return r.err
+		}
+		e.replayMove(pos, &pr)
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)
@@ -160,6 +166,20 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	}
 	e.applyPushMem(p, pos, pr.first, pr.ts, pr.buf, pr.refs, true)
 	return nil
+}
+
+// replayMove points a chunk at its copy (the original segment may be gone).
+func (e *Engine) replayMove(pos uint64, pr *pushRecord) {
+	q := e.queuesID[pr.queueID]
+	if q == nil || pr.seq >= uint64(len(q.parts)) || q.parts[pr.seq] == nil {
+		return
+	}
+	p := q.parts[pr.seq]
+	p.st().mu.Lock()
+	defer p.st().mu.Unlock()
+	if i := p.chunkFor(pr.first); i >= 0 && p.chunks[i].first == pr.first {
+		p.chunks[i].pos = pos
+	}
 }
 
 func (e *Engine) replayEffect(ef *effect) {

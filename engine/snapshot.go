@@ -87,6 +87,11 @@ func (e *Engine) snapshot() error {
 			return fmt.Errorf("engine: dropping old journal segments: %w", err)
 		}
 	}
+	// A few live messages must not pin an old segment: copy them forward,
+	// so a later snapshot can drop it.
+	if _, err := e.relocateOldest(posIndex(pos)); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -160,8 +165,10 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 			if p == nil {
 				continue
 			}
-			if len(p.chunks) > 0 && (minLive == 0 || p.chunks[0].pos < minLive) {
-				minLive = p.chunks[0].pos
+			for _, c := range p.chunks { // moved chunks are not in position order
+				if minLive == 0 || c.pos < minLive {
+					minLive = c.pos
+				}
 			}
 			b = appendPartition(b, p, groups)
 		}

@@ -226,21 +226,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		if len(s.msgs) == 0 {
 			continue
 		}
-		b := []byte{recPush}
-		b = appendU64(b, s.p.q.id)
-		b = appendUvarint(b, s.p.seq)
-		b = appendStr(b, s.p.name)
-		b = appendUvarint(b, s.first)
-		b = appendVarint(b, s.ts)
-		b = appendUvarint(b, uint64(len(s.msgs)))
-		for k := range s.msgs {
-			m := &s.msgs[k]
-			b = append(b, m.id[:]...)
-			b = appendStr(b, m.txn)
-			b = appendStr(b, m.trace)
-			b = appendBytes(b, m.payload)
-		}
-		subs = append(subs, b)
+		subs = append(subs, encodePush(recPush, s.p, s.first, s.ts, s.msgs))
 	}
 	rec := []byte{recTxn}
 	rec = appendUvarint(rec, uint64(len(subs)))
