@@ -1,0 +1,373 @@
+package netserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// HTTPConfig configures the HTTP bridge. Zero values take the documented
+// defaults.
+type HTTPConfig struct {
+	// Addr is the address ListenAndServe listens on; default ":6632"
+	// (Queen's port).
+	Addr string
+	// MaxBodyBytes caps a request body; a larger one is refused with 413
+	// before it is read. Default 64 MiB.
+	MaxBodyBytes int64
+	// ReadHeaderTimeout bounds the reading of a request's headers; default
+	// 10 s. There is no overall read or write timeout: long polls last as
+	// long as their timeout parameter.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle that long; default 120 s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps request headers; default 1 MiB.
+	MaxHeaderBytes int
+	// Auth turns on JWT authentication (off by default).
+	Auth AuthConfig
+	// JournalStats, when set, feeds the journal figures of /metrics (cmd
+	// wires it to the journal; netserver does not import it).
+	JournalStats func() JournalStats
+	// TCPConnections, when set, reports the binary protocol's open
+	// connections for /metrics.
+	TCPConnections func() int
+	// Version is reported by /health; default "dev".
+	Version string
+	// Logger receives the bridge's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of HTTPConfig.
+const (
+	DefaultHTTPAddr              = ":6632"
+	DefaultMaxBodyBytes          = 64 << 20
+	DefaultHTTPReadHeaderTimeout = 10 * time.Second
+	DefaultHTTPIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes        = 1 << 20
+)
+
+func (c *HTTPConfig) setDefaults() error {
+	if c.Addr == "" {
+		c.Addr = DefaultHTTPAddr
+	}
+	if c.MaxBodyBytes < 0 || c.ReadHeaderTimeout < 0 || c.IdleTimeout < 0 || c.MaxHeaderBytes < 0 {
+		return fmt.Errorf("%w: negative limit in HTTPConfig", engine.ErrInvalid)
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultHTTPReadHeaderTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultHTTPIdleTimeout
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// HTTPServer serves Queen MQ's HTTP API v1 over an engine. Every route calls
+// the same engine operations as the binary protocol and maps engine errors
+// through the one table in errors.go. It is safe for concurrent use.
+type HTTPServer struct {
+	cfg     HTTPConfig
+	e       *engine.Engine
+	log     *slog.Logger
+	mux     *http.ServeMux
+	handler http.Handler
+	srv     *http.Server
+	auth    *authenticator // nil when auth is off
+	met     *httpMetrics
+	started time.Time
+
+	maintenance    atomic.Bool // push maintenance mode (see handleMaintenance)
+	popMaintenance atomic.Bool // pops answer 204 while set
+	conns          atomic.Int64
+}
+
+// NewHTTP returns an HTTP bridge over e.
+func NewHTTP(cfg HTTPConfig, e *engine.Engine) (*HTTPServer, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: no engine", engine.ErrInvalid)
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &HTTPServer{cfg: cfg, e: e, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now()}
+	if cfg.Auth.Enabled {
+		a, err := newAuthenticator(cfg.Auth)
+		if err != nil {
+			return nil, err
+		}
+		s.auth = a
+	}
+	s.met = newHTTPMetrics(s)
+	s.routes()
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	s.srv = &http.Server{
+		Addr:              cfg.Addr,
+		Handler:           s.handler,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ConnState:         s.connState,
+	}
+	return s, nil
+}
+
+// Handler returns the bridge's handler (CORS, auth and every route), for
+// use in another server or in tests.
+func (s *HTTPServer) Handler() http.Handler { return s.handler }
+
+// Serve accepts connections on l until Shutdown; it returns
+// http.ErrServerClosed after a Shutdown.
+func (s *HTTPServer) Serve(l net.Listener) error {
+	stop := s.met.startSampler()
+	defer stop()
+	return s.srv.Serve(l)
+}
+
+// ListenAndServe listens on cfg.Addr and serves.
+func (s *HTTPServer) ListenAndServe() error {
+	l, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(l)
+}
+
+// Shutdown stops accepting connections, closes idle ones, and waits until
+// the requests in progress are answered or ctx ends. Parked long polls are
+// answered by the engine's Close, or end with their connections when ctx
+// runs out (they are cancelled: their messages stay with the broker).
+func (s *HTTPServer) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		s.srv.Close()
+	}
+	return err
+}
+
+func (s *HTTPServer) connState(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.conns.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		s.conns.Add(-1)
+	}
+}
+
+// Shared header values (net/http never modifies them).
+var (
+	hdrJSON       = []string{"application/json"}
+	hdrText       = []string{"text/plain; version=0.0.4; charset=utf-8"}
+	hdrAllowAll   = []string{"*"}
+	hdrAllowMeth  = []string{"GET, POST, PUT, DELETE, OPTIONS"}
+	hdrAllowHdrs  = []string{"Content-Type, Authorization"}
+	hdrCORSMaxAge = []string{"86400"}
+)
+
+// serveHTTP adds Queen's CORS headers to every answer and answers OPTIONS
+// preflights with 204, then routes.
+func (s *HTTPServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	s.met.requests.Add(1)
+	h := w.Header()
+	h["Access-Control-Allow-Origin"] = hdrAllowAll
+	h["Access-Control-Allow-Methods"] = hdrAllowMeth
+	h["Access-Control-Allow-Headers"] = hdrAllowHdrs
+	h["Access-Control-Max-Age"] = hdrCORSMaxAge
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// level is the role a route needs when auth is on.
+type level uint8
+
+const (
+	levelPublic level = iota
+	levelReadOnly
+	levelReadWrite
+	levelAdmin
+)
+
+// handle registers a route with the role it needs.
+func (s *HTTPServer) handle(pattern string, lv level, h http.HandlerFunc) {
+	if s.auth == nil || lv == levelPublic {
+		s.mux.HandleFunc(pattern, h)
+		return
+	}
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		r, ok := s.auth.check(w, r, lv)
+		if ok {
+			h(w, r)
+		}
+	})
+}
+
+// routes registers every route of Queen's HTTP API v1 that Regent serves.
+func (s *HTTPServer) routes() {
+	// Health and metrics.
+	s.handle("GET /health", levelPublic, s.handleHealth)
+	s.handle("GET /metrics", levelPublic, s.handleMetricsJSON)
+	s.handle("GET /metrics/prometheus", levelPublic, s.handlePrometheus)
+	// Data plane.
+	s.handle("POST /api/v1/push", levelReadWrite, s.handlePush)
+	s.handle("GET /api/v1/pop/queue/{queue}", levelReadWrite, s.handlePop)
+	s.handle("GET /api/v1/pop/queue/{queue}/partition/{partition...}", levelReadWrite, s.handlePop)
+	s.handle("POST /api/v1/ack", levelReadWrite, s.handleAck)
+	s.handle("POST /api/v1/ack/batch", levelReadWrite, s.handleAckBatch)
+	s.handle("POST /api/v1/transaction", levelReadWrite, s.handleTransaction)
+	s.handle("POST /api/v1/lease/{leaseId}/extend", levelReadWrite, s.handleLeaseExtend)
+	// Queues.
+	s.handle("POST /api/v1/configure", levelReadWrite, s.handleConfigure)
+	s.handle("DELETE /api/v1/resources/queues/{queue}", levelAdmin, s.handleDeleteQueue)
+	s.handle("GET /api/v1/resources/overview", levelReadOnly, s.handleOverview)
+	s.handle("GET /api/v1/resources/queues", levelReadOnly, s.handleQueues)
+	s.handle("GET /api/v1/resources/queues/{queue}", levelReadOnly, s.handleQueue)
+	s.handle("GET /api/v1/resources/namespaces", levelReadOnly, s.handleNamespaces)
+	s.handle("GET /api/v1/resources/tasks", levelReadOnly, s.handleTasks)
+	// Messages and the dead-letter queue.
+	s.handle("GET /api/v1/messages", levelReadOnly, s.handleMessages)
+	s.handle("GET /api/v1/messages/{partitionId}/{transactionId}", levelReadOnly, s.handleMessage)
+	s.handle("DELETE /api/v1/messages/{partitionId}/{transactionId}", levelReadWrite, s.handleDeleteMessage)
+	s.handle("GET /api/v1/dlq", levelReadOnly, s.handleDLQ)
+	// Consumer groups.
+	s.handle("GET /api/v1/consumer-groups", levelReadOnly, s.handleGroups)
+	s.handle("GET /api/v1/consumer-groups/lagging", levelReadOnly, s.handleLagging)
+	s.handle("GET /api/v1/consumer-groups/{group}", levelReadOnly, s.handleGroup)
+	s.handle("DELETE /api/v1/consumer-groups/{group}", levelAdmin, s.handleDeleteGroup)
+	s.handle("DELETE /api/v1/consumer-groups/{group}/queues/{queue}", levelAdmin, s.handleDeleteGroup)
+	s.handle("POST /api/v1/consumer-groups/{group}/subscription", levelReadWrite, s.handleSubscription)
+	s.handle("POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", levelReadWrite, s.handleSeek)
+	s.handle("POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", levelReadWrite, s.handlePartitionSeek)
+	s.handle("POST /api/v1/stats/refresh", levelAdmin, s.handleStatsRefresh)
+	// Status (the dashboard's feeds).
+	s.handle("GET /api/v1/status", levelReadOnly, s.handleStatus)
+	s.handle("GET /api/v1/status/queues", levelReadOnly, s.handleStatusQueues)
+	s.handle("GET /api/v1/status/queues/{queue}", levelReadOnly, s.handleStatusQueue)
+	s.handle("GET /api/v1/status/queues/{queue}/messages", levelReadOnly, s.handleStatusQueueMessages)
+	s.handle("GET /api/v1/status/analytics", levelReadOnly, s.handleAnalytics)
+	s.handle("GET /api/v1/status/buffers", levelReadOnly, s.handleBuffers)
+	// Traces.
+	s.handle("POST /api/v1/traces", levelReadWrite, s.handleAddTrace)
+	s.handle("GET /api/v1/traces/names", levelReadOnly, s.handleTraceNames)
+	s.handle("GET /api/v1/traces/by-name/{traceName}", levelReadOnly, s.handleTracesByName)
+	s.handle("GET /api/v1/traces/{partitionId}/{transactionId}", levelReadOnly, s.handleTraces)
+	// Maintenance.
+	s.handle("GET /api/v1/system/maintenance", levelAdmin, s.handleMaintenance)
+	s.handle("POST /api/v1/system/maintenance", levelAdmin, s.handleMaintenance)
+	s.handle("GET /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
+	s.handle("POST /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
+	// Everything else: Queen answers 404.
+	s.handle("/", levelPublic, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Not Found")
+	})
+}
+
+// readBody reads the request body into a pooled buffer, refusing bodies
+// above MaxBodyBytes (413) and empty ones (400 "Empty request body", as
+// Queen does) unless allowEmpty. On failure it has answered; the caller
+// returns.
+func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty bool) (*[]byte, bool) {
+	max := s.cfg.MaxBodyBytes
+	if r.ContentLength > max {
+		s.writeErr(w, fmt.Errorf("%w: request body of %d bytes is above the limit of %d", engine.ErrTooLarge, r.ContentLength, max))
+		return nil, false
+	}
+	bp := getBuf()
+	b := *bp
+	if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength {
+		b = make([]byte, 0, r.ContentLength)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			*bp = b
+			putBuf(bp)
+			s.writeErr(w, fmt.Errorf("%w: request body above the limit of %d bytes", engine.ErrTooLarge, max))
+			return nil, false
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*bp = b
+			putBuf(bp)
+			writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error())
+			return nil, false
+		}
+	}
+	*bp = b
+	if !allowEmpty && len(b) == 0 {
+		putBuf(bp)
+		writeError(w, http.StatusBadRequest, "Empty request body")
+		return nil, false
+	}
+	return bp, true
+}
+
+// writeJSON answers with status and the JSON in b.
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = hdrJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// writeError answers {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b := append(appendString([]byte(`{"error":`), msg), '}')
+	writeJSON(w, status, b)
+}
+
+// writeErr answers an error with the HTTP status of its code (errors.go).
+func (s *HTTPServer) writeErr(w http.ResponseWriter, err error) {
+	status := httpStatus(err)
+	if status >= 500 {
+		s.log.Warn("http: request failed", "err", err)
+	}
+	writeError(w, status, errText(err))
+}
+
+// errText is the text a client reads for err: a protocol error's message
+// without its code name, otherwise the error's text.
+func errText(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Msg != "" {
+		return pe.Msg
+	}
+	return err.Error()
+}
+
+// badRequest is a client's mistake: 400 through the error table.
+func badRequest(msg string) error { return protocol.NewError(protocol.CodeInvalid, msg) }
+
+// invalidJSON wraps a body's syntax error as Queen words it.
+func invalidJSON(err *jsonError) error { return badRequest("Invalid JSON: " + err.Error()) }

@@ -1,0 +1,343 @@
+package netserver
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+)
+
+// Message browsing: GET /api/v1/messages, GET and DELETE
+// /api/v1/messages/{partitionId}/{transactionId}, and
+// GET /api/v1/status/queues/{queue}/messages. Reads go through
+// engine.ScanMessages and engine.FindMessage; a message's status is derived
+// from the consumer groups' cursors and leases and the dead-letter queue:
+//
+//   - dead_letter: filed in the dead-letter queue by some group;
+//   - completed: every group that reads the partition has passed it;
+//   - processing: some group holds it under a live lease;
+//   - pending: otherwise (including while no group has read the partition).
+
+type msgKey struct {
+	pid engine.UUID
+	off uint64
+}
+
+// deadSet indexes a queue's dead-letter entries by message.
+func (s *HTTPServer) deadSet(queue string) map[msgKey]*engine.DLQEntry {
+	m := map[msgKey]*engine.DLQEntry{}
+	entries, _, err := s.e.DLQ(engine.DLQFilter{Queue: queue, Limit: 1 << 30})
+	if err != nil {
+		return m
+	}
+	for i := range entries {
+		e := &entries[i]
+		m[msgKey{e.Message.PartitionID, e.Message.Offset}] = e
+	}
+	return m
+}
+
+// msgState is a message's status for the browse routes.
+type msgState struct {
+	status, queueStatus string
+	consumedBy          int
+	totalGroups         int
+	leaseExpires        int64
+}
+
+func stateOf(p *engine.PartitionView, off uint64, dead bool) msgState {
+	st := msgState{totalGroups: len(p.Groups), queueStatus: "pending"}
+	processing := false
+	for _, g := range p.Groups {
+		gs := "pending"
+		switch {
+		case off < g.Cursor:
+			st.consumedBy++
+			gs = "completed"
+		case g.Leased && off >= g.LeaseFrom && off < g.LeaseTo:
+			processing = true
+			st.leaseExpires = max(st.leaseExpires, g.LeaseExpires)
+			gs = "processing"
+		}
+		if g.Group == engine.QueueModeGroup {
+			st.queueStatus = gs
+		}
+	}
+	switch {
+	case dead:
+		st.status = "dead_letter"
+	case st.totalGroups > 0 && st.consumedBy == st.totalGroups:
+		st.status = "completed"
+	case processing:
+		st.status = "processing"
+	default:
+		st.status = "pending"
+	}
+	if dead && st.queueStatus != "completed" {
+		st.queueStatus = "dead_letter"
+	}
+	return st
+}
+
+// queueMode is Queen's {hasQueueMode, busGroupsCount, type}.
+func queueMode(groups []engine.GroupMeta) map[string]any {
+	hasQ, bus := false, 0
+	for _, g := range groups {
+		if g.Name == engine.QueueModeGroup {
+			hasQ = true
+		} else {
+			bus++
+		}
+	}
+	typ := "none"
+	switch {
+	case hasQ && bus > 0:
+		typ = "hybrid"
+	case hasQ:
+		typ = "queue"
+	case bus > 0:
+		typ = "bus"
+	}
+	return map[string]any{"hasQueueMode": hasQ, "busGroupsCount": bus, "type": typ}
+}
+
+type browsed struct {
+	m     engine.Message
+	v     *engine.QueueView
+	st    msgState
+	queue string
+}
+
+// browse collects messages of the queues that match, oldest first, up to
+// offset+limit of them per partition, then sorts and pages them.
+func (s *HTTPServer) browse(vs []engine.QueueView, partition, status string, since, until int64, limit, offset int) []browsed {
+	var out []browsed
+	for qi := range vs {
+		v := &vs[qi]
+		dead := s.deadSet(v.Name)
+		for pi := range v.Partitions {
+			p := &v.Partitions[pi]
+			if partition != "" && p.Name != partition {
+				continue
+			}
+			n := 0
+			s.e.ScanMessages(v.Name, p.Name, since, until, func(m *engine.Message) bool {
+				st := stateOf(p, m.Offset, dead[msgKey{m.PartitionID, m.Offset}] != nil)
+				if status != "" && st.status != status {
+					return true
+				}
+				out = append(out, browsed{m: *m, v: v, st: st})
+				n++
+				return n < offset+limit
+			})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].m.CreatedAt < out[j].m.CreatedAt })
+	if offset >= len(out) {
+		return nil
+	}
+	out = out[offset:]
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=200&offset=0
+//
+// Lists messages (without payloads) created in [from, to]; from defaults
+// to an hour ago, as in Queen.
+func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.RawQuery
+	since, until, err := timeRange(raw, time.Hour, s.e.Now())
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	limit, offset := paging(raw, 200)
+	queue, ns, task := queryParam(raw, "queue"), queryParam(raw, "ns"), queryParam(raw, "task")
+	if ns == "" {
+		ns = queryParam(raw, "namespace")
+	}
+	var vs []engine.QueueView
+	var groups []engine.GroupMeta
+	for _, v := range s.views() {
+		if (queue != "" && v.Name != queue) || (ns != "" && v.Options.Namespace != ns) || (task != "" && v.Options.Task != task) {
+			continue
+		}
+		vs = append(vs, v)
+		groups = append(groups, v.Groups...)
+	}
+	found := s.browse(vs, queryParam(raw, "partition"), queryParam(raw, "status"), since, until, limit, offset)
+	msgs := make([]map[string]any, len(found))
+	for i := range found {
+		f := &found[i]
+		msgs[i] = map[string]any{
+			"id": f.m.ID.String(), "transactionId": f.m.TransactionID, "partitionId": f.m.PartitionID.String(),
+			"queuePath": f.m.Queue + "/" + f.m.Partition, "queue": f.m.Queue, "partition": f.m.Partition,
+			"namespace": f.v.Options.Namespace, "task": f.v.Options.Task,
+			"status": f.st.status, "queueStatus": f.st.queueStatus,
+			"busStatus": map[string]any{"consumedBy": f.st.consumedBy, "totalGroups": f.st.totalGroups},
+			"traceId":   strOrNil(f.m.TraceID), "producerSub": nil, "queuePriority": f.v.Options.Priority,
+			"createdAt": fmtTime(f.m.CreatedAt), "leaseExpiresAt": timePtr(f.st.leaseExpires),
+		}
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"messages": msgs, "mode": queueMode(groups)})
+}
+
+// GET /api/v1/status/queues/{queue}/messages?limit=50&offset=0
+func (s *HTTPServer) handleStatusQueueMessages(w http.ResponseWriter, r *http.Request) {
+	v, err := s.e.ViewQueue(r.PathValue("queue"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "Queue not found")
+		return
+	}
+	limit, offset := paging(r.URL.RawQuery, 50)
+	found := s.browse([]engine.QueueView{v}, "", "", 0, 0, limit, offset)
+	msgs := make([]map[string]any, len(found))
+	for i := range found {
+		f := &found[i]
+		msgs[i] = map[string]any{
+			"id": f.m.ID.String(), "transactionId": f.m.TransactionID, "partitionId": f.m.PartitionID.String(),
+			"queuePath": f.m.Queue + "/" + f.m.Partition, "queue": f.m.Queue, "partition": f.m.Partition,
+			"status": f.st.status, "createdAt": fmtTime(f.m.CreatedAt),
+		}
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"messages": msgs, "pagination": map[string]int{"limit": limit, "offset": offset}})
+}
+
+// findMessage resolves the {partitionId}/{transactionId} of a path.
+func (s *HTTPServer) findMessage(r *http.Request) (engine.Message, error) {
+	pid, err := engine.ParseUUID(r.PathValue("partitionId"))
+	if err != nil {
+		return engine.Message{}, engine.ErrMessageNotFound
+	}
+	return s.e.FindMessage(pid, r.PathValue("transactionId"))
+}
+
+// GET /api/v1/messages/{partitionId}/{transactionId}
+func (s *HTTPServer) handleMessage(w http.ResponseWriter, r *http.Request) {
+	m, err := s.findMessage(r)
+	if err != nil {
+		if errors.Is(err, engine.ErrMessageNotFound) || errors.Is(err, engine.ErrPartitionNotFound) {
+			writeError(w, http.StatusNotFound, "Message not found")
+			return
+		}
+		s.writeErr(w, err)
+		return
+	}
+	v, err := s.e.ViewQueue(m.Queue)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "Message not found")
+		return
+	}
+	var p *engine.PartitionView
+	for i := range v.Partitions {
+		if v.Partitions[i].ID == m.PartitionID {
+			p = &v.Partitions[i]
+		}
+	}
+	if p == nil {
+		p = &engine.PartitionView{}
+	}
+	d := s.deadSet(m.Queue)[msgKey{m.PartitionID, m.Offset}]
+	st := stateOf(p, m.Offset, d != nil)
+	var errMsg any
+	retries := 0
+	if d != nil {
+		errMsg, retries = d.Error, d.RetryCount
+	}
+	groups := make([]map[string]any, 0, len(p.Groups))
+	var consumedBy []string
+	for _, g := range p.Groups {
+		consumed := m.Offset < g.Cursor
+		if consumed {
+			consumedBy = append(consumedBy, g.Group)
+		}
+		var exp *string
+		if g.Leased && m.Offset >= g.LeaseFrom && m.Offset < g.LeaseTo {
+			exp = timePtr(g.LeaseExpires)
+		}
+		groups = append(groups, map[string]any{"name": g.Group, "consumed": consumed, "leaseExpiresAt": exp})
+	}
+	mode := queueMode(v.Groups)
+	mode["consumedByGroups"] = consumedBy
+	o := &v.Options
+	s.writeValue(w, http.StatusOK, map[string]any{
+		"id": m.ID.String(), "transactionId": m.TransactionID, "partitionId": m.PartitionID.String(),
+		"queuePath": m.Queue + "/" + m.Partition, "queue": m.Queue, "partition": m.Partition,
+		"namespace": o.Namespace, "task": o.Task, "status": st.status,
+		"payload": rawPayload(m.Payload), "isEncrypted": false, "traceId": strOrNil(m.TraceID), "producerSub": nil,
+		"createdAt": fmtTime(m.CreatedAt), "errorMessage": errMsg, "retryCount": retries,
+		"leaseExpiresAt": timePtr(st.leaseExpires),
+		"queueConfig": map[string]any{"leaseTime": o.LeaseTime.Seconds(), "retryLimit": o.RetryLimit,
+			"retryDelay": o.RetryDelay.Milliseconds(), "ttl": o.TTL.Seconds(), "priority": o.Priority},
+		"mode": mode, "consumerGroups": groups,
+	})
+}
+
+// DELETE /api/v1/messages/{partitionId}/{transactionId}
+//
+// Regent stores a message once and never changes it; removing a single
+// message needs a journaled tombstone the engine does not have yet. A
+// missing message answers as Queen does (200, success:false); an existing
+// one answers 501.
+func (s *HTTPServer) handleDeleteMessage(w http.ResponseWriter, r *http.Request) {
+	pid, txn := r.PathValue("partitionId"), r.PathValue("transactionId")
+	if _, err := s.findMessage(r); err != nil {
+		s.writeValue(w, http.StatusOK, map[string]any{"success": false, "partitionId": pid, "transactionId": txn, "message": "Message not found"})
+		return
+	}
+	writeError(w, http.StatusNotImplemented, "deleting a single message is not supported: messages stay until retention removes them")
+}
+
+// rawPayload is a stored payload for encoding/json: the JSON text as is,
+// or a JSON string when it is not JSON.
+func rawPayload(p []byte) any {
+	if validJSON(p) {
+		return json.RawMessage(p)
+	}
+	return string(p)
+}
+
+func strOrNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// paging reads limit (default def, at most 10000) and offset.
+func paging(raw string, def int) (limit, offset int) {
+	limit = queryInt(raw, "limit", def)
+	if limit <= 0 {
+		limit = def
+	}
+	limit = min(limit, 10000)
+	offset = max(queryInt(raw, "offset", 0), 0)
+	return limit, offset
+}
+
+// timeRange reads from and to; from defaults to now-def (0 def: open).
+func timeRange(raw string, def time.Duration, now int64) (since, until int64, err error) {
+	if v := queryParam(raw, "from"); v != "" {
+		t, err := parseTime(v)
+		if err != nil {
+			return 0, 0, badRequest("from: " + err.Error())
+		}
+		since = t.UnixNano()
+	} else if def > 0 {
+		since = now - int64(def)
+	}
+	if v := queryParam(raw, "to"); v != "" {
+		t, err := parseTime(v)
+		if err != nil {
+			return 0, 0, badRequest("to: " + err.Error())
+		}
+		until = t.UnixNano()
+	}
+	return since, until, nil
+}

@@ -1,0 +1,250 @@
+package netserver
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+)
+
+// Health, the dashboard's status feeds, and the maintenance toggles.
+
+// GET /health: 200 {"status":"healthy",...}, or 503 "unhealthy" when the
+// engine is closed or its journal failed (Queen's "database" field says
+// whether the journal takes writes).
+func (s *HTTPServer) handleHealth(w http.ResponseWriter, r *http.Request) {
+	status, db, code := "healthy", "connected", http.StatusOK
+	var reason any
+	if err := s.e.Healthy(); err != nil {
+		status, db, code, reason = "unhealthy", "disconnected", http.StatusServiceUnavailable, err.Error()
+	}
+	s.writeValue(w, code, map[string]any{
+		"status": status, "database": db, "server": "Regent", "worker_id": 0, "version": s.cfg.Version,
+		"shared_state": map[string]any{"enabled": false},
+		"queen":        map[string]any{"worker_id": 0, "status": "active"},
+		"error":        reason,
+	})
+}
+
+// GET /api/v1/status?from=&to=&queue=&namespace=&task=
+//
+// The dashboard's overview: throughput per minute over the time range
+// (default the last hour; kept for 24 hours, from samples the server takes
+// while it runs), and the current messages, leases and dead letters.
+func (s *HTTPServer) handleStatus(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.RawQuery
+	since, until, err := timeRange(raw, time.Hour, time.Now().UnixNano())
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if until == 0 {
+		until = time.Now().UnixNano()
+	}
+	vs := s.filterViews(raw)
+	var c msgCounts
+	active, batch, deadParts := 0, uint64(0), 0
+	for i := range vs {
+		c.add(queueCounts(&vs[i]))
+		for j := range vs[i].Partitions {
+			for _, g := range vs[i].Partitions[j].Groups {
+				if g.Leased {
+					active++
+					batch += g.LeaseTo - g.LeaseFrom
+				}
+			}
+		}
+		if vs[i].DeadLetters > 0 {
+			deadParts += len(s.deadByPartition(vs[i].Name))
+		}
+	}
+	series := s.met.smp.series(since, until)
+	points := make([]map[string]any, len(series))
+	for i, b := range series {
+		points[i] = map[string]any{
+			"timestamp": fmtTime(b.minute * int64(time.Minute)), "ingested": b.pushed, "processed": b.acked,
+			"popped": b.popped, "ingestedPerSecond": float64(b.pushed) / 60, "processedPerSecond": float64(b.acked) / 60,
+		}
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{
+		"timeRange":     map[string]any{"from": fmtTime(since), "to": fmtTime(until)},
+		"bucketMinutes": 1,
+		"pointCount":    len(points),
+		"throughput":    points,
+		"queues":        len(vs),
+		"messages":      c,
+		"leases":        map[string]any{"active": active, "partitionsWithLeases": active, "totalBatchSize": batch},
+		"deadLetterQueue": map[string]any{"totalMessages": c.DeadLetter, "affectedPartitions": deadParts,
+			"topErrors": []any{}},
+		"workers":  []any{},
+		"errors":   []any{},
+		"statsAge": 0,
+	})
+}
+
+// filterViews returns the queue views matching the queue, namespace and
+// task parameters.
+func (s *HTTPServer) filterViews(raw string) []engine.QueueView {
+	queue, ns, task := queryParam(raw, "queue"), queryParam(raw, "namespace"), queryParam(raw, "task")
+	var out []engine.QueueView
+	for _, v := range s.views() {
+		if (queue != "" && v.Name != queue) || (ns != "" && v.Options.Namespace != ns) || (task != "" && v.Options.Task != task) {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// GET /api/v1/status/queues?namespace=&task=&limit=100&offset=0
+func (s *HTTPServer) handleStatusQueues(w http.ResponseWriter, r *http.Request) {
+	vs := s.filterViews(r.URL.RawQuery)
+	limit, offset := paging(r.URL.RawQuery, 100)
+	total := len(vs)
+	vs = vs[min(offset, len(vs)):]
+	vs = vs[:min(limit, len(vs))]
+	out := make([]queueSummary, len(vs))
+	for i := range vs {
+		out[i] = summarize(&vs[i])
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"queues": out,
+		"pagination": map[string]int{"limit": limit, "offset": offset, "total": total}})
+}
+
+// GET /api/v1/status/queues/{queue}
+func (s *HTTPServer) handleStatusQueue(w http.ResponseWriter, r *http.Request) {
+	v, err := s.e.ViewQueue(r.PathValue("queue"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "Queue not found")
+		return
+	}
+	dead := s.deadByPartition(v.Name)
+	o := &v.Options
+	var totals msgCounts
+	parts := make([]map[string]any, len(v.Partitions))
+	for i := range v.Partitions {
+		p := &v.Partitions[i]
+		c := partitionCounts(p, dead[p.ID])
+		totals.add(c)
+		var consumed uint64
+		for _, g := range p.Groups {
+			consumed = max(consumed, g.Cursor)
+		}
+		parts[i] = map[string]any{
+			"id": p.ID.String(), "name": p.Name, "createdAt": timePtr(p.Oldest),
+			"messages":     map[string]any{"total": c.Total, "pending": c.Pending, "processing": c.Processing},
+			"stats":        c,
+			"cursor":       map[string]any{"totalConsumed": consumed, "batchesConsumed": nil},
+			"lastActivity": timePtr(p.Newest),
+		}
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{
+		"queue": map[string]any{
+			"id": v.ID.String(), "name": v.Name, "namespace": o.Namespace, "task": o.Task, "priority": o.Priority,
+			"createdAt": fmtTime(v.Created),
+			"config": map[string]any{"leaseTime": o.LeaseTime.Seconds(), "retryLimit": o.RetryLimit,
+				"retryDelay": o.RetryDelay.Milliseconds(), "ttl": o.TTL.Seconds(), "maxQueueSize": o.MaxSize,
+				"deadLetterQueue": o.DeadLetterQueue},
+		},
+		"partitions": parts,
+		"totals":     totals,
+	})
+}
+
+// GET /api/v1/status/analytics?interval=hour|day|week|month&from=&to=
+//
+// Messages pushed per minute over the interval (from the samples of the
+// last 24 hours).
+func (s *HTTPServer) handleAnalytics(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.RawQuery
+	interval := queryParam(raw, "interval")
+	span := time.Hour
+	switch interval {
+	case "day":
+		span = 24 * time.Hour
+	case "week":
+		span = 7 * 24 * time.Hour
+	case "month":
+		span = 30 * 24 * time.Hour
+	default:
+		interval = "hour"
+	}
+	since, until, err := timeRange(raw, span, time.Now().UnixNano())
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if until == 0 {
+		until = time.Now().UnixNano()
+	}
+	series := s.met.smp.series(since, until)
+	points := make([]map[string]any, len(series))
+	for i, b := range series {
+		points[i] = map[string]any{"timestamp": fmtTime(b.minute * int64(time.Minute)), "messages": b.pushed}
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"dataPoints": points, "interval": interval,
+		"from": fmtTime(since), "to": fmtTime(until)})
+}
+
+// GET /api/v1/status/buffers: Regent has no file buffer (pushes go to its
+// journal), so nothing is ever pending there.
+func (s *HTTPServer) handleBuffers(w http.ResponseWriter, r *http.Request) {
+	s.writeValue(w, http.StatusOK, map[string]any{"pending": 0, "failed": 0, "dbHealthy": s.e.Healthy() == nil,
+		"worker": 0, "note": "Regent has no file buffer: pushes are written to its journal"})
+}
+
+// GET|POST /api/v1/system/maintenance {"enabled":bool}
+//
+// Queen's push maintenance mode diverts pushes to a file buffer while its
+// database is maintained. Regent's journal is its buffer and always takes
+// writes, so the flag is kept and reported but pushes go on being stored
+// (and answered "queued"); nothing is ever buffered.
+func (s *HTTPServer) handleMaintenance(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		var req struct {
+			Enabled *bool `json:"enabled"`
+		}
+		if !s.decodeBody(w, r, &req, false) {
+			return
+		}
+		if req.Enabled == nil {
+			writeError(w, http.StatusBadRequest, "enabled (boolean) is required")
+			return
+		}
+		s.maintenance.Store(*req.Enabled)
+		msg := "Maintenance mode disabled"
+		if *req.Enabled {
+			msg = "Maintenance mode enabled (Regent keeps storing pushes in its journal)"
+		}
+		s.writeValue(w, http.StatusOK, map[string]any{"maintenanceMode": *req.Enabled, "bufferedMessages": 0,
+			"bufferHealthy": true, "message": msg})
+		return
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"maintenanceMode": s.maintenance.Load(),
+		"popMaintenanceMode": s.popMaintenance.Load(), "bufferedMessages": 0, "bufferHealthy": true,
+		"bufferStats": map[string]any{"pending": 0, "failed": 0}})
+}
+
+// GET|POST /api/v1/system/maintenance/pop {"enabled":bool}: while on, every
+// pop answers 204 (nothing is delivered).
+func (s *HTTPServer) handlePopMaintenance(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		var req struct {
+			Enabled *bool `json:"enabled"`
+		}
+		if !s.decodeBody(w, r, &req, false) {
+			return
+		}
+		if req.Enabled == nil {
+			writeError(w, http.StatusBadRequest, "enabled (boolean) is required")
+			return
+		}
+		s.popMaintenance.Store(*req.Enabled)
+	}
+	on := s.popMaintenance.Load()
+	msg := "Pop maintenance mode disabled"
+	if on {
+		msg = "Pop maintenance mode enabled: pops answer 204"
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"popMaintenanceMode": on, "message": msg})
+}
