@@ -425,10 +425,11 @@ func AppendError(dst []byte, op Op, id uint64, code Code, msg string) []byte {
 	return dst
 }
 
-// AppendErr appends an error reply for err: its code (CodeOf) and message.
+// AppendErr appends an error reply for err: the code of the first *Error in
+// its chain (CodeOf: CodeInternal when there is none) and its message (an
+// *Error's Msg, or the whole text of a wrapping error, context included).
 func AppendErr(dst []byte, op Op, id uint64, err error) []byte {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := err.(*Error); ok {
 		return AppendError(dst, op, id, e.Code, e.Msg)
 	}
 	return AppendError(dst, op, id, CodeOf(err), err.Error())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"testing/iotest"
@@ -256,6 +257,11 @@ func TestErrorReply(t *testing.T) {
 	}
 	if !bytes.Equal(AppendErr(nil, OpAck, 12, e), b) {
 		t.Error("AppendErr of an *Error")
+	}
+	b = AppendErr(nil, OpAck, 12, fmt.Errorf("ack: %w", e))
+	f, _, _ = ReadFrame(b, 0)
+	if err := r.Decode(f.Body); err != nil || r.Code != CodeLeaseInvalid || r.Message != "ack: lease_invalid: lease expired" {
+		t.Errorf("AppendErr of a wrapped *Error: %+v %v", r, err)
 	}
 	b = AppendErr(nil, OpAck, 12, io.EOF)
 	f, _, _ = ReadFrame(b, 0)

@@ -297,3 +297,19 @@ func zeroField(v reflect.Value, path string) string {
 	}
 	return ""
 }
+
+// TestArenaShrinks checks that a value gives back an arena far larger than
+// the bodies it now decodes.
+func TestArenaShrinks(t *testing.T) {
+	var r PushRequest
+	if err := r.Decode(bodyOf(&PushRequest{Items: []PushItem{{Queue: "q", Payload: make([]byte, 4<<20)}}})); err != nil {
+		t.Fatal(err)
+	}
+	small := bodyOf(&PushRequest{Items: []PushItem{{Queue: "q", Payload: []byte("x")}}})
+	if err := r.Decode(small); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(r.arena.buf); c > 1<<20 {
+		t.Fatalf("arena kept %d bytes", c)
+	}
+}

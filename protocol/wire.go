@@ -79,8 +79,11 @@ func (a *arena) Detach() { a.buf = nil }
 // reset prepares the arena for a body of n bytes: every string and slice
 // decoded from it fits in n bytes, so the arena never grows during a decode
 // and earlier strings of the same decode are never moved.
+//
+// An arena far larger than the body (after one huge frame) is given back,
+// so that a long-lived value does not pin it.
 func (a *arena) reset(n int) {
-	if cap(a.buf) < n {
+	if cap(a.buf) < n || (cap(a.buf) > 1<<20 && n < cap(a.buf)/8) {
 		a.buf = make([]byte, 0, n)
 		return
 	}

@@ -1,0 +1,210 @@
+// Package protocol is Regent's wire format: the frame header, the opcodes,
+// the request and reply bodies, and the error codes, with encoders that
+// append into caller buffers and decoders that never allocate past what the
+// input justifies. It imports the standard library only; the server maps
+// these types to the engine's and back.
+//
+// # Model
+//
+// A connection carries frames both ways. The client opens with Hello, then
+// sends requests, each with a request id of its choosing; the server answers
+// every request with one reply carrying the same opcode and id, in any order
+// (a long-poll Pop answers later than the Push sent after it), so clients
+// pipeline requests and match replies by id. A request the server refuses
+// as a whole is answered by an error reply (flags reply|error) whose body is
+// a code and a message; refusals of single items (one push, one ack) are
+// normal replies with a code per item.
+//
+// # Frame
+//
+// All integers are big-endian.
+//
+//	offset  size  field
+//	0       4     length: bytes after this field (10 + body length)
+//	4       1     opcode
+//	5       1     flags
+//	6       8     request id (the server copies it into the reply)
+//	14      n     body (layout by opcode and direction, below)
+//
+// A frame is at most MaxFrame bytes, length field included (DefaultMaxFrame,
+// 16 MiB, unless configured; the server tells its cap in the Hello reply). A
+// reader rejects a larger length from the 14 header bytes alone, before it
+// buffers anything for the body (ReadFrame, Framer, Reader).
+//
+// # Flags
+//
+//	bit  name        meaning
+//	0    FlagReply   the frame is a reply (server to client)
+//	1    FlagError   the reply is an error: body = ErrorReply (only with bit 0)
+//	2-7  -           must be zero (a frame with them set is malformed)
+//
+// # Opcodes
+//
+//	op    name          request                     reply
+//	0x01  hello         HelloRequest                HelloReply
+//	0x02  ping          PingRequest (empty)         PingReply (empty)
+//	0x10  push          PushRequest                 PushReply
+//	0x11  pop           PopRequest                  PopReply
+//	0x12  ack           AckRequest                  AckReply
+//	0x13  lease_extend  LeaseExtendRequest          LeaseExtendReply
+//	0x14  transaction   TransactionRequest          TransactionReply
+//	0x20  configure     ConfigureRequest            ConfigureReply
+//	0x21  queue_info    QueueInfoRequest            QueueInfoReply
+//	0x22  queue_list    QueueListRequest (empty)    QueueListReply
+//	0x23  delete_queue  DeleteQueueRequest          DeleteQueueReply
+//	0x24  seek          SeekRequest                 SeekReply
+//	0x25  delete_group  DeleteGroupRequest          DeleteGroupReply
+//	0x26  dlq_list      DLQListRequest              DLQListReply
+//	0x27  stats         StatsRequest (empty)        StatsReply
+//
+// An unknown opcode is answered with CodeUnknownOp and skipped; the
+// connection goes on. A frame above the cap, or a header no version sends
+// (length < 10, undefined flags), is answered if possible and the
+// connection is closed: the stream cannot be trusted after it.
+//
+// # Field types
+//
+//	u8, u16, u32, i64   fixed width, big-endian; i64 is two's complement
+//	uv                  unsigned LEB128 varint (encoding/binary.AppendUvarint)
+//	sv                  zig-zag signed varint (encoding/binary.AppendVarint)
+//	bool                u8: 0 or 1, anything else is malformed
+//	str, bytes          uv length, then the bytes (str is UTF-8 by convention)
+//	uuid                16 raw bytes
+//	T...                uv count, then count × T
+//
+// Times are i64 Unix nanoseconds (0 = none); durations are uv milliseconds
+// (fields named ...Ms) or seconds (...Seconds). Fields declared uv but held
+// in 32 bits (batch, counts, retry counts) are malformed above 2^32-1.
+//
+// # Bodies
+//
+// Each body is its fields in the order shown, nothing before or after: a
+// body with bytes left over is malformed (a later minor version adds fields
+// only after Hello shows both sides know them).
+//
+//	ErrorReply          u16 code | str message
+//
+//	HelloRequest        u16 major | u16 minor | str clientName
+//	HelloReply          u16 major | u16 minor | str serverName | u32 maxFrame | uv maxInFlight
+//
+//	PushRequest         PushItem...
+//	  PushItem          str queue | str partition | str transactionId | str traceId | bytes payload
+//	PushReply           PushResult...
+//	  PushResult        u8 status | uuid messageId | uuid partitionId | uv offset |
+//	                    str transactionId | u16 code | str error
+//
+//	PopRequest          str queue | str partition | str group | u8 subscription |
+//	                    i64 from | uv batch | uv partitions | bool wait | uv timeoutMs | bool autoAck
+//	PopReply            str queue | str group | Message...
+//	  Message           uuid id | str transactionId | str traceId | bytes payload |
+//	                    i64 createdAt | str partition | uuid partitionId | uv offset |
+//	                    uuid leaseId | i64 leaseExpires | uv retryCount
+//
+//	AckRequest          AckItem...
+//	  AckItem           uuid partitionId | bool hasOffset | uv offset | uuid messageId |
+//	                    str transactionId | uuid leaseId | str group | u8 status | str error
+//	AckReply            AckResult...
+//	  AckResult         u16 code | str error | uv offset | bool leaseReleased | bool deadLettered
+//
+//	LeaseExtendRequest  uuid leaseId | uv durationMs
+//	LeaseExtendReply    i64 expires
+//
+//	TransactionRequest  AckItem... | PushItem...
+//	TransactionReply    u16 code | str error | AckResult... | PushResult...
+//
+//	ConfigureRequest    str queue | QueueOptions
+//	ConfigureReply      uuid queueId | uuid partitionId | bool created | QueueOptions
+//	  QueueOptions      uv set | uv leaseTimeMs | uv retryLimit | uv retryDelayMs |
+//	                    uv delayedProcessingMs | uv windowBufferMs | uv maxSize | uv ttlMs |
+//	                    bool retentionEnabled | uv retentionSeconds |
+//	                    uv completedRetentionSeconds | uv maxWaitTimeSeconds | sv priority |
+//	                    bool encryptionEnabled | bool deadLetterQueue | bool dlqAfterMaxRetries |
+//	                    uv maxPartitions | str namespace | str task
+//
+//	QueueInfoRequest    str queue
+//	QueueInfoReply      QueueSummary | PartitionInfo...
+//	QueueListRequest    (empty)
+//	QueueListReply      QueueSummary...
+//	  QueueSummary      str name | uuid id | i64 created | QueueOptions | uv partitionCount |
+//	                    uv messages | str... groups | uv deadLetters
+//	  PartitionInfo     str name | uuid id | uv low | uv next | i64 oldest | i64 newest |
+//	                    i64 created | GroupCursor...
+//	  GroupCursor       str group | uv cursor | uv lag | bool leased | uuid leaseId |
+//	                    i64 leaseExpires | i64 blockedUntil | uv retrying
+//
+//	DeleteQueueRequest  str queue
+//	DeleteQueueReply    bool existed
+//	SeekRequest         str queue | str group | str partition | bool toEnd | i64 time
+//	SeekReply           uv partitionsMoved
+//	DeleteGroupRequest  str queue | str group
+//	DeleteGroupReply    uv queuesAffected
+//
+//	DLQListRequest      str queue | str group | str partition | i64 from | i64 to |
+//	                    uv limit | uv offset
+//	DLQListReply        uv total | DLQEntry...
+//	  DLQEntry          str queue | str group | Message | str error | uv retryCount | i64 failedAt
+//
+//	StatsRequest        (empty)
+//	StatsReply          uv queues | uv pushed | uv popped | uv acked | uv deadLettered |
+//	                    sv cacheBytes | uv connections | uv fsyncs | uv fsyncNanos |
+//	                    uv bytesWritten | uv entries | (str name | sv value)...
+//
+// Enumerations (their numbers are the engine's):
+//
+//	push status     1 queued, 2 duplicate, 3 failed
+//	ack status      1 completed, 2 failed, 3 retry, 4 dlq
+//	subscription    0 all, 1 new, 2 from
+//	option set bit  0 leaseTime, 1 retryLimit, 2 retryDelay, 3 delayedProcessing,
+//	                4 windowBuffer, 5 maxSize, 6 ttl, 7 retentionEnabled,
+//	                8 retentionSeconds, 9 completedRetentionSeconds,
+//	                10 maxWaitTimeSeconds, 11 priority, 12 encryptionEnabled,
+//	                13 deadLetterQueue, 14 dlqAfterMaxRetries, 15 maxPartitions,
+//	                16 namespace, 17 task (bits above 17 are malformed)
+//
+// Decoders check structure only: an undefined status or mode decodes, and
+// the receiver refuses it (CodeInvalid) with the Valid methods. In a
+// Configure, an option whose set bit is clear goes back to the server's
+// default; replies that echo options set every bit.
+//
+// # Error codes
+//
+//	code  name                 HTTP  meaning
+//	0     ok                   200   success
+//	1     invalid              400   a request the broker cannot act on
+//	2     queue_not_found      404   no such queue
+//	3     partition_not_found  404   no such partition
+//	4     group_not_found      404   the group has never read the queue
+//	5     message_not_found    404   no such message id, offset or transactionId
+//	6     lease_invalid        409   not the live lease of that (group, partition)
+//	7     lease_required       400   an ack without a lease on a server that checks leases
+//	8     not_in_flight        409   the message is not in flight for that group
+//	9     already_acked        409   the message took another ack in this lease
+//	10    too_large            413   a payload or request above the broker's limits
+//	11    queue_full           429   the queue is at its maxSize
+//	12    closed               503   the broker is shutting down
+//	13    journal              503   the journal failed
+//	14    txn_aborted          409   a transaction was not applied
+//	15    unknown_op           400   an opcode the server does not know
+//	16    frame_too_large      413   a frame above the maximum frame size
+//	17    malformed            400   a frame or body that breaks this format
+//	18    overloaded           429   too many requests in flight
+//	19    version_mismatch     400   another major protocol version
+//	20    internal             500   a server bug
+//
+// Refused acks keep their 409 here, but the HTTP bridge answers an ack
+// request with 200 and the refusals inside (Queen's API does). QueueFull is
+// 429, not 507: see the comment on the code table.
+//
+// # Buffers and ownership
+//
+// Encoders (AppendFrame and the Append<Type> functions) append a whole frame
+// to dst and patch its length in place; they do not allocate beyond growing
+// dst. Decode methods copy what they keep into an arena owned by the value
+// being decoded into, sized once to the body, and reuse the value's slices,
+// so decoding into a reused value does not allocate in the steady state.
+// Strings and byte slices of a decoded value point into that arena: they are
+// valid until the next Decode into the same value. Call Detach before
+// handing them to code that keeps them past that point (or copy them).
+// Counts are checked against the bytes left in the body before anything is
+// allocated for them, so a forged count cannot make a decoder allocate.
+package protocol
