@@ -172,7 +172,11 @@ func (s *HTTPServer) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		case "consumerGroup":
 			group = rd.optStr("consumerGroup must be a string")
 		case "acknowledgments":
-			if rd.peek() != '[' {
+			if !rd.arrayNext() {
+				if rd.err != nil {
+					s.writeErr(w, invalidJSON(rd.err))
+					return
+				}
 				writeError(w, http.StatusBadRequest, "acknowledgments array is required")
 				return
 			}

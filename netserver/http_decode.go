@@ -97,6 +97,18 @@ func (r *jsonReader) more(end byte, first *bool) bool {
 	return true
 }
 
+// arrayNext reports whether an array comes next. At the end of the input
+// it fails (a syntax error, not a missing field).
+func (r *jsonReader) arrayNext() bool {
+	switch r.peek() {
+	case '[':
+		return true
+	case 0:
+		r.fail("unexpected end of input")
+	}
+	return false
+}
+
 // key reads an object key and the colon after it.
 func (r *jsonReader) key() []byte {
 	if r.peek() != '"' {

@@ -1,6 +1,7 @@
 package netserver
 
 import (
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -265,16 +266,32 @@ func queryBool(raw, key string) bool {
 
 // parseTime reads the timestamps clients send: RFC 3339 (with or without
 // fractions or zone; no zone means UTC), a date, or Unix milliseconds.
+// Times beyond what Unix nanoseconds hold (years 1678 to 2262) are clamped.
 func parseTime(s string) (time.Time, error) {
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
+			return clampTime(t), nil
 		}
 	}
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.UnixMilli(ms), nil
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > -9e15 && ms < 9e15 {
+		return clampTime(time.UnixMilli(ms)), nil
 	}
 	return time.Time{}, errBadTime(s)
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64+1)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func clampTime(t time.Time) time.Time {
+	switch {
+	case t.Before(minTime):
+		return minTime
+	case t.After(maxTime):
+		return maxTime
+	}
+	return t
 }
 
 type errBadTime string

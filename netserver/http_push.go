@@ -18,9 +18,11 @@ import (
 //
 // The payload travels as the raw JSON text the client sent (any JSON value:
 // objects, arrays, strings, numbers, null), byte for byte: it is never
-// decoded. Items alias the request body (the engine copies what it keeps
-// before PushAsync returns), so a push of n items costs no allocation per
-// item here.
+// decoded. Payloads, transactionIds and traceIds alias the request body (the
+// engine copies what it keeps before PushAsync returns); queue and
+// partition names are copied, once per run of items that repeat them (the
+// engine keys its queue map with the name it is given), so a push of n
+// items costs no allocation per item here.
 
 // pushCall holds one push request's pooled state.
 type pushCall struct {
@@ -91,15 +93,19 @@ func parsePushItems(body []byte, items []engine.PushItem) ([]engine.PushItem, er
 			r.skip()
 			continue
 		}
-		if r.peek() != '[' {
+		if !r.arrayNext() {
+			if r.err != nil {
+				return items, invalidJSON(r.err)
+			}
 			return items, badRequest("items array is required")
 		}
 		found = true
 		r.i++
 		ifirst := true
+		var names interner
 		for r.more(']', &ifirst) {
 			var it engine.PushItem
-			if err := parsePushItem(&r, &it); err != nil {
+			if err := parsePushItem(&r, &it, &names); err != nil {
 				return items, err
 			}
 			items = append(items, it)
@@ -117,7 +123,7 @@ func parsePushItems(body []byte, items []engine.PushItem) ([]engine.PushItem, er
 
 // parsePushItem reads one push item. Both "payload" and "data" name the
 // payload (Queen's transaction route accepts both); a missing payload is {}.
-func parsePushItem(r *jsonReader, it *engine.PushItem) error {
+func parsePushItem(r *jsonReader, it *engine.PushItem, names *interner) error {
 	if r.peek() != '{' {
 		if r.err == nil {
 			return badRequest("each item must be an object")
@@ -133,13 +139,13 @@ func parsePushItem(r *jsonReader, it *engine.PushItem) error {
 			if r.peek() != '"' {
 				return badRequest("Queue must be a string")
 			}
-			it.Queue = unsafeString(r.str())
+			it.Queue = names.queue(r.str())
 			hasQueue = true
 		case "partition":
 			if c := r.peek(); c != '"' && c != 'n' {
 				return badRequest("Partition must be a string")
 			}
-			it.Partition = unsafeString(r.optStr(""))
+			it.Partition = names.partition(r.optStr(""))
 		case "transactionId":
 			if c := r.peek(); c != '"' && c != 'n' {
 				return badRequest("TransactionId must be a string")
@@ -179,6 +185,24 @@ func parsePushItem(r *jsonReader, it *engine.PushItem) error {
 }
 
 var emptyObject = []byte("{}")
+
+// interner copies queue and partition names, reusing the previous item's
+// copy when the name repeats (the usual case: a batch for one partition).
+type interner struct{ q, p string }
+
+func (n *interner) queue(b []byte) string {
+	if string(b) != n.q {
+		n.q = string(b)
+	}
+	return n.q
+}
+
+func (n *interner) partition(b []byte) string {
+	if string(b) != n.p {
+		n.p = string(b)
+	}
+	return n.p
+}
 
 // appendPushResults encodes Queen's push answer.
 func appendPushResults(b []byte, items []engine.PushItem, res []engine.PushResult) []byte {

@@ -54,7 +54,11 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	for rd.more('}', &first) {
 		switch string(rd.key()) {
 		case "operations":
-			if rd.peek() != '[' {
+			if !rd.arrayNext() {
+				if rd.err != nil {
+					s.writeErr(w, invalidJSON(rd.err))
+					return
+				}
 				writeError(w, http.StatusBadRequest, "operations array required")
 				return
 			}
@@ -65,6 +69,7 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 				var a ackFields
 				var typ []byte
 				var items []engine.PushItem
+				var names interner
 				if !rd.open('{', "each operation must be an object") {
 					break
 				}
@@ -74,7 +79,11 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 					case "type":
 						typ = rd.optStr("type must be a string")
 					case "items":
-						if rd.peek() != '[' {
+						if !rd.arrayNext() {
+							if rd.err != nil {
+								s.writeErr(w, invalidJSON(rd.err))
+								return
+							}
 							writeError(w, http.StatusBadRequest, "a push operation needs an items array")
 							return
 						}
@@ -82,7 +91,7 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 						ifirst := true
 						for rd.more(']', &ifirst) {
 							var it engine.PushItem
-							if err := parsePushItem(&rd, &it); err != nil {
+							if err := parsePushItem(&rd, &it, &names); err != nil {
 								s.writeErr(w, err)
 								return
 							}
