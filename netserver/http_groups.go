@@ -193,12 +193,15 @@ func (s *HTTPServer) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 
 // POST /api/v1/consumer-groups/{group}/subscription {"subscriptionTimestamp":"<ts>"}
 //
-// Moves the group's start to the timestamp on every partition where it has
-// not started reading yet (partitions where it has a cursor keep it), on
-// every queue it reads: each such partition is sought to the first
-// message created at or after the timestamp (engine.Seek, journaled).
-// Partitions created later still start by the subscription the group was
-// created with (changing that is an engine change).
+// Moves the group's start forward to the timestamp: on every partition of
+// every queue it reads where it holds no lease and its cursor is before the
+// first message created at or after the timestamp, the cursor is sought
+// there (engine.Seek, journaled). Regent decides a group's cursors on every
+// existing partition when the group appears, so "partitions without a
+// cursor yet" (Queen's scope) are these idle ones; cursors never move
+// backwards here (that is what seek is for). Partitions created later still
+// start by the subscription the group was created with (changing that needs
+// an engine change).
 func (s *HTTPServer) handleSubscription(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
 	var req struct {
@@ -218,30 +221,21 @@ func (s *HTTPServer) handleSubscription(w http.ResponseWriter, r *http.Request) 
 	}
 	rows := 0
 	for _, v := range s.views() {
-		known := false
-		for _, gm := range v.Groups {
-			known = known || gm.Name == group
-		}
-		if !known {
-			continue
-		}
 		for i := range v.Partitions {
 			p := &v.Partitions[i]
-			started := false
 			for _, g := range p.Groups {
-				started = started || g.Group == group
+				if g.Group != group || g.Leased || g.CursorTime == 0 || g.CursorTime >= ts.UnixNano() {
+					continue
+				}
+				// Seek moves to the first message created after its time:
+				// one nanosecond earlier makes it "at or after".
+				n, err := s.e.Seek(v.Name, group, p.Name, engine.SeekTarget{Time: ts.Add(-time.Nanosecond)})
+				if err != nil {
+					s.writeErr(w, fmt.Errorf("seeking %s/%s: %w", v.Name, p.Name, err))
+					return
+				}
+				rows += n
 			}
-			if started {
-				continue
-			}
-			// Seek moves to the first message created after its time:
-			// one nanosecond earlier makes it "at or after".
-			n, err := s.e.Seek(v.Name, group, p.Name, engine.SeekTarget{Time: ts.Add(-time.Nanosecond)})
-			if err != nil {
-				s.writeErr(w, fmt.Errorf("seeking %s/%s: %w", v.Name, p.Name, err))
-				return
-			}
-			rows += n
 		}
 	}
 	s.writeValue(w, http.StatusOK, map[string]any{
