@@ -443,7 +443,7 @@ func (r *jsonReader) skipStr() {
 
 // end checks that nothing but white space follows the document.
 func (r *jsonReader) end() {
-	if r.err == nil && r.peek() != 0 {
+	if r.ws(); r.err == nil && r.i < len(r.b) {
 		r.fail("unexpected data after the JSON value")
 	}
 }

@@ -113,9 +113,38 @@ func appendTime(dst []byte, nanos int64) []byte {
 	if nanos == 0 {
 		return append(dst, "null"...)
 	}
-	dst = append(dst, '"')
-	dst = time.Unix(0, nanos).UTC().AppendFormat(dst, timeLayout)
-	return append(dst, '"')
+	t := time.Unix(0, nanos).UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		dst = append(dst, '"')
+		dst = t.AppendFormat(dst, timeLayout)
+		return append(dst, '"')
+	}
+	h, mi, sec := t.Clock()
+	us := t.Nanosecond() / 1000
+	var b [28]byte // "2006-01-02T15:04:05.000000Z"
+	b[0] = '"'
+	put := func(i, v, n int) {
+		for k := i + n - 1; k >= i; k-- {
+			b[k] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(1, y, 4)
+	b[5] = '-'
+	put(6, int(mo), 2)
+	b[8] = '-'
+	put(9, d, 2)
+	b[11] = 'T'
+	put(12, h, 2)
+	b[14] = ':'
+	put(15, mi, 2)
+	b[17] = ':'
+	put(18, sec, 2)
+	b[20] = '.'
+	put(21, us, 6)
+	dst = append(dst, b[:27]...)
+	return append(dst, 'Z', '"')
 }
 
 // fmtTime formats a timestamp in Queen's format ("" for 0).

@@ -170,6 +170,7 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 			acks[i].LeaseID = s.requiredLease(&acks[i], required)
 		}
 	}
+	s.e.ResolveAcks(acks)
 	type answer struct {
 		r   engine.TxnResult
 		err error
