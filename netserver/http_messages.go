@@ -105,10 +105,9 @@ func queueMode(groups []engine.GroupMeta) map[string]any {
 }
 
 type browsed struct {
-	m     engine.Message
-	v     *engine.QueueView
-	st    msgState
-	queue string
+	m  engine.Message
+	v  *engine.QueueView
+	st msgState
 }
 
 // browse collects messages of the queues that match, oldest first, up to

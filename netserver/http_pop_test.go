@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/regentmq/regent/engine"
 )
 
 func TestHTTPPopShapeAndEmpty(t *testing.T) {
@@ -178,5 +180,35 @@ func TestHTTPPopMaintenance(t *testing.T) {
 	}
 	if code, _ := h.do("POST", "/api/v1/system/maintenance", obj{}); code != 400 {
 		t.Errorf("maintenance without enabled: %d", code)
+	}
+}
+
+// Messages handed to a poll whose client is already gone are given back at
+// once, with no retry spent.
+func TestHTTPGiveBack(t *testing.T) {
+	h := newHarness(t)
+	h.pushN("gb", "a", 2)
+	h.pushN("gb", "b", 1)
+	msgs, err := h.e.Pop(context.Background(), engine.PopRequest{Queue: "gb", Group: "g", Batch: 10, Partitions: 2})
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("pop: %v %v", msgs, err)
+	}
+	h.s.giveBack(msgs)
+	var got []obj
+	eventually(t, "the messages to come back", func() bool {
+		got = append(got, msgsOf(h.pop("gb?consumerGroup=g&batch=10&partitions=2"))...)
+		return len(got) == 3
+	})
+	for _, m := range got {
+		if m["retryCount"] != 0.0 {
+			t.Errorf("given back message spent a retry: %v", m)
+		}
+	}
+	// Acks of a multi-partition pop share one lease id.
+	res := h.ackBatch("g", ackOf(got[0], "completed"), ackOf(got[1], "completed"), ackOf(got[2], "completed"))
+	for i, r := range res {
+		if r["success"] != true {
+			t.Errorf("ack %d: %v", i, r)
+		}
 	}
 }
