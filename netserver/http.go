@@ -298,10 +298,22 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 	}
 	bp := getBuf()
 	b := *bp
-	if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength {
-		b = make([]byte, 0, r.ContentLength)
+	if r.ContentLength >= 0 {
+		// The length is known: read exactly that much (net/http stops the
+		// body there).
+		n := int(r.ContentLength)
+		if cap(b) < n {
+			b = make([]byte, n)
+		}
+		b = b[:n]
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			*bp = b
+			putBuf(bp)
+			writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error())
+			return nil, false
+		}
 	}
-	for {
+	for r.ContentLength < 0 {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}

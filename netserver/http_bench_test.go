@@ -94,7 +94,7 @@ func BenchmarkHTTPPush(b *testing.B) {
 			}
 			var next atomic.Int64
 			var failed atomic.Int64
-			b.SetBytes(128 * batch)
+			b.SetBytes(128)
 			b.ResetTimer()
 			start := time.Now()
 			var wg sync.WaitGroup
