@@ -1,0 +1,229 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/regentmq/regent/protocol"
+)
+
+// Push stores items and answers one result per item, in order. An item
+// answered PushQueued is durable under the broker's sync policy.
+func (c *Client) Push(ctx context.Context, items ...Item) ([]PushResult, error) {
+	req := protocol.PushRequest{Items: make([]protocol.PushItem, len(items))}
+	for i, it := range items {
+		req.Items[i] = protocol.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, TraceID: it.TraceID, Payload: it.Payload}
+	}
+	var reply protocol.PushReply
+	err := c.do(ctx, protocol.OpPush, func(dst []byte, id uint64) []byte { return protocol.AppendPushRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return nil, err
+	}
+	return pushResults(reply.Items), nil
+}
+
+func pushResults(in []protocol.PushResult) []PushResult {
+	out := make([]PushResult, len(in))
+	for i, r := range in {
+		out[i] = PushResult{Status: PushStatus(r.Status), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID),
+			Offset: r.Offset, TransactionID: r.TransactionID, Err: codeErr(r.Code, r.Error)}
+	}
+	return out
+}
+
+// PopRequest is the low-level form of a pop; QueueBuilder builds it.
+type PopRequest struct {
+	Queue        string
+	Partition    string // "" = any partition
+	Group        string // "" = queue mode
+	Subscription SubscriptionMode
+	From         time.Time
+	Batch        int
+	Partitions   int
+	Wait         bool
+	Timeout      time.Duration
+	AutoAck      bool
+}
+
+// Pop asks for messages. An empty answer is normal.
+func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
+	req := protocol.PopRequest{
+		Queue: r.Queue, Partition: r.Partition, Group: r.Group, Subscription: protocol.SubMode(r.Subscription),
+		Batch: uint32(max(r.Batch, 0)), Partitions: uint32(max(r.Partitions, 0)), Wait: r.Wait,
+		TimeoutMs: uint32(max(r.Timeout, 0) / time.Millisecond), AutoAck: r.AutoAck,
+	}
+	if r.Subscription == From {
+		req.From = r.From.UnixNano()
+	}
+	var reply protocol.PopReply
+	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Message, len(reply.Messages))
+	for i := range reply.Messages {
+		out[i] = messageFromWire(&reply.Messages[i], reply.Queue, reply.Group)
+	}
+	return out, nil
+}
+
+// Ack gives every message in msgs the same answer; use AckEach for an answer
+// per message. Refused acks are per-message results, not an error.
+func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
+	acks := make([]Ack, len(msgs))
+	for i, m := range msgs {
+		if opt.Group != "" {
+			m.Group = opt.Group
+		}
+		acks[i] = Ack{Message: m, Status: status, Error: opt.Error}
+	}
+	return c.AckEach(ctx, acks...)
+}
+
+// AckEach acks a batch with an answer (and error text) per message, in one
+// request; the broker applies them in order, per partition.
+func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) {
+	req := protocol.AckRequest{Items: ackItems(acks)}
+	var reply protocol.AckReply
+	err := c.do(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte { return protocol.AppendAckRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return nil, err
+	}
+	return ackResults(reply.Items), nil
+}
+
+func ackItems(acks []Ack) []protocol.AckItem {
+	items := make([]protocol.AckItem, len(acks))
+	for i, a := range acks {
+		m := &a.Message
+		items[i] = protocol.AckItem{PartitionID: protocol.UUID(m.PartitionID), HasOffset: true, Offset: m.Offset,
+			MessageID: protocol.UUID(m.ID), LeaseID: protocol.UUID(m.LeaseID), Group: m.Group,
+			Status: protocol.AckStatus(a.Status), Error: a.Error}
+	}
+	return items
+}
+
+func ackResults(in []protocol.AckResult) []AckResult {
+	out := make([]AckResult, len(in))
+	for i, r := range in {
+		out[i] = AckResult{Err: codeErr(r.Code, r.Error), Offset: r.Offset, LeaseReleased: r.LeaseReleased, DeadLettered: r.DeadLettered}
+	}
+	return out
+}
+
+// Extend pushes a lease's expiry to at least now+d (every partition of the
+// pop that made it) and returns the new expiry.
+func (c *Client) Extend(ctx context.Context, lease ID, d time.Duration) (time.Time, error) {
+	req := protocol.LeaseExtendRequest{LeaseID: protocol.UUID(lease), DurationMs: uint64(max(d, 0) / time.Millisecond)}
+	var reply protocol.LeaseExtendReply
+	err := c.do(ctx, protocol.OpLeaseExtend, func(dst []byte, id uint64) []byte { return protocol.AppendLeaseExtendRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, reply.Expires), nil
+}
+
+// QueueConfig is what Configure answers.
+type QueueConfig struct {
+	QueueID, DefaultPartitionID ID
+	Created                     bool
+	Options                     QueueOptions
+}
+
+// Configure creates a queue or replaces all its options.
+func (c *Client) Configure(ctx context.Context, queue string, o QueueOptions) (QueueConfig, error) {
+	req := protocol.ConfigureRequest{Queue: queue, Options: o.wire()}
+	var reply protocol.ConfigureReply
+	err := c.do(ctx, protocol.OpConfigure, func(dst []byte, id uint64) []byte { return protocol.AppendConfigureRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return QueueConfig{}, err
+	}
+	return QueueConfig{QueueID: ID(reply.QueueID), DefaultPartitionID: ID(reply.PartitionID), Created: reply.Created, Options: optionsFromWire(&reply.Options)}, nil
+}
+
+// Queues lists every queue.
+func (c *Client) Queues(ctx context.Context) ([]QueueSummary, error) {
+	var reply protocol.QueueListReply
+	err := c.do(ctx, protocol.OpQueueList, func(dst []byte, id uint64) []byte { return protocol.AppendQueueListRequest(dst, id) }, &reply)
+	return reply.Queues, err
+}
+
+// QueueInfo describes one queue with its partitions and group cursors.
+func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, error) {
+	req := protocol.QueueInfoRequest{Queue: queue}
+	var reply protocol.QueueInfoReply
+	err := c.do(ctx, protocol.OpQueueInfo, func(dst []byte, id uint64) []byte { return protocol.AppendQueueInfoRequest(dst, id, &req) }, &reply)
+	return QueueDetail{QueueSummary: reply.QueueSummary, Partitions: reply.Partitions}, err
+}
+
+// DeleteQueue removes a queue and everything in it; it reports whether the
+// queue existed.
+func (c *Client) DeleteQueue(ctx context.Context, queue string) (bool, error) {
+	req := protocol.DeleteQueueRequest{Queue: queue}
+	var reply protocol.DeleteQueueReply
+	err := c.do(ctx, protocol.OpDeleteQueue, func(dst []byte, id uint64) []byte { return protocol.AppendDeleteQueueRequest(dst, id, &req) }, &reply)
+	return reply.Existed, err
+}
+
+// SeekTo says where Seek moves a group: to the end, or to the first message
+// created after Time; on every partition, or on Partition only.
+type SeekTo struct {
+	ToEnd     bool
+	Time      time.Time
+	Partition string
+}
+
+// Seek moves a consumer group's cursors on a queue (releasing its leases)
+// and returns how many partitions moved.
+func (c *Client) Seek(ctx context.Context, queue, group string, to SeekTo) (int, error) {
+	req := protocol.SeekRequest{Queue: queue, Group: group, Partition: to.Partition, ToEnd: to.ToEnd}
+	if !to.ToEnd {
+		req.Time = to.Time.UnixNano()
+	}
+	var reply protocol.SeekReply
+	err := c.do(ctx, protocol.OpSeek, func(dst []byte, id uint64) []byte { return protocol.AppendSeekRequest(dst, id, &req) }, &reply)
+	return int(reply.PartitionsMoved), err
+}
+
+// DeleteGroup forgets a consumer group on a queue ("" = on every queue) and
+// returns how many queues had it.
+func (c *Client) DeleteGroup(ctx context.Context, queue, group string) (int, error) {
+	req := protocol.DeleteGroupRequest{Queue: queue, Group: group}
+	var reply protocol.DeleteGroupReply
+	err := c.do(ctx, protocol.OpDeleteGroup, func(dst []byte, id uint64) []byte { return protocol.AppendDeleteGroupRequest(dst, id, &req) }, &reply)
+	return int(reply.QueuesAffected), err
+}
+
+// DLQ lists dead-letter entries and how many match in all.
+func (c *Client) DLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) {
+	req := protocol.DLQListRequest{Queue: f.Queue, Group: f.Group, Partition: f.Partition, Limit: uint32(max(f.Limit, 0)), Offset: uint32(max(f.Offset, 0))}
+	if !f.From.IsZero() {
+		req.From = f.From.UnixNano()
+	}
+	if !f.To.IsZero() {
+		req.To = f.To.UnixNano()
+	}
+	var reply protocol.DLQListReply
+	err := c.do(ctx, protocol.OpDLQList, func(dst []byte, id uint64) []byte { return protocol.AppendDLQListRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]DLQEntry, len(reply.Entries))
+	for i := range reply.Entries {
+		e := &reply.Entries[i]
+		out[i] = DLQEntry{Message: messageFromWire(&e.Message, e.Queue, e.Group), Error: e.Error, RetryCount: int(e.RetryCount), FailedAt: time.Unix(0, e.FailedAt)}
+	}
+	return out, int(reply.Total), nil
+}
+
+// Stats returns the broker's counters.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var reply protocol.StatsReply
+	err := c.do(ctx, protocol.OpStats, func(dst []byte, id uint64) []byte { return protocol.AppendStatsRequest(dst, id) }, &reply)
+	return reply, err
+}
+
+// Ping checks the connection: one round trip.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.do(ctx, protocol.OpPing, func(dst []byte, id uint64) []byte { return protocol.AppendPingRequest(dst, id) }, &protocol.PingReply{})
+}

@@ -1,0 +1,137 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ProducerOptions configure a Producer's batching.
+type ProducerOptions struct {
+	// BatchSize sends a batch once it holds that many messages (default 100).
+	BatchSize int
+	// Linger sends a batch that long after its first message, full or not
+	// (default 5 ms).
+	Linger time.Duration
+}
+
+// Producer batches pushes on the client side: Send returns at once and the
+// messages go out in one request per batch, when the batch is full or
+// Linger has passed. Each Send's Pending tells its result.
+type Producer struct {
+	c   *Client
+	opt ProducerOptions
+
+	mu      sync.Mutex
+	items   []Item
+	waits   []*Pending
+	timer   *time.Timer
+	closed  bool
+	flights sync.WaitGroup
+}
+
+// Pending is the future result of one Send.
+type Pending struct {
+	done chan struct{}
+	res  PushResult
+	err  error
+}
+
+// Wait returns the push result once the batch was answered.
+func (p *Pending) Wait(ctx context.Context) (PushResult, error) {
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return PushResult{}, ctx.Err()
+	}
+}
+
+// Producer returns a batching producer.
+func (c *Client) Producer(opt ProducerOptions) *Producer {
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = 100
+	}
+	if opt.Linger <= 0 {
+		opt.Linger = 5 * time.Millisecond
+	}
+	return &Producer{c: c, opt: opt}
+}
+
+// Send queues one message for the next batch.
+func (p *Producer) Send(it Item) *Pending {
+	w := &Pending{done: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		w.err = ErrClosed
+		close(w.done)
+		return w
+	}
+	p.items = append(p.items, it)
+	p.waits = append(p.waits, w)
+	switch {
+	case len(p.items) >= p.opt.BatchSize:
+		p.sendLocked()
+	case len(p.items) == 1:
+		p.timer = time.AfterFunc(p.opt.Linger, p.lingered)
+	}
+	p.mu.Unlock()
+	return w
+}
+
+func (p *Producer) lingered() {
+	p.mu.Lock()
+	p.sendLocked()
+	p.mu.Unlock()
+}
+
+// sendLocked sends what is batched, in the background. p.mu is held.
+func (p *Producer) sendLocked() {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if len(p.items) == 0 {
+		return
+	}
+	items, waits := p.items, p.waits
+	p.items, p.waits = nil, nil
+	p.flights.Add(1)
+	go func() {
+		defer p.flights.Done()
+		res, err := p.c.Push(context.Background(), items...)
+		for i, w := range waits {
+			if err != nil {
+				w.err = err
+			} else {
+				w.res = res[i]
+			}
+			close(w.done)
+		}
+	}()
+}
+
+// Flush sends what is batched and waits until every batch sent so far was
+// answered (or ctx ends).
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.sendLocked()
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.flights.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes and refuses later Sends.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	return p.Flush(ctx)
+}

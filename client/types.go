@@ -1,0 +1,252 @@
+package client
+
+import (
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/regentmq/regent/protocol"
+)
+
+// ID is a 16-byte id: message ids and lease ids (UUIDv7), partition ids.
+type ID [16]byte
+
+// IsZero reports whether id is unset.
+func (id ID) IsZero() bool { return id == ID{} }
+
+// String formats id as a UUID.
+func (id ID) String() string {
+	var b [36]byte
+	hex.Encode(b[0:8], id[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], id[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], id[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], id[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], id[10:])
+	return string(b[:])
+}
+
+// ParseID reads a UUID (hyphens optional).
+func ParseID(s string) (ID, error) {
+	var id ID
+	var h []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' {
+			h = append(h, s[i])
+		}
+	}
+	if len(h) != 32 {
+		return id, errors.New("regent client: not a UUID: " + s)
+	}
+	if _, err := hex.Decode(id[:], h); err != nil {
+		return id, errors.New("regent client: not a UUID: " + s)
+	}
+	return id, nil
+}
+
+// Item is a message to push.
+type Item struct {
+	Queue         string
+	Partition     string // "" means the Default partition
+	TransactionID string // your id for the message; the broker deduplicates on it per partition
+	TraceID       string
+	Payload       []byte
+}
+
+// PushStatus is the outcome of one pushed item.
+type PushStatus uint8
+
+const (
+	// PushQueued: stored and durable under the broker's sync policy.
+	PushQueued PushStatus = PushStatus(protocol.PushQueued)
+	// PushDuplicate: the transactionId exists in that partition; MessageID
+	// names the message that has it.
+	PushDuplicate PushStatus = PushStatus(protocol.PushDuplicate)
+	// PushFailed: refused; Err says why.
+	PushFailed PushStatus = PushStatus(protocol.PushFailed)
+)
+
+func (s PushStatus) String() string { return protocol.PushStatus(s).String() }
+
+// PushResult answers one pushed item.
+type PushResult struct {
+	Status        PushStatus
+	MessageID     ID
+	PartitionID   ID
+	Offset        uint64
+	TransactionID string // as pushed ("" when none was given: it is then the message id)
+	Err           error  // a *protocol.Error when Status is PushFailed
+}
+
+// Message is a delivered message.
+type Message struct {
+	ID            ID
+	TransactionID string
+	TraceID       string
+	Payload       []byte
+	CreatedAt     time.Time
+	Queue         string
+	Partition     string
+	PartitionID   ID
+	Offset        uint64
+	LeaseID       ID // zero for autoAck pops
+	LeaseExpires  time.Time
+	Group         string
+	RetryCount    int // failed acks this message has had in this group
+}
+
+// AckStatus is one of the four answers to a delivered message.
+type AckStatus uint8
+
+const (
+	// Completed: done; the cursor may move past it.
+	Completed = AckStatus(protocol.AckCompleted)
+	// Failed spends a retry: the lease is released and the message comes
+	// back after the queue's retryDelay, or goes to the dead-letter queue
+	// when its retries are spent.
+	Failed = AckStatus(protocol.AckFailed)
+	// Retry gives the message back at once, spending no retry.
+	Retry = AckStatus(protocol.AckRetry)
+	// DLQ files the message in the dead-letter queue now.
+	DLQ = AckStatus(protocol.AckDLQ)
+)
+
+func (s AckStatus) String() string { return protocol.AckStatus(s).String() }
+
+// AckResult answers one ack. Err is nil when the ack took effect (or
+// repeats one that did); a refused ack usually means the lease ended and
+// the message is coming back.
+type AckResult struct {
+	Err           error
+	Offset        uint64
+	LeaseReleased bool
+	DeadLettered  bool
+}
+
+// AckOptions apply to every message of an Ack call.
+type AckOptions struct {
+	Group string // the consumer group; "" takes it from each message
+	Error string // kept in the dead-letter entry of a failed or dlq ack
+}
+
+// Ack is one message's answer, for AckEach.
+type Ack struct {
+	Message Message
+	Status  AckStatus
+	Error   string
+}
+
+// SubscriptionMode decides where a group that never read a queue starts.
+type SubscriptionMode uint8
+
+const (
+	// All starts at the oldest retained message (the default).
+	All = SubscriptionMode(protocol.SubAll)
+	// New starts after what exists when the group first appears.
+	New = SubscriptionMode(protocol.SubNew)
+	// From starts at a timestamp (see QueueBuilder.From).
+	From = SubscriptionMode(protocol.SubFrom)
+)
+
+// QueueOptions are a queue's settings. Configure replaces all of them:
+// start from DefaultQueueOptions.
+type QueueOptions struct {
+	LeaseTime                 time.Duration
+	RetryLimit                int
+	RetryDelay                time.Duration
+	DelayedProcessing         time.Duration
+	WindowBuffer              time.Duration
+	MaxSize                   int64
+	TTL                       time.Duration
+	RetentionEnabled          bool
+	RetentionSeconds          int64
+	CompletedRetentionSeconds int64
+	MaxWaitTimeSeconds        int64
+	Priority                  int
+	EncryptionEnabled         bool
+	DeadLetterQueue           bool
+	DLQAfterMaxRetries        bool
+	MaxPartitions             int
+	Namespace, Task           string
+}
+
+// DefaultQueueOptions are the broker's defaults: lease 300 s, 3 retries,
+// retry delay 1 s, ttl 3600 s, everything else off.
+func DefaultQueueOptions() QueueOptions {
+	return QueueOptions{LeaseTime: 300 * time.Second, RetryLimit: 3, RetryDelay: time.Second, TTL: time.Hour}
+}
+
+func (o *QueueOptions) wire() protocol.QueueOptions {
+	ms := func(d time.Duration) uint64 { return uint64(max(d, 0) / time.Millisecond) }
+	return protocol.QueueOptions{
+		Set: protocol.OptAll, LeaseTimeMs: ms(o.LeaseTime), RetryLimit: uint32(max(o.RetryLimit, 0)), RetryDelayMs: ms(o.RetryDelay),
+		DelayedProcessingMs: ms(o.DelayedProcessing), WindowBufferMs: ms(o.WindowBuffer), MaxSize: uint64(max(o.MaxSize, 0)),
+		TTLMs: ms(o.TTL), RetentionEnabled: o.RetentionEnabled, RetentionSeconds: uint64(max(o.RetentionSeconds, 0)),
+		CompletedRetentionSeconds: uint64(max(o.CompletedRetentionSeconds, 0)), MaxWaitTimeSeconds: uint64(max(o.MaxWaitTimeSeconds, 0)),
+		Priority: int32(o.Priority), EncryptionEnabled: o.EncryptionEnabled, DeadLetterQueue: o.DeadLetterQueue,
+		DLQAfterMaxRetries: o.DLQAfterMaxRetries, MaxPartitions: uint32(max(o.MaxPartitions, 0)), Namespace: o.Namespace, Task: o.Task,
+	}
+}
+
+func optionsFromWire(w *protocol.QueueOptions) QueueOptions {
+	ms := func(v uint64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return QueueOptions{
+		LeaseTime: ms(w.LeaseTimeMs), RetryLimit: int(w.RetryLimit), RetryDelay: ms(w.RetryDelayMs),
+		DelayedProcessing: ms(w.DelayedProcessingMs), WindowBuffer: ms(w.WindowBufferMs), MaxSize: int64(w.MaxSize),
+		TTL: ms(w.TTLMs), RetentionEnabled: w.RetentionEnabled, RetentionSeconds: int64(w.RetentionSeconds),
+		CompletedRetentionSeconds: int64(w.CompletedRetentionSeconds), MaxWaitTimeSeconds: int64(w.MaxWaitTimeSeconds),
+		Priority: int(w.Priority), EncryptionEnabled: w.EncryptionEnabled, DeadLetterQueue: w.DeadLetterQueue,
+		DLQAfterMaxRetries: w.DLQAfterMaxRetries, MaxPartitions: int(w.MaxPartitions), Namespace: w.Namespace, Task: w.Task,
+	}
+}
+
+// Queue, partition and dead-letter descriptions as the broker sends them.
+type (
+	QueueSummary  = protocol.QueueSummary
+	PartitionInfo = protocol.PartitionInfo
+	GroupCursor   = protocol.GroupCursor
+	Stats         = protocol.StatsReply
+)
+
+// QueueDetail describes a queue with its partitions and group cursors.
+type QueueDetail struct {
+	QueueSummary
+	Partitions []PartitionInfo
+}
+
+// DLQEntry is a dead-lettered message.
+type DLQEntry struct {
+	Message    Message
+	Error      string
+	RetryCount int
+	FailedAt   time.Time
+}
+
+// DLQFilter selects dead-letter entries; zero fields match everything.
+type DLQFilter struct {
+	Queue, Group, Partition string
+	From, To                time.Time
+	Limit, Offset           int
+}
+
+func messageFromWire(m *protocol.Message, queue, group string) Message {
+	out := Message{
+		ID: ID(m.ID), TransactionID: m.TransactionID, TraceID: m.TraceID, Payload: m.Payload,
+		CreatedAt: time.Unix(0, m.CreatedAt), Queue: queue, Partition: m.Partition, PartitionID: ID(m.PartitionID),
+		Offset: m.Offset, LeaseID: ID(m.LeaseID), Group: group, RetryCount: int(m.RetryCount),
+	}
+	if m.LeaseExpires != 0 {
+		out.LeaseExpires = time.Unix(0, m.LeaseExpires)
+	}
+	return out
+}
+
+func codeErr(c protocol.Code, msg string) error {
+	if c == protocol.CodeOK {
+		return nil
+	}
+	return protocol.NewError(c, msg)
+}

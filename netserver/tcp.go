@@ -1,0 +1,318 @@
+package netserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// TCPConfig configures the binary-protocol server. Zero values take the
+// documented defaults.
+type TCPConfig struct {
+	// Addr to listen on; default ":6633".
+	Addr string
+	// MaxFrameBytes is the largest frame accepted, header included; default
+	// 16 MiB. A larger frame closes its connection (after an error reply).
+	MaxFrameBytes int
+	// MaxInFlight is how many requests one connection may have unanswered
+	// (parked long polls included); more are answered CodeOverloaded.
+	// Default 4096.
+	MaxInFlight int
+	// MaxOutboundBytes is how many reply bytes may wait for one client to
+	// read them; a client that lets more pile up is disconnected. Default
+	// 64 MiB.
+	MaxOutboundBytes int
+	// MaxConns caps open connections; more are refused (CodeOverloaded and
+	// closed). Default 10000.
+	MaxConns int
+	// IdleTimeout closes connections with nothing in flight that sent
+	// nothing for that long; default 10 minutes, negative disables.
+	IdleTimeout time.Duration
+	// Loops is the number of gnet event loops; default one per CPU.
+	Loops int
+	// Stats, when set, adds the journal's figures to Stats replies.
+	Stats func() JournalFigures
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// JournalFigures are the journal counters a Stats reply carries.
+type JournalFigures struct {
+	Fsyncs, FsyncNanos, BytesWritten, Entries uint64
+}
+
+func (c *TCPConfig) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = ":6633"
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = protocol.DefaultMaxFrame
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 4096
+	}
+	if c.MaxOutboundBytes <= 0 {
+		c.MaxOutboundBytes = 64 << 20
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 10000
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.Loops <= 0 {
+		c.Loops = runtime.NumCPU()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// TCPServer serves the binary protocol on gnet event loops. Each loop reads
+// every complete frame of a connection in one go, hands the requests to the
+// engine and never blocks: replies that wait (for a group commit or a long
+// poll) come back through the connection's reply buffer and a Wake, so one
+// write carries every reply ready at that moment.
+type TCPServer struct {
+	cfg  TCPConfig
+	e    *engine.Engine
+	log  *slog.Logger
+	eng  gnet.Engine
+	addr net.Addr
+
+	booted   chan struct{}
+	done     chan error
+	conns    sync.Map // *tcpConn -> struct{}
+	nconns   atomic.Int64
+	inflight atomic.Int64
+	draining atomic.Bool
+}
+
+// NewTCP returns a server for e; Start runs it.
+func NewTCP(cfg TCPConfig, e *engine.Engine) (*TCPServer, error) {
+	cfg.setDefaults()
+	if cfg.MaxFrameBytes < protocol.MinMaxFrame {
+		return nil, fmt.Errorf("netserver: MaxFrameBytes %d is below %d", cfg.MaxFrameBytes, protocol.MinMaxFrame)
+	}
+	return &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1)}, nil
+}
+
+// Start listens and serves in the background; it returns once the server
+// accepts connections (or failed to start).
+func (s *TCPServer) Start() error {
+	go func() {
+		s.done <- gnet.Run(s, "tcp://"+s.cfg.Addr,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(s.cfg.Loops),
+			gnet.WithReusePort(false),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTicker(true),
+			gnet.WithLogger(gnetLogger{s.log}),
+		)
+	}()
+	select {
+	case <-s.booted:
+		return nil
+	case err := <-s.done:
+		if err == nil {
+			err = errors.New("netserver: gnet stopped at start")
+		}
+		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, err)
+	}
+}
+
+// Addr is the address the server listens on (with the real port when the
+// configured one was 0).
+func (s *TCPServer) Addr() net.Addr { return s.addr }
+
+// Shutdown stops taking requests, answers parked long polls (empty), waits
+// until every request in flight has been answered (their journal commits
+// done and replies written) or ctx ends, then closes every connection.
+func (s *TCPServer) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.conns.Range(func(k, _ any) bool {
+		k.(*tcpConn).cancelWaiters()
+		return true
+	})
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			s.eng.Stop(context.Background())
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	// Let the loops write what the last replies put in the buffers.
+	s.conns.Range(func(k, _ any) bool {
+		k.(*tcpConn).c.Wake(nil)
+		return true
+	})
+	err := s.eng.Stop(ctx)
+	<-s.done
+	return err
+}
+
+// OnBoot records the engine and the bound address.
+func (s *TCPServer) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	if fd, err := eng.Dup(); err == nil {
+		if sa, err := syscall.Getsockname(fd); err == nil {
+			s.addr = sockaddrToTCP(sa)
+		}
+		syscall.Close(fd)
+	}
+	close(s.booted)
+	return gnet.None
+}
+
+// OnShutdown does nothing: Shutdown did the work.
+func (s *TCPServer) OnShutdown(gnet.Engine) {}
+
+// OnOpen admits a connection, or refuses it past MaxConns.
+func (s *TCPServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if s.nconns.Add(1) > int64(s.cfg.MaxConns) || s.draining.Load() {
+		s.nconns.Add(-1)
+		msg := fmt.Sprintf("too many connections (limit %d)", s.cfg.MaxConns)
+		if s.draining.Load() {
+			msg = "server shutting down"
+		}
+		return protocol.AppendError(nil, protocol.OpHello, 0, protocol.CodeOverloaded, msg), gnet.Close
+	}
+	tc := &tcpConn{s: s, c: c}
+	tc.lastActive.Store(time.Now().UnixNano())
+	c.SetContext(tc)
+	s.conns.Store(tc, struct{}{})
+	return nil, gnet.None
+}
+
+// OnClose forgets the connection and withdraws its parked long polls, so a
+// vanished client takes no messages with it.
+func (s *TCPServer) OnClose(c gnet.Conn, err error) gnet.Action {
+	tc, ok := c.Context().(*tcpConn)
+	if !ok {
+		return gnet.None
+	}
+	tc.mu.Lock()
+	tc.closed = true
+	tc.out = nil
+	tc.mu.Unlock()
+	tc.cancelWaiters()
+	s.conns.Delete(tc)
+	s.nconns.Add(-1)
+	return gnet.None
+}
+
+// OnTraffic handles every complete frame in the connection's read buffer,
+// then writes every reply that is ready in one write.
+func (s *TCPServer) OnTraffic(c gnet.Conn) gnet.Action {
+	tc := c.Context().(*tcpConn)
+	tc.lastActive.Store(time.Now().UnixNano())
+	tc.mu.Lock()
+	tc.inLoop = true
+	tc.mu.Unlock()
+	action := gnet.None
+	if c.OutboundBuffered() > s.cfg.MaxOutboundBytes {
+		tc.overflow()
+		return gnet.Close
+	}
+	if buf, _ := c.Peek(-1); len(buf) > 0 {
+		off := 0
+		for off < len(buf) {
+			f, n, err := protocol.ReadFrame(buf[off:], s.cfg.MaxFrameBytes)
+			if errors.Is(err, protocol.ErrShort) {
+				break
+			}
+			if err != nil || f.IsReply() {
+				// A frame that cannot be handled closes the connection: an
+				// oversized or malformed one cannot be skipped reliably, and
+				// an unknown opcode means the client speaks something else.
+				if err == nil {
+					err = protocol.NewError(protocol.CodeMalformed, "a client sent a reply frame")
+				}
+				tc.mu.Lock()
+				tc.out = protocol.AppendErr(tc.out, f.Op, f.ID, err)
+				tc.mu.Unlock()
+				action = gnet.Close
+				off = len(buf)
+				break
+			}
+			if !tc.handle(f) {
+				action = gnet.Close
+				off = len(buf)
+				break
+			}
+			off += n
+		}
+		if off > 0 { // Discard(0) would drop the whole buffer, partial frame included
+			c.Discard(off)
+		}
+	}
+	tc.mu.Lock()
+	out := tc.out
+	tc.out, tc.spare = tc.spare[:0], nil
+	tc.woke, tc.inLoop = false, false
+	tc.mu.Unlock()
+	if len(out) > 0 {
+		c.Write(out)
+		tc.mu.Lock()
+		if !tc.closed {
+			tc.spare = out[:0]
+			if cap(tc.spare) > 1<<20 {
+				tc.spare = nil
+			}
+		}
+		tc.mu.Unlock()
+	}
+	if c.OutboundBuffered() > s.cfg.MaxOutboundBytes {
+		tc.overflow()
+		return gnet.Close
+	}
+	return action
+}
+
+// OnTick closes idle connections.
+func (s *TCPServer) OnTick() (time.Duration, gnet.Action) {
+	if s.cfg.IdleTimeout > 0 {
+		limit := time.Now().Add(-s.cfg.IdleTimeout).UnixNano()
+		s.conns.Range(func(k, _ any) bool {
+			tc := k.(*tcpConn)
+			if tc.inflight.Load() == 0 && tc.lastActive.Load() < limit {
+				tc.c.Close()
+			}
+			return true
+		})
+	}
+	return time.Second, gnet.None
+}
+
+func sockaddrToTCP(sa syscall.Sockaddr) net.Addr {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	case *syscall.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	}
+	return nil
+}
+
+// gnetLogger routes gnet's logs to slog.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "from", "gnet") }

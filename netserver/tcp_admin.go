@@ -1,0 +1,108 @@
+package netserver
+
+import (
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// admin serves the operator requests. They may wait (a seek waits for its
+// journal commit, a queue's description walks its partitions), so each runs
+// on its own goroutine and answers through the reply buffer.
+func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
+	req := protocol.NewRequest(op)
+	if req == nil {
+		tc.send(errReply{op, id, protocol.ErrUnknownOp})
+		return false
+	}
+	if err := req.Decode(body); err != nil {
+		tc.send(errReply{op, id, err})
+		return false
+	}
+	if d, ok := req.(interface{ Detach() }); ok {
+		d.Detach() // the goroutine outlives this frame's buffers
+	}
+	if !tc.begin(op, id) {
+		return true
+	}
+	go func() {
+		defer tc.end()
+		reply, err := tc.s.adminOp(req)
+		if err != nil {
+			tc.send(errReply{op, id, err})
+			return
+		}
+		tc.send(bodyReply{id, reply})
+	}()
+	return true
+}
+
+func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
+	e := s.e
+	switch r := req.(type) {
+	case *protocol.ConfigureRequest:
+		res, err := e.Configure(r.Queue, toEngineOptions(&r.Options))
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.ConfigureReply{QueueID: protocol.UUID(res.QueueID), PartitionID: protocol.UUID(res.PartitionID),
+			Created: res.Created, Options: fromEngineOptions(&res.Options)}, nil
+	case *protocol.QueueInfoRequest:
+		qi, err := e.Queue(r.Queue)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.QueueInfoReply{QueueSummary: fromEngineQueue(&qi), Partitions: fromEnginePartitions(qi.PartitionList)}, nil
+	case *protocol.QueueListRequest:
+		qs := e.Queues()
+		out := &protocol.QueueListReply{Queues: make([]protocol.QueueSummary, len(qs))}
+		for i := range qs {
+			out.Queues[i] = fromEngineQueue(&qs[i])
+		}
+		return out, nil
+	case *protocol.DeleteQueueRequest:
+		ok, err := e.DeleteQueue(r.Queue)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DeleteQueueReply{Existed: ok}, nil
+	case *protocol.SeekRequest:
+		n, err := e.Seek(r.Queue, r.Group, r.Partition, engine.SeekTarget{ToEnd: r.ToEnd, Time: time.Unix(0, r.Time)})
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.SeekReply{PartitionsMoved: uint64(n)}, nil
+	case *protocol.DeleteGroupRequest:
+		n, err := e.DeleteGroup(r.Queue, r.Group)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DeleteGroupReply{QueuesAffected: uint64(n)}, nil
+	case *protocol.DLQListRequest:
+		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset)}
+		if r.From != 0 {
+			f.From = time.Unix(0, r.From)
+		}
+		if r.To != 0 {
+			f.To = time.Unix(0, r.To)
+		}
+		entries, total, err := e.DLQ(f)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DLQListReply{Total: uint64(total), Entries: fromEngineDLQ(entries)}, nil
+	case *protocol.StatsRequest:
+		st := e.Stats()
+		out := &protocol.StatsReply{
+			Queues: uint64(st.Queues), Pushed: st.Pushed, Popped: st.Popped, Acked: st.Acked,
+			DeadLettered: st.DeadLettered, CacheBytes: st.CacheBytes, Connections: uint64(s.nconns.Load()),
+		}
+		if s.cfg.Stats != nil {
+			j := s.cfg.Stats()
+			out.Fsyncs, out.FsyncNanos, out.BytesWritten, out.Entries = j.Fsyncs, j.FsyncNanos, j.BytesWritten, j.Entries
+		}
+		return out, nil
+	}
+	return nil, protocol.ErrUnknownOp
+}

@@ -1,0 +1,189 @@
+package netserver
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// tcpConn is one client connection. Replies are appended to out under mu,
+// from the event loop or from any goroutine the engine answers on (the
+// journal's committer, timers); the loop writes out in one go.
+type tcpConn struct {
+	s *TCPServer
+	c gnet.Conn
+
+	mu      sync.Mutex
+	out     []byte
+	spare   []byte
+	woke    bool // a Wake is on its way to flush out
+	inLoop  bool // OnTraffic is running and will flush out itself
+	closed  bool
+	waiters map[*popJob]struct{} // parked long polls
+
+	hello      bool // loop only: the client said Hello
+	inflight   atomic.Int32
+	lastActive atomic.Int64
+}
+
+// replier is a reply waiting to be encoded into a connection's buffer.
+type replier interface {
+	appendTo(dst []byte) []byte
+}
+
+// send encodes r into the reply buffer and makes sure the loop writes it. A
+// client that lets more than MaxOutboundBytes of replies pile up is closed.
+func (tc *tcpConn) send(r replier) {
+	tc.mu.Lock()
+	if tc.closed {
+		tc.mu.Unlock()
+		return
+	}
+	tc.out = r.appendTo(tc.out)
+	if len(tc.out) > tc.s.cfg.MaxOutboundBytes {
+		tc.mu.Unlock()
+		tc.overflow()
+		tc.c.Close()
+		return
+	}
+	wake := !tc.woke && !tc.inLoop
+	if wake {
+		tc.woke = true
+	}
+	tc.mu.Unlock()
+	if wake {
+		tc.c.Wake(nil)
+	}
+}
+
+// overflow drops a client that lets its replies pile up: its buffers go at
+// once, and it is logged once.
+func (tc *tcpConn) overflow() {
+	tc.mu.Lock()
+	first := !tc.closed
+	tc.closed = true
+	tc.out, tc.spare = nil, nil
+	tc.mu.Unlock()
+	if first {
+		tc.s.log.Warn("closing a connection that does not read its replies", "remote", tc.c.RemoteAddr(), "limit_bytes", tc.s.cfg.MaxOutboundBytes)
+	}
+}
+
+// begin counts a request in flight; it refuses one past the limits.
+func (tc *tcpConn) begin(op protocol.Op, id uint64) bool {
+	if tc.s.draining.Load() {
+		tc.send(errReply{op, id, protocol.NewError(protocol.CodeClosed, "server shutting down")})
+		return false
+	}
+	if int(tc.inflight.Load()) >= tc.s.cfg.MaxInFlight {
+		tc.send(errReply{op, id, protocol.NewError(protocol.CodeOverloaded, "too many requests in flight on this connection")})
+		return false
+	}
+	tc.inflight.Add(1)
+	tc.s.inflight.Add(1)
+	return true
+}
+
+func (tc *tcpConn) end() {
+	tc.inflight.Add(-1)
+	tc.s.inflight.Add(-1)
+}
+
+// cancelWaiters withdraws the connection's parked long polls. While the
+// server drains they are answered (empty); on a closed connection nobody is
+// left to answer.
+func (tc *tcpConn) cancelWaiters() {
+	tc.mu.Lock()
+	jobs := make([]*popJob, 0, len(tc.waiters))
+	for j := range tc.waiters {
+		jobs = append(jobs, j)
+	}
+	tc.mu.Unlock()
+	for _, j := range jobs {
+		if j.waiter.Cancel() {
+			tc.mu.Lock()
+			delete(tc.waiters, j)
+			tc.mu.Unlock()
+			tc.send(j) // empty answer (dropped when the connection is closed)
+			tc.end()
+		}
+	}
+}
+
+// errReply is an error answer to one request.
+type errReply struct {
+	op  protocol.Op
+	id  uint64
+	err error
+}
+
+func (r errReply) appendTo(dst []byte) []byte {
+	if pe, ok := r.err.(*protocol.Error); ok {
+		return protocol.AppendError(dst, r.op, r.id, pe.Code, pe.Msg)
+	}
+	return protocol.AppendError(dst, r.op, r.id, codeOf(r.err), r.err.Error())
+}
+
+// bodyReply is a whole reply body.
+type bodyReply struct {
+	id   uint64
+	body protocol.Body
+}
+
+func (r bodyReply) appendTo(dst []byte) []byte { return protocol.AppendFrame(dst, r.id, r.body) }
+
+// handle serves one request frame; it returns false when the connection must
+// be closed. It runs on the event loop and never blocks.
+func (tc *tcpConn) handle(f protocol.Frame) bool {
+	op, id := f.Op, f.ID
+	if op != protocol.OpHello && !tc.hello {
+		tc.send(errReply{op, id, protocol.NewError(protocol.CodeVersionMismatch, "send Hello first")})
+		return false
+	}
+	switch op {
+	case protocol.OpHello:
+		var req protocol.HelloRequest
+		if err := req.Decode(f.Body); err != nil {
+			tc.send(errReply{op, id, err})
+			return false
+		}
+		if err := protocol.CheckVersion(req.Major, req.Minor); err != nil {
+			tc.send(errReply{op, id, err})
+			return false
+		}
+		tc.hello = true
+		tc.send(bodyReply{id, &protocol.HelloReply{
+			Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ServerName: "regent",
+			MaxFrame: uint32(tc.s.cfg.MaxFrameBytes), MaxInFlight: uint32(tc.s.cfg.MaxInFlight),
+		}})
+	case protocol.OpPing:
+		tc.send(bodyReply{id, &protocol.PingReply{}})
+	case protocol.OpPush:
+		return tc.push(id, f.Body)
+	case protocol.OpPop:
+		return tc.pop(id, f.Body)
+	case protocol.OpAck:
+		return tc.ack(id, f.Body)
+	case protocol.OpTransaction:
+		return tc.txn(id, f.Body)
+	case protocol.OpLeaseExtend:
+		var req protocol.LeaseExtendRequest
+		if err := req.Decode(f.Body); err != nil {
+			tc.send(errReply{op, id, err})
+			return false
+		}
+		d := durationMs(req.DurationMs)
+		exp, err := tc.s.e.ExtendLease(engine.UUID(req.LeaseID), d)
+		if err != nil {
+			tc.send(errReply{op, id, err})
+		} else {
+			tc.send(bodyReply{id, &protocol.LeaseExtendReply{Expires: exp.UnixNano()}})
+		}
+	default:
+		return tc.admin(op, id, f.Body)
+	}
+	return true
+}

@@ -1,0 +1,254 @@
+package netserver
+
+import (
+	"sync"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+func durationMs(ms uint64) time.Duration {
+	return time.Duration(min(ms, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
+}
+
+// pushJob is one Push request on its way through the engine. Jobs are
+// pooled: the decoded request, the engine's items and results, and the reply
+// keep their buffers.
+type pushJob struct {
+	tc    *tcpConn
+	id    uint64
+	req   protocol.PushRequest
+	items []engine.PushItem
+	res   []engine.PushResult
+	reply protocol.PushReply
+	err   error
+	done  func(error)
+}
+
+var pushJobs, ackJobs sync.Pool
+
+func init() {
+	pushJobs.New = func() any {
+		j := &pushJob{}
+		j.done = j.committed
+		return j
+	}
+	ackJobs.New = func() any {
+		j := &ackJob{}
+		j.done = j.committed
+		return j
+	}
+}
+
+func (tc *tcpConn) push(id uint64, body []byte) bool {
+	j := pushJobs.Get().(*pushJob)
+	if err := j.req.Decode(body); err != nil {
+		pushJobs.Put(j)
+		tc.send(errReply{protocol.OpPush, id, err})
+		return false
+	}
+	if !tc.begin(protocol.OpPush, id) {
+		pushJobs.Put(j)
+		return true
+	}
+	j.tc, j.id, j.err = tc, id, nil
+	j.items = toEnginePush(j.items, j.req.Items)
+	if cap(j.res) < len(j.items) {
+		j.res = make([]engine.PushResult, len(j.items))
+	}
+	j.res = j.res[:len(j.items)]
+	tc.s.e.PushAsync(j.items, j.res, j.done)
+	return true
+}
+
+// committed runs once the push is durable (on the journal's committer).
+func (j *pushJob) committed(err error) {
+	j.err = err
+	tc := j.tc
+	tc.send(j)
+	tc.end()
+	j.tc = nil
+	clear(j.items)
+	clear(j.res)
+	pushJobs.Put(j)
+}
+
+func (j *pushJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{protocol.OpPush, j.id, j.err}.appendTo(dst)
+	}
+	j.reply.Items = fromEnginePushResults(j.reply.Items, j.res)
+	return protocol.AppendPushReply(dst, j.id, &j.reply)
+}
+
+// ackJob is one Ack request on its way through the engine.
+type ackJob struct {
+	tc    *tcpConn
+	id    uint64
+	req   protocol.AckRequest
+	items []engine.AckItem
+	res   []engine.AckResult
+	reply protocol.AckReply
+	err   error
+	done  func(error)
+}
+
+func (tc *tcpConn) ack(id uint64, body []byte) bool {
+	j := ackJobs.Get().(*ackJob)
+	if err := j.req.Decode(body); err != nil {
+		ackJobs.Put(j)
+		tc.send(errReply{protocol.OpAck, id, err})
+		return false
+	}
+	for i := range j.req.Items {
+		if !j.req.Items[i].Status.Valid() {
+			ackJobs.Put(j)
+			tc.send(errReply{protocol.OpAck, id, protocol.NewError(protocol.CodeInvalid, "unknown ack status")})
+			return true
+		}
+	}
+	if !tc.begin(protocol.OpAck, id) {
+		ackJobs.Put(j)
+		return true
+	}
+	j.tc, j.id, j.err = tc, id, nil
+	j.items = toEngineAcks(j.items, j.req.Items)
+	if cap(j.res) < len(j.items) {
+		j.res = make([]engine.AckResult, len(j.items))
+	}
+	j.res = j.res[:len(j.items)]
+	tc.s.e.AckAsync(j.items, j.res, j.done)
+	return true
+}
+
+func (j *ackJob) committed(err error) {
+	j.err = err
+	tc := j.tc
+	tc.send(j)
+	tc.end()
+	j.tc = nil
+	clear(j.items)
+	clear(j.res)
+	ackJobs.Put(j)
+}
+
+func (j *ackJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{protocol.OpAck, j.id, j.err}.appendTo(dst)
+	}
+	j.reply.Items = fromEngineAckResults(j.reply.Items, j.res)
+	return protocol.AppendAckReply(dst, j.id, &j.reply)
+}
+
+// popJob is one Pop request: answered at once, or parked as a long poll
+// until the engine answers it. Not pooled: a parked poll's request strings
+// must live as long as it does.
+type popJob struct {
+	tc       *tcpConn
+	id       uint64
+	req      protocol.PopRequest
+	msgs     []engine.Message
+	err      error
+	waiter   *engine.PopWaiter
+	finished bool // guarded by tc.mu
+}
+
+func (tc *tcpConn) pop(id uint64, body []byte) bool {
+	j := &popJob{tc: tc, id: id}
+	if err := j.req.Decode(body); err != nil {
+		tc.send(errReply{protocol.OpPop, id, err})
+		return false
+	}
+	if !tc.begin(protocol.OpPop, id) {
+		return true
+	}
+	w := tc.s.e.PopAsync(toEnginePop(&j.req), j.answered)
+	if w != nil {
+		tc.mu.Lock()
+		if !j.finished && !tc.closed {
+			j.waiter = w
+			if tc.waiters == nil {
+				tc.waiters = make(map[*popJob]struct{})
+			}
+			tc.waiters[j] = struct{}{}
+		} else if tc.closed && !j.finished {
+			tc.mu.Unlock()
+			if w.Cancel() {
+				tc.end()
+			}
+			return true
+		}
+		tc.mu.Unlock()
+	}
+	return true
+}
+
+func (j *popJob) answered(msgs []engine.Message, err error) {
+	tc := j.tc
+	tc.mu.Lock()
+	j.finished = true
+	delete(tc.waiters, j)
+	tc.mu.Unlock()
+	j.msgs, j.err = msgs, err
+	tc.send(j)
+	tc.end()
+}
+
+func (j *popJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{protocol.OpPop, j.id, j.err}.appendTo(dst)
+	}
+	reply := protocol.PopReply{Queue: j.req.Queue, Group: j.req.Group, Messages: make([]protocol.Message, len(j.msgs))}
+	if reply.Group == "" {
+		reply.Group = engine.QueueModeGroup
+	}
+	for i := range j.msgs {
+		reply.Messages[i] = fromEngineMessage(&j.msgs[i])
+	}
+	return protocol.AppendPopReply(dst, j.id, &reply)
+}
+
+// txnJob is one Transaction request.
+type txnJob struct {
+	tc     *tcpConn
+	id     uint64
+	req    protocol.TransactionRequest
+	acks   []engine.AckItem
+	pushes []engine.PushItem
+	res    engine.TxnResult
+	err    error
+}
+
+func (tc *tcpConn) txn(id uint64, body []byte) bool {
+	j := &txnJob{tc: tc, id: id}
+	if err := j.req.Decode(body); err != nil {
+		tc.send(errReply{protocol.OpTransaction, id, err})
+		return false
+	}
+	if !tc.begin(protocol.OpTransaction, id) {
+		return true
+	}
+	j.acks = toEngineAcks(nil, j.req.Acks)
+	j.pushes = toEnginePush(nil, j.req.Pushes)
+	tc.s.e.TransactionAsync(j.acks, j.pushes, func(r engine.TxnResult, err error) {
+		j.res, j.err = r, err
+		tc.send(j)
+		tc.end()
+	})
+	return true
+}
+
+func (j *txnJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{protocol.OpTransaction, j.id, j.err}.appendTo(dst)
+	}
+	reply := protocol.TransactionReply{
+		Acks:   fromEngineAckResults(nil, j.res.Acks),
+		Pushes: fromEnginePushResults(nil, j.res.Pushes),
+	}
+	if j.res.Err != nil {
+		reply.Code, reply.Error = codeOf(j.res.Err), j.res.Err.Error()
+	}
+	return protocol.AppendTransactionReply(dst, j.id, &reply)
+}
