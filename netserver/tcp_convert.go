@@ -108,7 +108,9 @@ func fromEngineMessage(m *engine.Message) protocol.Message {
 // toEngineOptions applies the options a Configure sets over the defaults.
 func toEngineOptions(o *protocol.QueueOptions) engine.QueueOptions {
 	e := engine.DefaultQueueOptions()
-	ms := func(v uint64) time.Duration { return time.Duration(min(v, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond }
+	ms := func(v uint64) time.Duration {
+		return time.Duration(min(v, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
+	}
 	set := o.Set
 	if set&protocol.OptLeaseTime != 0 {
 		e.LeaseTime = ms(o.LeaseTimeMs)
