@@ -39,7 +39,7 @@ func (s *HTTPServer) decodeBody(w http.ResponseWriter, r *http.Request, v any, a
 	if err := json.Unmarshal(*body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be a %s", te.Field, jsonKind(te.Type.Kind().String())))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be %s", te.Field, jsonKind(te.Type.Kind().String())))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, "Invalid JSON: "+err.Error())
@@ -51,15 +51,15 @@ func (s *HTTPServer) decodeBody(w http.ResponseWriter, r *http.Request, v any, a
 func jsonKind(k string) string {
 	switch k {
 	case "string":
-		return "string"
+		return "a string"
 	case "bool":
-		return "boolean"
+		return "a boolean"
 	case "slice", "array":
-		return "array"
+		return "an array"
 	case "map", "struct":
-		return "object"
+		return "an object"
 	}
-	return "number"
+	return "a number"
 }
 
 // queueOptionsJSON is Queen's 15 queue options, in the order Queen echoes

@@ -45,7 +45,7 @@ func TestHTTPConfigureEcho(t *testing.T) {
 		`{"queue":"q","options":{"leaseTime":-5}}`:      "leaseTime",
 		`{"queue":"q","options":{"retryLimit":"many"}}`: "options.retryLimit must be a number",
 		`{"queue":"a/b"}`:            "must not contain",
-		`{"queue":"q","options":[]}`: "options must be a object",
+		`{"queue":"q","options":[]}`: "options must be an object",
 		`not json`:                   "Invalid JSON",
 	} {
 		code, b := h.do("POST", "/api/v1/configure", body)
