@@ -15,7 +15,13 @@ type group struct {
 	body  []byte
 	dones []func(error)
 	seg   uint64 // SyncAlways: first index of the segment it was written to
+	big   bool   // it passed pipelineBytes
 }
+
+// pipelineBytes: under SyncAlways a group this large is sealed and
+// compressed while the previous fsync runs; a smaller one keeps collecting
+// appends until the syncer is free (fewer, fuller fsyncs).
+const pipelineBytes = 256 << 10
 
 // reset empties g for reuse, keeping its buffers (unless one grew huge).
 func (g *group) reset(maxBatch int) {
@@ -26,6 +32,7 @@ func (g *group) reset(maxBatch int) {
 		g.body = nil
 	}
 	g.n = 0
+	g.big = false
 }
 
 // Append copies rec into the group being filled and returns its position at
@@ -70,6 +77,10 @@ func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
 	g.dones = append(g.dones, done)
 	g.n++
 	first := g.n == 1
+	if !first && !g.big && len(g.body) >= pipelineBytes {
+		g.big = true // worth compressing while the syncer is busy: tell the committer
+		first = true
+	}
 	l.stats.appends.Add(1)
 	l.mu.Unlock()
 	if first {
@@ -96,6 +107,18 @@ func (l *Log) run() {
 	}
 	for {
 		l.mu.Lock()
+		if l.open.n > 0 && l.cfg.Sync == SyncAlways && !l.closing && !l.open.big && l.syncBusy.Load() {
+			// Seal only when the syncer is free: appends that come meanwhile
+			// join this group and share its fsync. A big group is sealed at
+			// once, so that its compression overlaps the running fsync.
+			l.mu.Unlock()
+			select {
+			case <-l.syncIdle:
+			case <-l.kick:
+			case <-l.stop:
+			}
+			continue
+		}
 		if l.open.n > 0 {
 			g := l.open
 			l.open = l.takeFree()
@@ -204,6 +227,7 @@ func (l *Log) syncer() {
 	}()
 	batch := make([]*group, 0, cap(l.syncQ)+1)
 	for g := range l.syncQ {
+		l.syncBusy.Store(true)
 		batch = append(batch[:0], g)
 	more:
 		for {
@@ -249,6 +273,11 @@ func (l *Log) syncer() {
 			l.recycle(g)
 		}
 		clear(batch)
+		l.syncBusy.Store(false)
+		select {
+		case l.syncIdle <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -71,6 +71,8 @@ type Log struct {
 	free       []*group      // empty groups for reuse (guarded by mu)
 	syncQ      chan *group   // SyncAlways: written groups waiting for the syncer
 	syncerDone chan struct{} // closed when the syncer exits
+	syncBusy   atomic.Bool   // the syncer is fsyncing
+	syncIdle   chan struct{} // the syncer became free (cap 1)
 	ebuf       []byte        // encoded entry, reused
 	dirty      bool          // written since the last fsync
 	lastSync   time.Time
@@ -166,6 +168,7 @@ func Open(cfg Config) (_ *Log, err error) {
 		// parallel with it.
 		l.syncQ = make(chan *group)
 		l.syncerDone = make(chan struct{})
+		l.syncIdle = make(chan struct{}, 1)
 	}
 	l.lastSync = time.Now()
 	go l.run()
