@@ -107,10 +107,11 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
 	now := e.clock.Now()
 	changed := false
 	var dead []deadEntry
+	var cache leaseMsgs
 	for i := range items {
 		r := &res[i]
 		*r = AckResult{Queue: p.q.name, Partition: p.name}
-		c, err := e.ackOne(p, g, pg, &items[i], now, r, &dead)
+		c, err := e.ackOne(p, g, pg, &items[i], now, r, &dead, &cache)
 		r.Err = err
 		changed = changed || c
 	}
@@ -135,7 +136,7 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
 // states, the retry counts, the block and the cursor. It reports whether
 // state changed. Ending the lease, timers, the dead-letter queue and the
 // journal are left to the caller (so a transaction can undo).
-func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now int64, r *AckResult, dead *[]deadEntry) (bool, error) {
+func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now int64, r *AckResult, dead *[]deadEntry, cache *leaseMsgs) (bool, error) {
 	var l *lease
 	if pg.act != nil {
 		l = pg.act.lease
@@ -155,7 +156,7 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 			old = l
 		}
 		if old != nil {
-			if off, ok := e.findInLease(p, old, it); ok && old.statusAt(off)&^stDeadFlag == want {
+			if off, ok := e.findInLease(p, old, it, cache); ok && old.statusAt(off)&^stDeadFlag == want {
 				r.Offset = off
 				r.LeaseReleased = true
 				r.DeadLettered = old.statusAt(off)&stDeadFlag != 0
@@ -164,7 +165,7 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 		}
 		return false, fmt.Errorf("%w: lease %s is not the live lease of group %q on %s/%s", ErrLeaseInvalid, it.LeaseID, g.name, p.q.name, p.name)
 	}
-	off, ok := e.findInLease(p, l, it)
+	off, ok := e.findInLease(p, l, it, cache)
 	if !ok {
 		return false, fmt.Errorf("%w: the message is not in lease %s", ErrNotInFlight, l.id)
 	}
@@ -229,22 +230,51 @@ func statusName(s uint8) string {
 	return "none"
 }
 
+// leaseMsgs caches the messages of the lease an ack run looks into, so that
+// a batch of acks naming messages by id or transactionId reads them once.
+type leaseMsgs struct {
+	l    *lease
+	ms   []msg
+	next int // acks usually come in delivery order: look from the last match
+	buf  [64]msg
+}
+
 // findInLease resolves the message an ack names to an offset inside l.
-func (e *Engine) findInLease(p *partition, l *lease, it *AckItem) (uint64, bool) {
+func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) (uint64, bool) {
 	if it.HasOffset {
 		return it.Offset, it.Offset >= l.from && it.Offset < l.to
 	}
 	if it.MessageID.IsZero() && it.TransactionID == "" {
 		return 0, false
 	}
-	var buf [64]msg
-	ms, err := e.msgsRange(p, l.from, l.to, buf[:0])
-	if err != nil {
-		return 0, false
+	if c.l != l {
+		ms, err := e.msgsRange(p, l.from, l.to, c.buf[:0])
+		if err != nil {
+			return 0, false
+		}
+		c.l, c.ms, c.next = l, ms, 0
 	}
-	for i := range ms {
-		m := &ms[i]
-		if (!it.MessageID.IsZero() && m.id == it.MessageID) || (it.MessageID.IsZero() && m.txnID() == it.TransactionID) {
+	// A message pushed without a transactionId is named by its id, in text.
+	id, byID := it.MessageID, !it.MessageID.IsZero()
+	if !byID {
+		if u, err := ParseUUID(it.TransactionID); err == nil && len(it.TransactionID) == 36 {
+			id = u
+		}
+	}
+	for n := range c.ms {
+		i := (c.next + n) % len(c.ms)
+		m := &c.ms[i]
+		var match bool
+		switch {
+		case byID:
+			match = m.id == id
+		case m.txn != "":
+			match = m.txn == it.TransactionID
+		default:
+			match = m.id == id && id.String() == it.TransactionID
+		}
+		if match {
+			c.next = i + 1
 			return l.from + uint64(i), true
 		}
 	}

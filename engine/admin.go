@@ -42,7 +42,7 @@ func (e *Engine) Configure(name string, o QueueOptions) (ConfigureResult, error)
 	oc := o
 	q.opts.Store(&oc)
 	if created {
-		e.queues[name] = q
+		e.queues[q.name] = q
 		e.queuesID[q.id] = q
 	}
 	e.mu.Unlock()

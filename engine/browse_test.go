@@ -101,49 +101,6 @@ func TestFindMessage(t *testing.T) {
 	}
 }
 
-// ResolveAcks turns transactionIds into offsets, and acks resolved or not
-// answer the same.
-func TestResolveAcks(t *testing.T) {
-	f := newFixture(t)
-	f.pushItems(
-		PushItem{Queue: "r", Payload: []byte("0"), TransactionID: "t0"},
-		PushItem{Queue: "r", Payload: []byte("1")},
-		PushItem{Queue: "r", Payload: []byte("2"), TransactionID: "t2"},
-	)
-	msgs := f.pop(PopRequest{Queue: "r", Batch: 3})
-	items := []AckItem{
-		{PartitionID: msgs[2].PartitionID, TransactionID: "t2", LeaseID: msgs[0].LeaseID, Status: Completed},
-		{PartitionID: msgs[1].PartitionID, TransactionID: msgs[1].ID.String(), LeaseID: msgs[0].LeaseID, Status: Completed},
-		{PartitionID: msgs[0].PartitionID, TransactionID: "t0", LeaseID: msgs[0].LeaseID, Status: Completed},
-		{PartitionID: msgs[0].PartitionID, TransactionID: "missing", LeaseID: msgs[0].LeaseID, Status: Completed},
-	}
-	f.e.ResolveAcks(items)
-	for i, want := range []uint64{2, 1, 0} {
-		if !items[i].HasOffset || items[i].Offset != want {
-			t.Errorf("item %d: %+v, want offset %d", i, items[i], want)
-		}
-	}
-	if items[3].HasOffset {
-		t.Errorf("a message not in the lease was resolved: %+v", items[3])
-	}
-	res := f.ack(items...)
-	for i := 0; i < 3; i++ {
-		if res[i].Err != nil {
-			t.Errorf("ack %d: %v", i, res[i].Err)
-		}
-	}
-	if !errors.Is(res[3].Err, ErrLeaseInvalid) && !errors.Is(res[3].Err, ErrNotInFlight) {
-		t.Errorf("unresolved ack: %v", res[3].Err)
-	}
-	// Without a lease, or with an ended one, nothing is resolved.
-	none := []AckItem{{PartitionID: msgs[0].PartitionID, TransactionID: "t0", Status: Completed},
-		{PartitionID: msgs[0].PartitionID, TransactionID: "t0", LeaseID: msgs[0].LeaseID, Status: Completed}}
-	f.e.ResolveAcks(none)
-	if none[0].HasOffset || none[1].HasOffset {
-		t.Errorf("resolved without a live lease: %+v", none)
-	}
-}
-
 func TestLiveLease(t *testing.T) {
 	f := newFixture(t)
 	f.push("l", "", "a")

@@ -318,7 +318,7 @@ func (e *Engine) queueOrCreate(name string) (*queue, error) {
 	if _, err := e.append(encodeQueue(q, &o), nil); err != nil {
 		return nil, err
 	}
-	e.queues[name] = q
+	e.queues[q.name] = q // q.name is the engine's copy: name may alias a caller's buffer
 	e.queuesID[q.id] = q
 	return q, nil
 }

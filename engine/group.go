@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // group returns the named group of q, or nil.
@@ -29,7 +30,7 @@ func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) 
 		return g, nil
 	}
 	stamp := e.newStamp()
-	g := &group{q: q, name: name, mode: mode, created: stamp}
+	g := &group{q: q, name: strings.Clone(name), mode: mode, created: stamp}
 	switch mode {
 	case SubNew:
 		g.from = stamp

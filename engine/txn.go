@@ -148,6 +148,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 	var order []pair
 	saves := map[pair]*saved{}
 	dead := map[pair][]deadEntry{}
+	var cache leaseMsgs
 	for i := range acks {
 		pr := pair{t.ackT[i].p, t.ackT[i].g}
 		pg := e.pgFor(pr.p, pr.g)
@@ -158,7 +159,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		r := &t.res.Acks[i]
 		*r = AckResult{Queue: pr.p.q.name, Partition: pr.p.name}
 		var d []deadEntry
-		_, err := e.ackOne(pr.p, pr.g, pg, &acks[i], now, r, &d)
+		_, err := e.ackOne(pr.p, pr.g, pg, &acks[i], now, r, &d, &cache)
 		dead[pr] = append(dead[pr], d...)
 		if err != nil {
 			r.Err = err

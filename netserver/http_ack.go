@@ -225,7 +225,6 @@ func (s *HTTPServer) runAcks(w http.ResponseWriter, c *ackCall) {
 	}
 	c.res = c.res[:len(c.items)]
 	if len(c.items) > 0 {
-		s.e.ResolveAcks(c.items)
 		s.e.AckAsync(c.items, c.res, c.done)
 		if err := <-c.ch; err != nil {
 			s.writeErr(w, err)

@@ -170,7 +170,6 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 			acks[i].LeaseID = s.requiredLease(&acks[i], required)
 		}
 	}
-	s.e.ResolveAcks(acks)
 	type answer struct {
 		r   engine.TxnResult
 		err error
