@@ -41,15 +41,10 @@ type TCPConfig struct {
 	IdleTimeout time.Duration
 	// Loops is the number of gnet event loops; default one per CPU.
 	Loops int
-	// Stats, when set, adds the journal's figures to Stats replies.
-	Stats func() JournalFigures
+	// JournalStats, when set, adds the journal's figures to Stats replies.
+	JournalStats func() JournalStats
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
-}
-
-// JournalFigures are the journal counters a Stats reply carries.
-type JournalFigures struct {
-	Fsyncs, FsyncNanos, BytesWritten, Entries uint64
 }
 
 func (c *TCPConfig) setDefaults() {
@@ -316,3 +311,6 @@ func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...),
 func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...), "from", "gnet") }
 func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "from", "gnet") }
 func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "from", "gnet") }
+
+// Connections is the number of open connections.
+func (s *TCPServer) Connections() int { return int(s.nconns.Load()) }

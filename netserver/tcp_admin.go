@@ -98,9 +98,9 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 			Queues: uint64(st.Queues), Pushed: st.Pushed, Popped: st.Popped, Acked: st.Acked,
 			DeadLettered: st.DeadLettered, CacheBytes: st.CacheBytes, Connections: uint64(s.nconns.Load()),
 		}
-		if s.cfg.Stats != nil {
-			j := s.cfg.Stats()
-			out.Fsyncs, out.FsyncNanos, out.BytesWritten, out.Entries = j.Fsyncs, j.FsyncNanos, j.BytesWritten, j.Entries
+		if s.cfg.JournalStats != nil {
+			j := s.cfg.JournalStats()
+			out.Fsyncs, out.FsyncNanos, out.BytesWritten, out.Entries = j.Fsyncs, j.FsyncNanosTotal, j.BytesWritten, j.Entries
 		}
 		return out, nil
 	}

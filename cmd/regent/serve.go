@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,10 +16,13 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver"
 )
 
 var serveSettings = []setting{
 	{"data", "REGENT_DATA", "./regent-data", "data directory (journal, snapshots)"},
+	{"tcp", "REGENT_TCP", ":6633", "binary protocol listen address (the Go client, regent's commands)"},
+	{"http", "REGENT_HTTP", ":6632", "HTTP listen address (Queen's HTTP API v1, /metrics, /health)"},
 	{"sync", "REGENT_SYNC", "always", "fsync policy: always, interval:10ms, or none"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
@@ -48,20 +52,27 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := startBroker(brokerConfig{dir: s.get("data"), sync: pol, syncInterval: interval, logger: logger})
+	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
+		sync: pol, syncInterval: interval, logger: logger})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return exitFailure
 	}
 	abs, _ := filepath.Abs(s.get("data"))
-	fmt.Fprintf(stdout, "regent %s: data in %s (sync %s)\n", version, abs, s.get("sync"))
-	<-ctx.Done()
+	fmt.Fprintf(stdout, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n",
+		version, abs, s.get("sync"), b.tcp.Addr(), b.httpLn.Addr())
+	select {
+	case <-ctx.Done():
+	case err := <-b.httpErr:
+		logger.Error("http server stopped", "err", err)
+	}
 	stop() // a second signal now kills the process the default way
-	logger.Info("shutting down")
-	if err := b.close(); err != nil {
+	logger.Info("shutting down: finishing requests in flight")
+	if err := b.close(30 * time.Second); err != nil {
 		logger.Error("shutdown", "err", err)
 		return exitFailure
 	}
+	logger.Info("stopped")
 	return exitOK
 }
 
@@ -82,36 +93,89 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // broker is a running Regent: the journal, the engine and the transports.
 type broker struct {
-	j *log.Log
-	e *engine.Engine
+	j       *log.Log
+	e       *engine.Engine
+	tcp     *netserver.TCPServer
+	http    *netserver.HTTPServer
+	httpLn  net.Listener
+	httpErr chan error
 }
 
 type brokerConfig struct {
-	dir          string
-	sync         log.SyncPolicy
-	syncInterval time.Duration
-	logger       *slog.Logger
+	dir               string
+	tcpAddr, httpAddr string
+	sync              log.SyncPolicy
+	syncInterval      time.Duration
+	logger            *slog.Logger
 }
 
-func startBroker(c brokerConfig) (*broker, error) {
-	j, err := log.Open(log.Config{Dir: c.dir, Sync: c.sync, SyncInterval: c.syncInterval, Logger: c.logger})
+func startBroker(c brokerConfig) (b *broker, err error) {
+	b = &broker{httpErr: make(chan error, 1)}
+	b.j, err = log.Open(log.Config{Dir: c.dir, Sync: c.sync, SyncInterval: c.syncInterval, Logger: c.logger})
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.New(engine.Config{Logger: c.logger}, j)
-	if err != nil {
-		j.Close()
-		return nil, err
+	defer func() {
+		if err != nil {
+			b.close(5 * time.Second)
+		}
+	}()
+	if b.e, err = engine.New(engine.Config{Logger: c.logger}, b.j); err != nil {
+		return b, err
 	}
-	return &broker{j: j, e: e}, nil
+	stats := func() netserver.JournalStats {
+		s := b.j.Stats()
+		return netserver.JournalStats{
+			Fsyncs: s.Fsyncs, FsyncNanosTotal: s.FsyncNanosTotal, LastFsyncNanos: s.LastFsyncNanos,
+			FsyncBuckets: log.FsyncBuckets[:], FsyncHistogram: s.FsyncHistogram[:],
+			Entries: s.Entries, Records: s.Records, LastBatchRecords: s.LastBatchRecords,
+			BytesWritten: s.BytesWritten, DiskBytes: b.j.DiskBytes(),
+		}
+	}
+	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger}, b.e); err != nil {
+		return b, err
+	}
+	if err = b.tcp.Start(); err != nil {
+		b.tcp = nil
+		return b, err
+	}
+	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: c.httpAddr, JournalStats: stats, Version: version,
+		TCPConnections: b.tcp.Connections, Logger: c.logger}, b.e); err != nil {
+		return b, err
+	}
+	if b.httpLn, err = net.Listen("tcp", c.httpAddr); err != nil {
+		return b, fmt.Errorf("http: %w", err)
+	}
+	go func() { b.httpErr <- b.http.Serve(b.httpLn) }()
+	return b, nil
 }
 
-// close stops the engine and closes the journal (which writes and syncs
-// whatever it holds).
-func (b *broker) close() error {
-	err := b.e.Close()
-	if jerr := b.j.Close(); err == nil {
-		err = jerr
+// close shuts down in order: stop taking requests and answer those in
+// flight (their commits finish and their replies go out), then stop the
+// engine (a snapshot) and close the journal (a final fsync).
+func (b *broker) close(grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var errs []error
+	if b.http != nil && b.httpLn != nil {
+		if err := b.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+		}
 	}
-	return err
+	if b.tcp != nil {
+		if err := b.tcp.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("tcp: %w", err))
+		}
+	}
+	if b.e != nil {
+		if err := b.e.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.j != nil {
+		if err := b.j.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
