@@ -106,19 +106,30 @@ func (c *conn) broken() error {
 // do sends a request and waits for its reply (or ctx, or the connection's
 // end). encode appends the whole request frame for the given id.
 func (c *conn) do(ctx context.Context, op protocol.Op, encode func(dst []byte, id uint64) []byte, reply protocol.Body) error {
+	cl, err := c.start(ctx, op, encode, reply)
+	if err != nil {
+		return err
+	}
+	return cl.wait(ctx)
+}
+
+// start queues a request for the writer without waiting for its reply:
+// requests started one after another on a connection reach the broker in
+// that order.
+func (c *conn) start(ctx context.Context, op protocol.Op, encode func(dst []byte, id uint64) []byte, reply protocol.Body) (*call, error) {
 	select {
 	case c.window <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-c.closed:
-		return c.broken()
+		return nil, c.broken()
 	}
 	cl := &call{id: c.nextID.Add(1), op: op, reply: reply, done: make(chan struct{})}
 	cl.frame = encode(getBuf(), cl.id)
 	if c.maxFrame > 0 && len(cl.frame) > c.maxFrame {
 		<-c.window
 		putBuf(cl.frame)
-		return fmt.Errorf("%w: request of %d bytes is above the server's frame limit of %d", ErrTooLarge, len(cl.frame), c.maxFrame)
+		return nil, fmt.Errorf("%w: request of %d bytes is above the server's frame limit of %d", ErrTooLarge, len(cl.frame), c.maxFrame)
 	}
 	c.mu.Lock()
 	if c.err != nil {
@@ -126,16 +137,21 @@ func (c *conn) do(ctx context.Context, op protocol.Op, encode func(dst []byte, i
 		c.mu.Unlock()
 		<-c.window
 		putBuf(cl.frame)
-		return err
+		return nil, err
 	}
 	c.pending[cl.id] = cl
 	c.mu.Unlock()
 	c.sendq <- cl
+	return cl, nil
+}
+
+// wait waits for the call's reply (or ctx: the reply may still come, and
+// the reader drops it and frees the slot).
+func (cl *call) wait(ctx context.Context) error {
 	select {
 	case <-cl.done:
 		return cl.err
 	case <-ctx.Done():
-		// The reply may still come: the reader drops it and frees the slot.
 		return ctx.Err()
 	}
 }

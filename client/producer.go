@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/regentmq/regent/protocol"
 )
 
 // ProducerOptions configure a Producer's batching.
@@ -17,7 +19,9 @@ type ProducerOptions struct {
 
 // Producer batches pushes on the client side: Send returns at once and the
 // messages go out in one request per batch, when the batch is full or
-// Linger has passed. Each Send's Pending tells its result.
+// Linger has passed. Batches are pipelined on one connection, in Send order,
+// so the broker stores one producer's messages of a partition in the order
+// they were sent. Each Send's Pending tells its result.
 type Producer struct {
 	c   *Client
 	opt ProducerOptions
@@ -28,6 +32,7 @@ type Producer struct {
 	timer   *time.Timer
 	closed  bool
 	flights sync.WaitGroup
+	cn      *conn
 }
 
 // Pending is the future result of one Send.
@@ -98,9 +103,32 @@ func (p *Producer) sendLocked() {
 	items, waits := p.items, p.waits
 	p.items, p.waits = nil, nil
 	p.flights.Add(1)
+	// Queue the batch on the connection now, under p.mu, so batches go out
+	// in order; wait for the answer on another goroutine.
+	req := protocol.PushRequest{Items: make([]protocol.PushItem, len(items))}
+	for i, it := range items {
+		req.Items[i] = protocol.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, TraceID: it.TraceID, Payload: it.Payload}
+	}
+	reply := &protocol.PushReply{}
+	ctx := context.Background()
+	var cl *call
+	var err error
+	if p.cn == nil || p.cn.broken() != nil {
+		p.cn, err = p.c.conn(ctx) // one connection for all batches: their order holds
+	}
+	cn := p.cn
+	if err == nil {
+		cl, err = cn.start(ctx, protocol.OpPush, func(dst []byte, id uint64) []byte { return protocol.AppendPushRequest(dst, id, &req) }, reply)
+	}
 	go func() {
 		defer p.flights.Done()
-		res, err := p.c.Push(context.Background(), items...)
+		if err == nil {
+			err = cl.wait(ctx)
+		}
+		var res []PushResult
+		if err == nil {
+			res = pushResults(reply.Items)
+		}
 		for i, w := range waits {
 			if err != nil {
 				w.err = err

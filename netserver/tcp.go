@@ -111,6 +111,7 @@ func (s *TCPServer) Start() error {
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(s.cfg.Loops),
 			gnet.WithReusePort(false),
+			gnet.WithReuseAddr(true), // a restarted broker takes its port back at once
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTicker(true),
 			gnet.WithLogger(gnetLogger{s.log}),

@@ -1,0 +1,273 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+func dial(t *testing.T, b *broker, opts ...client.Option) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, b.addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestEachFailSkipsRestOfPartitionBatch: the handler's error fails the
+// message and the rest of that partition's batch comes back (the seed's
+// "throw to fail" rule); other partitions of the batch go on.
+func TestEachFailSkipsRestOfPartitionBatch(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	o := client.DefaultQueueOptions()
+	o.RetryDelay = 0
+	c.Configure(ctx, "jobs", o)
+	for _, p := range []string{"a", "b"} {
+		for i := 0; i < 3; i++ {
+			c.Queue("jobs").Partition(p).Push(ctx, []byte(fmt.Sprint(p, i)))
+		}
+	}
+	var mu sync.Mutex
+	var seen []string
+	failed := false
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Queue("jobs").Batch(10).Partitions(2).Each(runCtx, func(_ context.Context, m client.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, string(m.Payload))
+			if string(m.Payload) == "a1" && !failed {
+				failed = true
+				return errors.New("first try fails")
+			}
+			if len(seen) >= 7 { // 6 messages + a1 again, with a2 after it
+				stop()
+			}
+			return nil
+		})
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := strings.Join(seen, ",")
+	// a2 must not be handled before a1 succeeds again.
+	first := strings.Index(got, "a2")
+	retry := strings.LastIndex(got, "a1")
+	if first < retry {
+		t.Fatalf("a2 was handled before a1 came back: %s", got)
+	}
+	if strings.Count(got, "a1") != 2 || !strings.Contains(got, "b2") {
+		t.Fatalf("handled %s", got)
+	}
+}
+
+// TestEachExtendsLeasesOfSlowHandlers: a handler that runs past the lease
+// keeps it (the loop extends it), so its ack is accepted and the message is
+// not handed to a second consumer.
+func TestEachExtendsLeasesOfSlowHandlers(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	o := client.DefaultQueueOptions()
+	o.LeaseTime = 400 * time.Millisecond
+	c.Configure(ctx, "slow", o)
+	c.Queue("slow").Push(ctx, []byte("long job"))
+	var calls atomic.Int32
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Queue("slow").Each(runCtx, func(ctx context.Context, m client.Message) error {
+			calls.Add(1)
+			time.Sleep(1200 * time.Millisecond) // three lease lifetimes
+			return nil
+		})
+	}()
+	// A competing consumer must not get the message while the handler runs.
+	other := dial(t, b)
+	deadline := time.Now().Add(1100 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if m, _ := other.Queue("slow").Pop(ctx); len(m) > 0 {
+			t.Fatalf("the lease ran out under a running handler: another consumer got %q", m[0].Payload)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times", n)
+	}
+	if m, _ := other.Queue("slow").Pop(ctx); len(m) != 0 {
+		t.Fatal("the completed message came back")
+	}
+}
+
+// TestEachGivesBackOnShutdown: when ctx ends mid-batch, the rest of the
+// batch is acked retry and comes back at once, with no retry spent.
+func TestEachGivesBackOnShutdown(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	for i := 0; i < 5; i++ {
+		c.Queue("q").Push(ctx, []byte(fmt.Sprint(i)))
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	err := c.Queue("q").Batch(5).Each(runCtx, func(_ context.Context, m client.Message) error {
+		if string(m.Payload) == "1" {
+			stop()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := c.Queue("q").Batch(10).Pop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range rest {
+		got = append(got, string(m.Payload))
+		if m.RetryCount != 0 {
+			t.Fatalf("giving back spent a retry: %+v", m)
+		}
+	}
+	if strings.Join(got, ",") != "2,3,4" {
+		t.Fatalf("after shutdown the queue holds %v, want 2,3,4", got)
+	}
+}
+
+func TestProducerBatchesOnSizeAndTime(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	p := c.Producer(client.ProducerOptions{BatchSize: 10, Linger: 20 * time.Millisecond})
+	var pend []*client.Pending
+	for i := 0; i < 25; i++ {
+		pend = append(pend, p.Send(client.Item{Queue: "prod", Payload: []byte(fmt.Sprint(i))}))
+	}
+	for i, w := range pend {
+		r, err := w.Wait(ctx)
+		if err != nil || r.Status != client.PushQueued || r.Offset != uint64(i) {
+			t.Fatalf("send %d: %+v %v", i, r, err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := p.Send(client.Item{Queue: "prod"}).Wait(ctx); r.Status == client.PushQueued {
+		t.Fatal("a closed producer sent")
+	}
+	// 25 messages in batches of 10: 3 push requests (10, 10, and 5 by linger).
+	st, _ := c.Stats(ctx)
+	if st.Pushed != 25 {
+		t.Fatalf("pushed %d", st.Pushed)
+	}
+}
+
+// TestConnectionLossFailsPendingCallsAndReconnects: a broker restart fails
+// the parked call with ErrConnLost, and the client reconnects by itself.
+func TestConnectionLossFailsPendingCallsAndReconnects(t *testing.T) {
+	dir := t.TempDir()
+	b, err := startBroker(dir, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, b, client.WithConns(1), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond))
+	ctx := testCtx(t)
+	c.Queue("r").Push(ctx, []byte("before"))
+	parked := make(chan error, 1)
+	go func() {
+		_, err := c.Queue("other").Wait(true).Timeout(10 * time.Second).Pop(ctx)
+		parked <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the poll reach the broker
+	b.stop()
+	select {
+	case err := <-parked:
+		// Shutdown answers parked polls (empty) before closing; either that
+		// or a lost connection is a clear answer.
+		if err != nil && !errors.Is(err, client.ErrConnLost) {
+			t.Fatalf("parked call: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked call never returned")
+	}
+	// While the broker is down, calls wait for a connection within their
+	// context.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Queue("r").Push(short, []byte("x")); err == nil {
+		t.Fatal("push to a stopped broker succeeded")
+	}
+	// The broker comes back on the same address: the client reconnects.
+	b2, err := startBroker(dir, engine.Config{}, b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.stop()
+	m, err := c.Queue("r").Pop(ctx)
+	if err != nil || len(m) != 1 || string(m[0].Payload) != "before" {
+		t.Fatalf("after restart: %+v %v", m, err)
+	}
+}
+
+func TestAckErrorsCarryCodes(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	c.Queue("codes").Push(ctx, []byte("x"))
+	m, _ := c.Queue("codes").Pop(ctx)
+	m[0].LeaseID = client.ID{1}
+	res, err := c.Ack(ctx, m, client.Completed, client.AckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *protocol.Error
+	if !errors.As(res[0].Err, &pe) || pe.Code != protocol.CodeLeaseInvalid {
+		t.Fatalf("forged lease: %v", res[0].Err)
+	}
+	if _, err := c.Queue("").Pop(ctx); !errors.As(err, &pe) || pe.Code != protocol.CodeInvalid {
+		t.Fatalf("empty queue name: %v", err)
+	}
+}
+
+func TestIDRoundTrip(t *testing.T) {
+	id := client.ID{0x01, 0x9a, 0xbc, 0xde, 0xf0, 0x12, 0x70, 0x34, 0x80, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x12}
+	got, err := client.ParseID(id.String())
+	if err != nil || got != id {
+		t.Fatalf("%s -> %v %v", id, got, err)
+	}
+	if _, err := client.ParseID("not-a-uuid"); err == nil {
+		t.Fatal("parsed garbage")
+	}
+	ids := []string{id.String()}
+	sort.Strings(ids)
+}
