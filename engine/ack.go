@@ -27,9 +27,10 @@ func wantStatus(s AckStatus) uint8 {
 // finished reports whether the cursor may pass a message with this state.
 func finished(st uint8) bool { return st == stCompleted || st&stDeadFlag != 0 }
 
-// AckDLQEntry is filed by acks; DLQEntry is what listing returns.
+// DLQEntry is a dead-lettered message as listing returns it.
 type DLQEntry struct {
-	Message    Message // Payload included; LeaseID zero
+	ID         UUID    // the entry's own id: redrive and purge name it
+	Message    Message // Payload included (in clear); LeaseID zero; Group is the group it failed in
 	Error      string
 	RetryCount int
 	FailedAt   int64 // Unix nanoseconds
@@ -283,7 +284,7 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 
 // deadFor builds the dead-letter entry of p's message at off.
 func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errText string) deadEntry {
-	d := deadEntry{off: off, retries: retries, failedAt: now, err: errText}
+	d := deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: errText}
 	if m, err := e.msgAt(p, off); err == nil {
 		d.m = m
 	} else {
@@ -297,20 +298,9 @@ func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
 	if len(dead) == 0 {
 		return
 	}
-	pid := p.id()
 	p.q.dlqMu.Lock()
 	for i := range dead {
-		d := &dead[i]
-		p.q.dlq = append(p.q.dlq, DLQEntry{
-			Message: Message{
-				ID: d.m.id, TransactionID: d.m.txnID(), TraceID: d.m.trace, Payload: d.m.payload,
-				CreatedAt: d.m.ts, Queue: p.q.name, Partition: p.name, PartitionID: pid, Offset: d.off,
-				Group: g.name, RetryCount: d.retries,
-			},
-			Error:      d.err,
-			RetryCount: d.retries,
-			FailedAt:   d.failedAt,
-		})
+		p.q.dlq = append(p.q.dlq, dlqItem{deadEntry: dead[i], p: p, group: g.name})
 	}
 	p.q.dlqMu.Unlock()
 	e.stats.deadLettered.Add(uint64(len(dead)))

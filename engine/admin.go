@@ -68,14 +68,7 @@ func (e *Engine) journalPartition(p *partition) error {
 	if p.next > 0 {
 		return nil
 	}
-	b := []byte{recPush}
-	b = appendU64(b, p.q.id)
-	b = appendUvarint(b, p.seq)
-	b = appendStr(b, p.name)
-	b = appendUvarint(b, 0)
-	b = appendVarint(b, 0)
-	b = appendUvarint(b, 0)
-	_, err := e.append(b, nil)
+	_, err := e.append(appendPushHeader(nil, recPush, p, 0, 0, 0, "", 0), nil)
 	return err
 }
 

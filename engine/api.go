@@ -13,6 +13,9 @@ type PushItem struct {
 	TransactionID string // the producer's id; "" means the message id
 	TraceID       string
 	Payload       []byte // copied by Push; the caller may reuse it after Push returns
+	// ProducerSub is the authenticated subject of the producer (the HTTP
+	// bridge's JWT sub), stored with the message; "" for none.
+	ProducerSub string
 }
 
 // PushStatus is the outcome of one PushItem.
@@ -104,7 +107,8 @@ type Message struct {
 	LeaseID       UUID // zero for autoAck pops
 	LeaseExpires  int64
 	Group         string
-	RetryCount    int // failed acks this message has had in this group
+	RetryCount    int    // failed acks this message has had in this group
+	ProducerSub   string // the producer's authenticated subject, if any
 }
 
 // AckStatus is one of the four answers to a delivered message.

@@ -188,11 +188,11 @@ func (e *Engine) ScanMessages(queueName, partName string, since, until int64, fn
 			return err
 		}
 		for i := range buf {
-			m := &buf[i]
-			out := Message{
-				ID: m.id, TransactionID: m.txnID(), TraceID: m.trace, Payload: m.payload, CreatedAt: m.ts,
-				Queue: q.name, Partition: p.name, PartitionID: pid, Offset: from + uint64(i),
+			out, err := e.message(p, from+uint64(i), &buf[i])
+			if err != nil {
+				return err
 			}
+			out.PartitionID = pid
 			if !fn(&out) {
 				return nil
 			}
@@ -229,10 +229,7 @@ func (e *Engine) FindMessage(partitionID UUID, txn string) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	return Message{
-		ID: m.id, TransactionID: m.txnID(), TraceID: m.trace, Payload: m.payload, CreatedAt: m.ts,
-		Queue: p.q.name, Partition: p.name, PartitionID: p.id(), Offset: off,
-	}, nil
+	return e.message(p, off, &m)
 }
 
 // findByID looks for a message by its UUIDv7 id. The id's millisecond

@@ -117,7 +117,7 @@ func (e *Engine) msgsRange(p *partition, from, to uint64, dst []msg) ([]msg, err
 		if err != nil {
 			return dst, err
 		}
-		mem := cached{buf: pr.buf, refs: pr.refs}
+		mem := cached{buf: pr.buf, refs: pr.refs, flags: pr.flags &^ flagSub, sub: pr.sub}
 		for ; off < end; off++ {
 			i := int(off - c.first)
 			if i >= len(mem.refs) {

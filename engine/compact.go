@@ -92,7 +92,10 @@ func (e *Engine) moveChunk(lc liveChunk) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("engine: compaction: %w", err)
 	}
-	pos, err := e.append(encodePush(recMove, p, c.first, c.ts, ms), nil)
+	if len(ms) == 0 {
+		return false, nil
+	}
+	pos, err := e.append(encodePush(recMove, p, c.first, c.ts, ms[0].flags, ms[0].sub, ms), nil)
 	if err != nil {
 		return false, err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto/cipher"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -42,6 +43,9 @@ type Config struct {
 	// recovery replays little and old journal segments can go. Default
 	// 256 MiB; negative disables automatic snapshots.
 	SnapshotEveryBytes int64
+	// EncryptionKey (32 bytes) seals the payloads of queues with
+	// encryptionEnabled (AES-256-GCM). Without it such queues refuse pushes.
+	EncryptionKey []byte
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -118,6 +122,7 @@ type Engine struct {
 	stop       chan struct{}
 	wg         sync.WaitGroup
 	stats      counters
+	aead       cipher.AEAD // nil without Config.EncryptionKey
 }
 
 type counters struct {
@@ -143,6 +148,13 @@ func New(cfg Config, j Journal) (*Engine, error) {
 		queues:   make(map[string]*queue),
 		queuesID: make(map[uint64]*queue),
 		stop:     make(chan struct{}),
+	}
+	if cfg.EncryptionKey != nil {
+		aead, err := newAEAD(cfg.EncryptionKey)
+		if err != nil {
+			return nil, err
+		}
+		e.aead = aead
 	}
 	now := e.clock.Now()
 	for i := range e.stripes {

@@ -51,19 +51,36 @@ func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
 		q.dlqMu.Lock()
 		for i := range q.dlq {
 			d := &q.dlq[i]
-			if (f.Group != "" && d.Message.Group != f.Group) ||
-				(f.Partition != "" && d.Message.Partition != f.Partition) ||
-				(from != 0 && d.FailedAt < from) || (to != 0 && d.FailedAt > to) {
+			if !f.match(d, from, to) {
 				continue
 			}
 			if total >= f.Offset && len(out) < f.Limit {
-				out = append(out, *d)
+				out = append(out, e.dlqEntry(d))
 			}
 			total++
 		}
 		q.dlqMu.Unlock()
 	}
 	return out, total, nil
+}
+
+func (f *DLQFilter) match(d *dlqItem, from, to int64) bool {
+	return (f.Group == "" || d.group == f.Group) &&
+		(f.Partition == "" || d.p.name == f.Partition) &&
+		(from == 0 || d.failedAt >= from) && (to == 0 || d.failedAt <= to)
+}
+
+// dlqEntry is the listed form of a dead-letter entry (payload opened).
+func (e *Engine) dlqEntry(d *dlqItem) DLQEntry {
+	m, err := e.message(d.p, d.off, &d.m)
+	if err != nil {
+		// Listed, with the reason in place of a payload nobody can read.
+		m = Message{ID: d.m.id, TransactionID: d.m.txnID(), TraceID: d.m.trace, CreatedAt: d.m.ts,
+			Queue: d.p.q.name, Partition: d.p.name, PartitionID: d.p.id(), Offset: d.off, ProducerSub: d.m.sub}
+		e.log.Error("dead-letter entry: payload unreadable", "queue", d.p.q.name, "entry", d.id, "err", err)
+	}
+	m.Group, m.RetryCount = d.group, d.retries
+	return DLQEntry{ID: d.id, Message: m, Error: d.err, RetryCount: d.retries, FailedAt: d.failedAt}
 }
 
 // GroupCursor is a consumer group's position on one partition.
@@ -204,4 +221,10 @@ func (e *Engine) Stats() Stats {
 		DeadLettered: e.stats.deadLettered.Load(),
 		CacheBytes:   e.cacheBytes.Load(),
 	}
+}
+
+// QueueEncrypted reports whether the named queue seals its payloads at rest.
+func (e *Engine) QueueEncrypted(name string) bool {
+	q := e.queue(name)
+	return q != nil && q.options().EncryptionEnabled
 }

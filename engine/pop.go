@@ -244,7 +244,18 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		e.log.Error("pop: cannot read messages", "queue", p.q.name, "partition", p.name, "err", err)
 		return out, err
 	}
-	pid := p.id()
+	// Open every payload before anything changes: a message that does not
+	// open (a key that changed) is never delivered, and the pop fails.
+	start := len(out)
+	for i := range ms {
+		msg, err := e.message(p, from+uint64(i), &ms[i])
+		if err != nil {
+			e.log.Error("pop: cannot open a message", "queue", p.q.name, "partition", p.name, "err", err)
+			return out[:start], err
+		}
+		msg.Group = c.g.name
+		out = append(out, msg)
+	}
 	var l *lease
 	a := pg.act
 	if c.req.AutoAck {
@@ -253,7 +264,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 			a.dropRetriesBelow(to)
 		}
 		if _, err := e.appendHeld(e.effectRecord(p, c.g, pg, nil), pend); err != nil {
-			return out, err
+			return out[:start], err
 		}
 	} else {
 		a = e.active(p, c.g, pg)
@@ -263,20 +274,8 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		p.st().wheel.schedule(&l.timer, l.expires, l)
 		set.leases = append(set.leases, l)
 	}
-	for i := range ms {
-		m := &ms[i]
-		msg := Message{
-			ID:            m.id,
-			TransactionID: m.txnID(),
-			TraceID:       m.trace,
-			Payload:       m.payload,
-			CreatedAt:     m.ts,
-			Queue:         p.q.name,
-			Partition:     p.name,
-			PartitionID:   pid,
-			Offset:        from + uint64(i),
-			Group:         c.g.name,
-		}
+	for i := start; i < len(out); i++ {
+		msg := &out[i]
 		if l != nil {
 			msg.LeaseID = l.id
 			msg.LeaseExpires = l.expires
@@ -284,7 +283,6 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		if a != nil {
 			msg.RetryCount = int(a.retryCount(msg.Offset))
 		}
-		out = append(out, msg)
 	}
 	if c.req.AutoAck {
 		relax(pg)

@@ -31,7 +31,7 @@ func (e *Engine) PushAsync(items []PushItem, res []PushResult, done func(error))
 	})
 	for i := 0; i < len(items); {
 		j := i + 1
-		for j < len(items) && items[j].Queue == items[i].Queue && items[j].Partition == items[i].Partition {
+		for j < len(items) && items[j].Queue == items[i].Queue && items[j].Partition == items[i].Partition && items[j].ProducerSub == items[i].ProducerSub {
 			j++
 		}
 		if t, ok := e.pushRun(items[i:j], res[i:j], pend); ok {
@@ -68,9 +68,9 @@ func (e *Engine) failRun(res []PushResult, err error) {
 	}
 }
 
-// pushRun stores items that share a queue and partition as one journal
-// record, appended under the partition's stripe lock so that journal order is
-// offset order.
+// pushRun stores items that share a queue, a partition and a producer as
+// one journal record, appended under the partition's stripe lock so that
+// journal order is offset order.
 func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pushTouch, bool) {
 	q, err := e.queueOrCreate(items[0].Queue)
 	if err != nil {
@@ -84,6 +84,19 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	p, _, err := e.partitionOrCreate(q, pname)
 	if err != nil {
 		e.failRun(res, err)
+		return pushTouch{}, false
+	}
+	var flags uint8
+	if q.options().EncryptionEnabled {
+		if e.aead == nil {
+			e.failRun(res, fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
+			return pushTouch{}, false
+		}
+		flags |= flagEncrypted
+	}
+	sub := items[0].ProducerSub
+	if len(sub) > MaxNameBytes {
+		e.failRun(res, fmt.Errorf("%w: producer subject longer than %d bytes", ErrInvalid, MaxNameBytes))
 		return pushTouch{}, false
 	}
 	pid := p.id()
@@ -103,7 +116,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	now := e.clock.Now()
 	// Pass 1: decide each item and size the record.
 	n := 0
-	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 10
+	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 10
 	var ids []UUID
 	for i := range items {
 		it := &items[i]
@@ -135,7 +148,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		id := e.ids.next(now)
 		ids = append(ids, id)
 		r.Status, r.MessageID, r.Offset = Queued, id, first+uint64(n)
-		size += 16 + 3 + 10 + len(it.TransactionID) + len(it.TraceID) + len(it.Payload)
+		size += 16 + 3 + 10 + len(it.TransactionID) + len(it.TraceID) + len(it.Payload) + sealOverhead
 		n++
 	}
 	if n == 0 {
@@ -143,13 +156,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	}
 	// Pass 2: encode the record; the cache keeps it and points into it.
 	b := make([]byte, 0, size)
-	b = append(b, recPush)
-	b = appendU64(b, q.id)
-	b = appendUvarint(b, p.seq)
-	b = appendStr(b, p.name)
-	b = appendUvarint(b, first)
-	b = appendVarint(b, ts)
-	b = appendUvarint(b, uint64(n))
+	b = appendPushHeader(b, recPush, p, first, ts, flags, sub, n)
 	refs := make([]msgRef, n)
 	k := 0
 	for i := range items {
@@ -165,8 +172,15 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		m.txn, m.txnLen = uint32(len(b)-len(it.TransactionID)), uint8(len(it.TransactionID))
 		b = appendStr(b, it.TraceID)
 		m.trace, m.traceLen = uint32(len(b)-len(it.TraceID)), uint8(len(it.TraceID))
-		b = appendBytes(b, it.Payload)
-		m.pay, m.payLen = uint32(len(b)-len(it.Payload)), uint32(len(it.Payload))
+		if flags&flagEncrypted != 0 {
+			b = appendUvarint(b, uint64(len(it.Payload)+sealOverhead))
+			at := len(b)
+			b = e.appendSealed(b, it.Payload)
+			m.pay, m.payLen = uint32(at), uint32(len(b)-at)
+		} else {
+			b = appendBytes(b, it.Payload)
+			m.pay, m.payLen = uint32(len(b)-len(it.Payload)), uint32(len(it.Payload))
+		}
 	}
 	pos, err := e.appendHeld(b, pend)
 	if err != nil {
@@ -177,7 +191,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		}
 		return pushTouch{}, false
 	}
-	e.applyPushMem(p, pos, first, ts, b, refs, false)
+	e.applyPushMem(p, pos, first, ts, b, refs, flags, sub, false)
 	e.stats.pushed.Add(uint64(n))
 	return pushTouch{p: p, end: p.next}, true
 }
@@ -195,11 +209,11 @@ func (e *Engine) appendHeld(rec []byte, pend *pending) (uint64, error) {
 // applyPushMem adds messages [first, first+len(refs)) to p: a chunk in the
 // index, held in memory, and (on replay) the dedup index. Caller holds p's
 // stripe.
-func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, buf []byte, refs []msgRef, replay bool) {
+func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, buf []byte, refs []msgRef, flags uint8, sub string, replay bool) {
 	if len(refs) == 0 {
 		return
 	}
-	mem := &cached{buf: buf, refs: refs, cost: int64(cap(buf) + 48*len(refs) + 64)}
+	mem := &cached{buf: buf, refs: refs, cost: int64(cap(buf) + 48*len(refs) + 64), flags: flags &^ flagSub, sub: sub}
 	if replay {
 		for i := range refs {
 			if r := &refs[i]; r.txnLen > 0 {

@@ -11,12 +11,14 @@ import "time"
 //	record       = kind u8 | body
 //	queue   (1)  = id u64 | name str | created varint | options
 //	queueDel(2)  = id u64
-//	push    (3)  = queueID u64 | seq uvarint | partition str | first uvarint | ts varint | n uvarint | n × message
+//	push    (3)  = queueID u64 | seq uvarint | partition str | first uvarint | ts varint
+//	               | flags u8 | [sub str, when flags has 2] | n uvarint | n × message
 //	  message    = id [16] | transactionId str | traceId str | payload bytes
+//	  flags      = 1: payloads sealed (AES-256-GCM: nonce 12 | ciphertext | tag 16); 2: a producer subject
 //	effect  (4)  = queueID u64 | seq uvarint | group str | cursor uvarint | blockedUntil varint
 //	               | n uvarint | n × (offset uvarint | retries uvarint) | m uvarint | m × dead
-//	  dead       = offset uvarint | retries uvarint | failedAt varint | error str
-//	               | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
+//	  dead       = entry id [16] | offset uvarint | retries uvarint | failedAt varint | error str
+//	               | flags u8 | [sub str] | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
 //	group   (5)  = queueID u64 | name str | mode u8 | from varint | created varint
 //	groupDel(6)  = queueID u64 | name str
 //	txn     (7)  = n uvarint | n × bytes (each a push or effect record)
@@ -127,24 +129,21 @@ type pushRecord struct {
 	part    string
 	first   uint64
 	ts      int64
+	flags   uint8
+	sub     string
 	buf     []byte
 	refs    []msgRef
 }
 
-// encodePush encodes msgs as a push (or move) record of p from offset first.
-func encodePush(kind byte, p *partition, first uint64, ts int64, msgs []msg) []byte {
-	size := 40 + len(p.name)
+// encodePush encodes msgs, stored payloads (sealed or not, per flags), as a
+// push (or move) record of p from offset first.
+func encodePush(kind byte, p *partition, first uint64, ts int64, flags uint8, sub string, msgs []msg) []byte {
+	size := 48 + len(p.name) + len(sub)
 	for i := range msgs {
 		size += 16 + 12 + len(msgs[i].txn) + len(msgs[i].trace) + len(msgs[i].payload)
 	}
 	b := make([]byte, 0, size)
-	b = append(b, kind)
-	b = appendU64(b, p.q.id)
-	b = appendUvarint(b, p.seq)
-	b = appendStr(b, p.name)
-	b = appendUvarint(b, first)
-	b = appendVarint(b, ts)
-	b = appendUvarint(b, uint64(len(msgs)))
+	b = appendPushHeader(b, kind, p, first, ts, flags, sub, len(msgs))
 	for k := range msgs {
 		m := &msgs[k]
 		b = append(b, m.id[:]...)
@@ -153,6 +152,25 @@ func encodePush(kind byte, p *partition, first uint64, ts int64, msgs []msg) []b
 		b = appendBytes(b, m.payload)
 	}
 	return b
+}
+
+func appendPushHeader(b []byte, kind byte, p *partition, first uint64, ts int64, flags uint8, sub string, n int) []byte {
+	b = append(b, kind)
+	b = appendU64(b, p.q.id)
+	b = appendUvarint(b, p.seq)
+	b = appendStr(b, p.name)
+	b = appendUvarint(b, first)
+	b = appendVarint(b, ts)
+	if sub != "" {
+		flags |= flagSub
+	} else {
+		flags &^= flagSub
+	}
+	b = append(b, flags)
+	if sub != "" {
+		b = appendStr(b, sub)
+	}
+	return appendUvarint(b, uint64(n))
 }
 
 // readPush decodes a push record body from r, whose input is a suffix of rec
@@ -165,6 +183,10 @@ func readPush(r *reader, rec []byte) pushRecord {
 	p.part = r.strRef()
 	p.first = r.uvarint()
 	p.ts = r.varint()
+	p.flags = r.u8()
+	if p.flags&flagSub != 0 {
+		p.sub = r.strRef()
+	}
 	n := r.count(19)
 	if n > 0 {
 		p.refs = make([]msgRef, 0, n)
@@ -207,6 +229,7 @@ type retryCount struct {
 // deadEntry is a dead-letter entry as journaled: self-contained, so that
 // retention of the original message does not lose it.
 type deadEntry struct {
+	id       UUID // the entry's own id (redrive and purge name it)
 	off      uint64
 	retries  int
 	failedAt int64
@@ -234,10 +257,19 @@ func appendEffect(b []byte, e *effect) []byte {
 }
 
 func appendDead(b []byte, d *deadEntry) []byte {
+	b = append(b, d.id[:]...)
 	b = appendUvarint(b, d.off)
 	b = appendUvarint(b, uint64(d.retries))
 	b = appendVarint(b, d.failedAt)
 	b = appendStr(b, d.err)
+	flags := d.m.flags &^ flagSub
+	if d.m.sub != "" {
+		flags |= flagSub
+	}
+	b = append(b, flags)
+	if d.m.sub != "" {
+		b = appendStr(b, d.m.sub)
+	}
 	b = append(b, d.m.id[:]...)
 	b = appendStr(b, d.m.txn)
 	b = appendStr(b, d.m.trace)
@@ -247,10 +279,15 @@ func appendDead(b []byte, d *deadEntry) []byte {
 
 func readDead(r *reader) deadEntry {
 	var d deadEntry
+	d.id = r.uuid()
 	d.off = r.uvarint()
 	d.retries = int(r.uvarint())
 	d.failedAt = r.varint()
 	d.err = r.str()
+	d.m.flags = r.u8()
+	if d.m.flags&flagSub != 0 {
+		d.m.sub = r.str()
+	}
 	d.m.id = r.uuid()
 	d.m.txn = r.str()
 	d.m.trace = r.str()
@@ -275,7 +312,7 @@ func readEffect(r *reader) effect {
 		off := r.uvarint()
 		e.retries = append(e.retries, retryCount{off: off, n: uint32(r.uvarint())})
 	}
-	m := r.count(24)
+	m := r.count(41)
 	for i := 0; i < m && r.err == nil; i++ {
 		e.dead = append(e.dead, readDead(r))
 	}

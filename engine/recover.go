@@ -164,7 +164,7 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	case pr.first > p.next:
 		return fmt.Errorf("%w: %s/%s jumps from offset %d to %d", errCorruptRecord, q.name, p.name, p.next, pr.first)
 	}
-	e.applyPushMem(p, pos, pr.first, pr.ts, pr.buf, pr.refs, true)
+	e.applyPushMem(p, pos, pr.first, pr.ts, pr.buf, pr.refs, pr.flags, pr.sub, true)
 	return nil
 }
 

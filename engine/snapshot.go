@@ -176,19 +176,9 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 		b = appendUvarint(b, uint64(len(q.dlq)))
 		for i := range q.dlq {
 			d := &q.dlq[i]
-			var seq uint64
-			if _, s, ok := splitPartitionID(d.Message.PartitionID); ok {
-				seq = s
-			}
-			b = appendUvarint(b, seq)
-			b = appendStr(b, d.Message.Group)
-			txn := d.Message.TransactionID
-			if txn == d.Message.ID.String() {
-				txn = ""
-			}
-			de := deadEntry{off: d.Message.Offset, retries: d.RetryCount, failedAt: d.FailedAt, err: d.Error,
-				m: msg{id: d.Message.ID, ts: d.Message.CreatedAt, txn: txn, trace: d.Message.TraceID, payload: d.Message.Payload}}
-			b = appendDead(b, &de)
+			b = appendUvarint(b, d.p.seq)
+			b = appendStr(b, d.group)
+			b = appendDead(b, &d.deadEntry)
 		}
 		q.dlqMu.Unlock()
 	}

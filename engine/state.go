@@ -21,7 +21,7 @@ type queue struct {
 	groups atomic.Pointer[[]*group] // copy on write; index = group.idx; nil = deleted
 
 	dlqMu sync.Mutex
-	dlq   []DLQEntry
+	dlq   []dlqItem
 }
 
 func (q *queue) options() *QueueOptions { return q.opts.Load() }
@@ -31,6 +31,15 @@ func (q *queue) groupList() []*group {
 		return *p
 	}
 	return nil
+}
+
+// dlqItem is a dead-letter entry as the engine keeps it: the message as
+// stored (its payload still sealed when the queue encrypts), its partition
+// and its group.
+type dlqItem struct {
+	deadEntry
+	p     *partition
+	group string
 }
 
 // partition is an ordered lane of a queue. Everything in it is guarded by its
@@ -67,9 +76,11 @@ type chunk struct {
 // message, where its fields are in it. The refs hold no pointers, so the
 // garbage collector does not scan them.
 type cached struct {
-	buf  []byte
-	refs []msgRef
-	cost int64
+	buf   []byte
+	refs  []msgRef
+	cost  int64
+	flags uint8  // record flags: payloads encrypted
+	sub   string // the producer's authenticated subject, if any
 }
 
 type msgRef struct {
@@ -84,6 +95,8 @@ func (c *cached) msg(i int, ts int64) msg {
 	return msg{
 		id:      r.id,
 		ts:      ts,
+		flags:   c.flags,
+		sub:     c.sub,
 		txn:     unsafeString(c.buf[r.txn : r.txn+uint32(r.txnLen)]),
 		trace:   unsafeString(c.buf[r.trace : r.trace+uint32(r.traceLen)]),
 		payload: c.buf[r.pay : r.pay+r.payLen : r.pay+r.payLen],
@@ -97,8 +110,16 @@ type msg struct {
 	ts      int64
 	txn     string // "" means the id
 	trace   string
-	payload []byte
+	payload []byte // as stored: sealed when flags has flagEncrypted
+	flags   uint8
+	sub     string
 }
+
+// Push record flags.
+const (
+	flagEncrypted uint8 = 1 << iota // payloads are AES-256-GCM sealed: nonce | ciphertext | tag
+	flagSub                         // a producer subject follows the flags
+)
 
 func (m *msg) txnID() string {
 	if m.txn != "" {

@@ -94,9 +94,15 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 		if len(it.TransactionID) > MaxNameBytes || len(it.TraceID) > MaxNameBytes {
 			return fail(fmt.Errorf("%w: transactionId and traceId are limited to %d bytes", ErrInvalid, MaxNameBytes))
 		}
+		if it.ProducerSub != pushes[0].ProducerSub {
+			return fail(fmt.Errorf("%w: one transaction's pushes must share one producer subject", ErrInvalid))
+		}
 		q, err := e.queueOrCreate(it.Queue)
 		if err != nil {
 			return fail(err)
+		}
+		if q.options().EncryptionEnabled && e.aead == nil {
+			return fail(fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
 		}
 		name := it.Partition
 		if name == "" {
@@ -179,6 +185,8 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		msgs  []msg
 		items []*PushItem
 		ts    int64
+		flags uint8
+		sub   string
 	}
 	var secs []*section
 	byP := map[*partition]*section{}
@@ -192,7 +200,10 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 				ts = p.lastTS + 1
 				e.observeStamp(ts)
 			}
-			s = &section{p: p, first: p.next, ts: ts}
+			s = &section{p: p, first: p.next, ts: ts, sub: it.ProducerSub}
+			if p.q.options().EncryptionEnabled {
+				s.flags = flagEncrypted
+			}
 			byP[p] = s
 			secs = append(secs, s)
 		}
@@ -215,7 +226,11 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		}
 		id := e.ids.next(now)
 		r.Status, r.MessageID, r.Offset = Queued, id, s.first+uint64(len(s.msgs))
-		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: it.Payload})
+		pl := it.Payload
+		if s.flags&flagEncrypted != 0 {
+			pl = e.appendSealed(nil, pl)
+		}
+		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: pl})
 		s.items = append(s.items, it)
 	}
 	// Encode: effects, then push sections.
@@ -227,7 +242,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		if len(s.msgs) == 0 {
 			continue
 		}
-		subs = append(subs, encodePush(recPush, s.p, s.first, s.ts, s.msgs))
+		subs = append(subs, encodePush(recPush, s.p, s.first, s.ts, s.flags, s.sub, s.msgs))
 	}
 	rec := []byte{recTxn}
 	rec = appendUvarint(rec, uint64(len(subs)))
@@ -266,7 +281,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 				s = x
 			}
 		}
-		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.buf, prec.refs, false)
+		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.buf, prec.refs, prec.flags, prec.sub, false)
 		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
 		e.stats.pushed.Add(uint64(len(prec.refs)))
 	}

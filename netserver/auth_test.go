@@ -88,7 +88,8 @@ func TestHTTPAuthHS256(t *testing.T) {
 	expect(tok("read-only"), "GET", "/api/v1/resources/queues", nil, 200, "")
 	expect(tok("nobody"), "GET", "/api/v1/resources/queues", nil, 403, "")
 	expect(tok("read-write"), "POST", "/api/v1/push", push, 201, "")
-	expect(tok("read-write"), "GET", "/api/v1/pop/queue/secure", nil, 200, `"producerSub":null`)
+	// The token's sub is stamped on the message; the body's producerSub is ignored.
+	expect(tok("read-write"), "GET", "/api/v1/pop/queue/secure", nil, 200, `"producerSub":"svc-read-write"`)
 	expect(tok("read-write"), "DELETE", "/api/v1/resources/queues/secure", nil, 403, "")
 	expect(tok("read-write"), "POST", "/api/v1/system/maintenance/pop", obj{"enabled": false}, 403, "")
 	expect(tok("", "roles", []string{"read-only", "admin"}), "DELETE", "/api/v1/resources/queues/secure", nil, 200, "")

@@ -180,7 +180,7 @@ func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
 			"namespace": f.v.Options.Namespace, "task": f.v.Options.Task,
 			"status": f.st.status, "queueStatus": f.st.queueStatus,
 			"busStatus": map[string]any{"consumedBy": f.st.consumedBy, "totalGroups": f.st.totalGroups},
-			"traceId":   strOrNil(f.m.TraceID), "producerSub": nil, "queuePriority": f.v.Options.Priority,
+			"traceId":   strOrNil(f.m.TraceID), "producerSub": strOrNil(f.m.ProducerSub), "queuePriority": f.v.Options.Priority,
 			"createdAt": fmtTime(f.m.CreatedAt), "leaseExpiresAt": timePtr(f.st.leaseExpires),
 		}
 	}
@@ -269,7 +269,7 @@ func (s *HTTPServer) handleMessage(w http.ResponseWriter, r *http.Request) {
 		"id": m.ID.String(), "transactionId": m.TransactionID, "partitionId": m.PartitionID.String(),
 		"queuePath": m.Queue + "/" + m.Partition, "queue": m.Queue, "partition": m.Partition,
 		"namespace": o.Namespace, "task": o.Task, "status": st.status,
-		"payload": rawPayload(m.Payload), "isEncrypted": false, "traceId": strOrNil(m.TraceID), "producerSub": nil,
+		"payload": rawPayload(m.Payload), "isEncrypted": s.e.QueueEncrypted(m.Queue), "traceId": strOrNil(m.TraceID), "producerSub": strOrNil(m.ProducerSub),
 		"createdAt": fmtTime(m.CreatedAt), "errorMessage": errMsg, "retryCount": retries,
 		"leaseExpiresAt": timePtr(st.leaseExpires),
 		"queueConfig": map[string]any{"leaseTime": o.LeaseTime.Seconds(), "retryLimit": o.RetryLimit,

@@ -178,7 +178,7 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message) []byte {
 		m := &msgs[i]
 		if i == 0 || m.PartitionID != msgs[i-1].PartitionID || m.LeaseID != msgs[i-1].LeaseID {
 			tail = tailBuf[:0]
-			tail = append(tail, `,"producerSub":null,"partitionId":`...)
+			tail = append(tail, `,"partitionId":`...)
 			tail = appendUUID(tail, m.PartitionID)
 			tail = append(tail, `,"partition":`...)
 			tail = appendString(tail, m.Partition)
@@ -204,6 +204,8 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message) []byte {
 		b = appendTime(b, m.CreatedAt)
 		b = append(b, `,"retryCount":`...)
 		b = appendInt(b, int64(m.RetryCount))
+		b = append(b, `,"producerSub":`...)
+		b = appendStringOrNull(b, m.ProducerSub)
 		b = append(b, tail...)
 		b = append(b, '}')
 	}

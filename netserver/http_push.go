@@ -64,6 +64,7 @@ func (s *HTTPServer) handlePush(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
+	stampProducer(r, c.items)
 	if cap(c.res) < len(c.items) {
 		c.res = make([]engine.PushResult, len(c.items))
 	}
@@ -77,6 +78,16 @@ func (s *HTTPServer) handlePush(w http.ResponseWriter, r *http.Request) {
 	defer putBuf(out)
 	*out = appendPushResults(*out, c.items, c.res)
 	writeJSON(w, http.StatusCreated, *out)
+}
+
+// stampProducer writes the token's subject into every item when auth is on;
+// a producerSub in the body is never taken (parsePushItem skips it).
+func stampProducer(r *http.Request, items []engine.PushItem) {
+	if c := ClaimsFrom(r.Context()); c != nil {
+		for i := range items {
+			items[i].ProducerSub = c.Subject
+		}
+	}
 }
 
 // parsePushItems reads {"items":[...]} into items (reused). Strings and
@@ -167,8 +178,8 @@ func parsePushItem(r *jsonReader, it *engine.PushItem, names *interner) error {
 				r.skip()
 			}
 		default:
-			// producerSub and anything else: ignored (see the report on
-			// producerSub stamping).
+			// producerSub (stamped from the token, never taken from the
+			// body) and anything else: ignored.
 			r.skip()
 		}
 	}

@@ -175,6 +175,7 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		err error
 	}
 	ch := make(chan answer, 1)
+	stampProducer(r, pushes)
 	s.e.TransactionAsync(acks, pushes, func(r engine.TxnResult, err error) { ch <- answer{r, err} })
 	a := <-ch
 	if a.err != nil {
