@@ -135,20 +135,11 @@ func relax(pg *pgState) {
 	}
 }
 
-// deliverable reports whether g can be handed messages of p now.
-func (p *partition) deliverable(pg *pgState) bool {
-	if pg.cursor >= p.durable {
-		return false
-	}
-	a := pg.act
-	return a == nil || (a.lease == nil && a.blockedUntil == 0)
-}
-
 // notify tells g that p may have become deliverable: it joins g's ready list
 // and a parked pop that wants it is woken (appended to wakes, to be run once
 // every lock is released). Caller holds p's stripe.
 func (e *Engine) notify(p *partition, g *group, pg *pgState, wakes *[]*waiter) {
-	if !p.deliverable(pg) {
+	if !e.deliverable(p, pg) {
 		relax(pg)
 		return
 	}

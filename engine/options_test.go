@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 var testKey = bytes.Repeat([]byte{0x42}, 32)
@@ -85,4 +86,49 @@ func TestProducerSubIsKeptWithTheMessage(t *testing.T) {
 	if len(msgs) != 2 || msgs[0].ProducerSub != "svc-orders" || msgs[1].ProducerSub != "" {
 		t.Fatalf("subjects: %+v", msgs)
 	}
+}
+
+// TestDelayedProcessing: a message is not delivered before createdAt +
+// delay, and the messages after it wait behind it (order holds); a parked
+// poll is woken when the delay passes, by the partition's timer.
+func TestDelayedProcessing(t *testing.T) {
+	f := newFixture(t)
+	f.configure("later", func(o *QueueOptions) { o.DelayedProcessing = 10 * time.Second })
+	f.push("later", "", "first")
+	f.clock.Advance(4 * time.Second)
+	f.push("later", "", "second")
+	if got := f.pop(PopRequest{Queue: "later", Batch: 5}); len(got) != 0 {
+		t.Fatalf("delivered before the delay: %s", payloads(got))
+	}
+	ch := make(chan []Message, 1)
+	f.e.PopAsync(PopRequest{Queue: "later", Batch: 5, Wait: true, Timeout: time.Minute}, func(m []Message, err error) { ch <- m })
+	f.advance(5 * time.Second) // 9 s after the first
+	select {
+	case m := <-ch:
+		t.Fatalf("woken before the delay: %s", payloads(m))
+	default:
+	}
+	f.advance(1100 * time.Millisecond) // 10.1 s: the first is visible, the second not yet
+	select {
+	case m := <-ch:
+		wantPayloads(t, m, "first")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the partition's timer did not wake the parked poll")
+	}
+}
+
+// TestWindowBuffer: a partition is served only once its newest message is
+// windowBuffer old, so a burst comes out as one batch.
+func TestWindowBuffer(t *testing.T) {
+	f := newFixture(t)
+	f.configure("burst", func(o *QueueOptions) { o.WindowBuffer = 2 * time.Second })
+	f.push("burst", "", "a")
+	f.advance(1500 * time.Millisecond)
+	f.push("burst", "", "b")
+	f.advance(1500 * time.Millisecond) // a is 3 s old, b only 1.5 s
+	if got := f.pop(PopRequest{Queue: "burst", Batch: 10}); len(got) != 0 {
+		t.Fatalf("served inside the window: %s", payloads(got))
+	}
+	f.advance(600 * time.Millisecond)
+	wantPayloads(t, f.pop(PopRequest{Queue: "burst", Batch: 10}), "a,b")
 }

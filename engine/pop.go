@@ -188,7 +188,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	if c.req.Partition != "" {
 		if p := c.q.partition(c.req.Partition); p != nil {
 			p.st().mu.Lock()
-			if pg := e.pgFor(p, c.g); p.deliverable(pg) {
+			if pg := e.pgFor(p, c.g); e.deliverable(p, pg) {
 				take(p, pg)
 			}
 			p.st().mu.Unlock()
@@ -206,7 +206,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			if a.g.idx < len(p.groups) && p.groups[a.g.idx].act == a {
 				pg := &p.groups[a.g.idx]
 				a.inReady = false
-				if p.deliverable(pg) {
+				if e.deliverable(p, pg) {
 					take(p, pg)
 					parts++
 				} else {
@@ -234,7 +234,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 // checked that p is deliverable.
 func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *leaseSet, pend *pending, out []Message, wakes *[]*waiter) ([]Message, error) {
 	from := pg.cursor
-	to := p.durable
+	to, _ := e.visibleEnd(p)
 	if want := uint64(c.req.Batch - len(out)); to-from > want {
 		to = from + want
 	}

@@ -53,6 +53,7 @@ type partition struct {
 	lastTS  int64  // createdAt of the newest message (timestamps increase)
 	chunks  []chunk
 	memLo   int32             // chunks before this index have no messages in memory
+	tm      *ptimer           // delayedProcessing and windowBuffer: wakes the groups; nil until needed
 	groups  []pgState         // by group.idx
 	dedup   map[string]uint64 // producer transactionId -> offset; nil until one is seen
 }
