@@ -165,6 +165,7 @@ func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int
 		}
 		_, err := e.appendHeld(e.effectRecord(p, g, pg, nil), pend)
 		e.notify(p, g, pg, &wakes)
+		e.shrinkTail(p, false)
 		p.st().mu.Unlock()
 		if err != nil {
 			pend.finish()

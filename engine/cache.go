@@ -60,6 +60,7 @@ func (e *Engine) shrinkTail(p *partition, pressure bool) {
 		}
 	}
 	p.memLo = int32(i)
+	e.refreshDepth(p)
 }
 
 func (e *Engine) dropChunk(c *chunk) {

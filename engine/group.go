@@ -51,6 +51,7 @@ func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) 
 		}
 		p.st().mu.Lock()
 		e.notify(p, g, e.pgFor(p, g), &wakes)
+		e.refreshDepth(p)
 		p.st().mu.Unlock()
 	}
 	e.wake(wakes)
@@ -237,6 +238,7 @@ func (e *Engine) clearGroupState(g *group, parts []*partition) {
 			}
 			*pg = pgState{cursor: noCursor}
 		}
+		e.refreshDepth(p)
 		p.st().mu.Unlock()
 	}
 }

@@ -132,3 +132,49 @@ func TestWindowBuffer(t *testing.T) {
 	f.advance(600 * time.Millisecond)
 	wantPayloads(t, f.pop(PopRequest{Queue: "burst", Batch: 10}), "a,b")
 }
+
+// TestMaxSize: pushes past the queue's maxSize are refused per item; room
+// comes back as the slowest group finishes messages.
+func TestMaxSize(t *testing.T) {
+	f := newFixture(t)
+	f.configure("small", func(o *QueueOptions) { o.MaxSize = 3 })
+	res := f.push("small", "p1", "1", "2")
+	res = append(res, f.push("small", "p2", "3", "4")...)
+	if res[0].Status != Queued || res[1].Status != Queued || res[2].Status != Queued || res[3].Status != Failed || !errors.Is(res[3].Err, ErrQueueFull) {
+		t.Fatalf("results: %+v", res)
+	}
+	// A transaction that would go past it changes nothing.
+	tr, err := f.e.Transaction(context.Background(), nil, []PushItem{{Queue: "small", TransactionID: "t-x", Payload: []byte("x")}})
+	if err != nil || !errors.Is(tr.Err, ErrQueueFull) {
+		t.Fatalf("transaction: %+v %v", tr, err)
+	}
+	// Two groups: room comes back only when the slower one finishes.
+	fast := f.pop(PopRequest{Queue: "small", Group: "fast", Batch: 10, Partitions: 2})
+	slow := f.pop(PopRequest{Queue: "small", Group: "slow", Batch: 1, Partitions: 1})
+	f.ackMsgs(fast, Completed)
+	if r := f.push("small", "p1", "5"); r[0].Status != Failed {
+		t.Fatalf("room before the slow group finished: %+v", r[0])
+	}
+	f.ackMsgs(slow, Completed)
+	for {
+		m := f.pop(PopRequest{Queue: "small", Group: "slow", Batch: 10, Partitions: 2})
+		if len(m) == 0 {
+			break
+		}
+		f.ackMsgs(m, Completed)
+	}
+	if d, _ := f.e.Depth("small"); d != 0 {
+		t.Fatalf("depth %d after everything was done", d)
+	}
+	if r := f.push("small", "p1", "5", "6", "7", "8"); r[2].Status != Queued || r[3].Status != Failed {
+		t.Fatalf("after the room came back: %+v", r)
+	}
+	// The transactionId of the refused transaction is free.
+	if r := f.pushItems(PushItem{Queue: "other", TransactionID: "t-x"}); r[0].Status != Queued {
+		t.Fatalf("%+v", r[0])
+	}
+	f.restart()
+	if d, _ := f.e.Depth("small"); d != 3 {
+		t.Fatalf("depth after restart %d, want 3", d)
+	}
+}

@@ -114,6 +114,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	}
 	first := p.next
 	now := e.clock.Now()
+	maxSize := q.options().MaxSize
 	// Pass 1: decide each item and size the record.
 	n := 0
 	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 10
@@ -140,6 +141,12 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 				}
 				continue
 			}
+		}
+		if maxSize > 0 && !q.reserve(maxSize) {
+			r.Status, r.Err = Failed, fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, q.name, maxSize)
+			continue
+		}
+		if it.TransactionID != "" {
 			if p.dedup == nil {
 				p.dedup = make(map[string]uint64)
 			}
@@ -192,6 +199,9 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		return pushTouch{}, false
 	}
 	e.applyPushMem(p, pos, first, ts, b, refs, flags, sub, false)
+	if maxSize <= 0 {
+		q.depth.Add(int64(n)) // with a maxSize, reserve counted them
+	}
 	e.stats.pushed.Add(uint64(n))
 	return pushTouch{p: p, end: p.next}, true
 }

@@ -238,6 +238,7 @@ func (e *Engine) afterRecovery() {
 				}
 				e.notify(p, g, pg, new([]*waiter))
 			}
+			p.pendFrom = p.next // counts from nothing; shrinkTail adds what is pending
 			e.shrinkTail(p, false)
 			p.st().mu.Unlock()
 		}

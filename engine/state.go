@@ -13,6 +13,7 @@ type queue struct {
 	created int64
 	opts    atomic.Pointer[QueueOptions]
 	deleted atomic.Bool
+	depth   atomic.Int64 // messages still to be done by the slowest group (see depth.go)
 
 	mu     sync.RWMutex
 	byName nameIndex
@@ -53,6 +54,7 @@ type partition struct {
 	lastTS  int64  // createdAt of the newest message (timestamps increase)
 	chunks  []chunk
 	memLo   int32             // chunks before this index have no messages in memory
+	pendFrom uint64 // where the pending messages start (depth.go)
 	tm      *ptimer           // delayedProcessing and windowBuffer: wakes the groups; nil until needed
 	groups  []pgState         // by group.idx
 	dedup   map[string]uint64 // producer transactionId -> offset; nil until one is seen

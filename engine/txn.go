@@ -224,6 +224,27 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 			}
 			p.dedup[strings.Clone(it.TransactionID)] = s.first + uint64(len(s.msgs))
 		}
+		if max := p.q.options().MaxSize; max > 0 && !p.q.reserve(max) {
+			err := fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, p.q.name, max)
+			r.Status, r.Err = Failed, err
+			for _, x := range secs { // give back the room and the transactionIds taken so far
+				if x.p.q.options().MaxSize > 0 {
+					x.p.q.depth.Add(-int64(len(x.msgs)))
+				}
+				for _, m := range x.msgs {
+					if m.txn != "" {
+						delete(x.p.dedup, m.txn)
+					}
+				}
+			}
+			for _, sv := range saves {
+				sv.restore()
+			}
+			unlock()
+			t.res.Err = fmt.Errorf("%w: push %d: %w", ErrTxnAborted, i, err)
+			done(t.res, nil)
+			return
+		}
 		id := e.ids.next(now)
 		r.Status, r.MessageID, r.Offset = Queued, id, s.first+uint64(len(s.msgs))
 		pl := it.Payload
@@ -282,6 +303,9 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 			}
 		}
 		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.buf, prec.refs, prec.flags, prec.sub, false)
+		if s.p.q.options().MaxSize <= 0 {
+			s.p.q.depth.Add(int64(len(prec.refs)))
+		}
 		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
 		e.stats.pushed.Add(uint64(len(prec.refs)))
 	}
