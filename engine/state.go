@@ -46,18 +46,18 @@ type dlqItem struct {
 // partition is an ordered lane of a queue. Everything in it is guarded by its
 // stripe's lock.
 type partition struct {
-	q       *queue
-	seq     uint64
-	name    string
-	next    uint64 // offset the next message gets
-	durable uint64 // offsets below this are committed: visible to pops
-	lastTS  int64  // createdAt of the newest message (timestamps increase)
-	chunks  []chunk
-	memLo   int32             // chunks before this index have no messages in memory
-	pendFrom uint64 // where the pending messages start (depth.go)
-	tm      *ptimer           // delayedProcessing and windowBuffer: wakes the groups; nil until needed
-	groups  []pgState         // by group.idx
-	dedup   map[string]uint64 // producer transactionId -> offset; nil until one is seen
+	q        *queue
+	seq      uint64
+	name     string
+	next     uint64 // offset the next message gets
+	durable  uint64 // offsets below this are committed: visible to pops
+	lastTS   int64  // createdAt of the newest message (timestamps increase)
+	chunks   []chunk
+	memLo    int32             // chunks before this index have no messages in memory
+	pendFrom uint64            // where the pending messages start (depth.go)
+	tm       *ptimer           // delayedProcessing and windowBuffer: wakes the groups; nil until needed
+	groups   []pgState         // by group.idx
+	dedup    map[string]uint64 // producer transactionId -> offset; nil until one is seen
 }
 
 func (p *partition) id() UUID { return partitionID(p.q.id, p.seq) }
