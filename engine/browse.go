@@ -212,7 +212,7 @@ func (e *Engine) FindMessage(partitionID UUID, txn string) (Message, error) {
 	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	off, ok := p.dedup[txn]
+	off, ok := e.findTxn(p, txn, 0)
 	if !ok {
 		id, err := ParseUUID(txn)
 		if err != nil {

@@ -4,8 +4,10 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Payload encryption at rest: a queue with encryptionEnabled stores every
@@ -33,12 +35,34 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
+// nonces makes GCM nonces that never repeat under one key: a random 64-bit
+// prefix drawn at start (and drawn again whenever the 32-bit counter after
+// it wraps), then the counter. No system call per message.
+type nonces struct {
+	mu     sync.Mutex
+	prefix uint64
+	ctr    uint32
+}
+
+func (n *nonces) next(dst []byte) {
+	n.mu.Lock()
+	if n.ctr == 0 {
+		var b [8]byte
+		rand.Read(b[:]) // crypto/rand does not fail on supported platforms
+		n.prefix = binary.BigEndian.Uint64(b[:])
+	}
+	n.ctr++
+	binary.BigEndian.PutUint64(dst[0:8], n.prefix)
+	binary.BigEndian.PutUint32(dst[8:12], n.ctr)
+	n.mu.Unlock()
+}
+
 // appendSealed appends nonce | seal(payload) to dst.
 func (e *Engine) appendSealed(dst, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, 12)...)
 	nonce := dst[start : start+12]
-	rand.Read(nonce) // crypto/rand never fails on supported platforms
+	e.nonce.next(nonce)
 	return e.aead.Seal(dst, nonce, payload, nil)
 }
 

@@ -123,6 +123,7 @@ type Engine struct {
 	wg         sync.WaitGroup
 	stats      counters
 	aead       cipher.AEAD // nil without Config.EncryptionKey
+	nonce      nonces
 }
 
 type counters struct {

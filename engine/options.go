@@ -28,6 +28,9 @@ type QueueOptions struct {
 	DLQAfterMaxRetries        bool // Queen's flag, kept and echoed
 	MaxPartitions             int  // 0 = unlimited
 	Namespace, Task           string
+	// DedupWindow is how long transactionIds are remembered for duplicate
+	// detection (Regent's option; 0 means DefaultDedupWindow, 1 hour).
+	DedupWindow time.Duration
 }
 
 // DefaultQueueOptions returns the defaults of SEMANTICS.md.
@@ -61,7 +64,7 @@ func (o *QueueOptions) Validate() error {
 		return fmt.Errorf("%w: retryLimit must be between 0 and 1000000", ErrInvalid)
 	case o.RetryDelay < 0 || o.RetryDelay > 7*24*time.Hour:
 		return fmt.Errorf("%w: retryDelay must be between 0 and 7 days", ErrInvalid)
-	case o.DelayedProcessing < 0 || o.WindowBuffer < 0 || o.TTL < 0:
+	case o.DelayedProcessing < 0 || o.WindowBuffer < 0 || o.TTL < 0 || o.DedupWindow < 0:
 		return fmt.Errorf("%w: durations must not be negative", ErrInvalid)
 	case o.MaxSize < 0 || o.MaxPartitions < 0:
 		return fmt.Errorf("%w: maxSize and maxPartitions must not be negative", ErrInvalid)

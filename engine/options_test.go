@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -176,5 +177,60 @@ func TestMaxSize(t *testing.T) {
 	f.restart()
 	if d, _ := f.e.Depth("small"); d != 3 {
 		t.Fatalf("depth after restart %d, want 3", d)
+	}
+}
+
+// TestDedupWindow: a transactionId is a duplicate within the queue's window
+// (across a restart too), and free again after it.
+func TestDedupWindow(t *testing.T) {
+	f := newFixture(t)
+	f.configure("d", func(o *QueueOptions) { o.DedupWindow = 10 * time.Minute })
+	first := f.pushItems(PushItem{Queue: "d", TransactionID: "pay-1", Payload: []byte("a")})
+	f.clock.Advance(9 * time.Minute)
+	if r := f.pushItems(PushItem{Queue: "d", TransactionID: "pay-1"}); r[0].Status != Duplicate || r[0].MessageID != first[0].MessageID {
+		t.Fatalf("inside the window: %+v", r[0])
+	}
+	f.restart()
+	if r := f.pushItems(PushItem{Queue: "d", TransactionID: "pay-1"}); r[0].Status != Duplicate {
+		t.Fatalf("inside the window, after a restart: %+v", r[0])
+	}
+	f.clock.Advance(2 * time.Minute)
+	if r := f.pushItems(PushItem{Queue: "d", TransactionID: "pay-1", Payload: []byte("b")}); r[0].Status != Queued {
+		t.Fatalf("after the window: %+v", r[0])
+	}
+	// Many ids in one run, some repeated: the map path of long runs.
+	var items []PushItem
+	for i := 0; i < 40; i++ {
+		items = append(items, PushItem{Queue: "d", TransactionID: fmt.Sprint("bulk-", i%30)})
+	}
+	res := f.pushItems(items...)
+	for i, r := range res {
+		if want := Queued; i >= 30 {
+			if r.Status != Duplicate || r.MessageID != res[i-30].MessageID {
+				t.Fatalf("item %d: %+v", i, r)
+			}
+		} else if r.Status != want {
+			t.Fatalf("item %d: %+v", i, r)
+		}
+	}
+}
+
+// TestDedupFingerprintCollisionIsNotADuplicate: two ids whose fingerprints
+// collide are told apart by the stored message.
+func TestDedupFingerprintCollisionIsNotADuplicate(t *testing.T) {
+	var x dedupIndex
+	x.put(fingerprint("a"), 5, 0)
+	if off, ok := x.get(fingerprint("a")); !ok || off != 5 {
+		t.Fatalf("get: %d %v", off, ok)
+	}
+	f := newFixture(t)
+	f.pushItems(PushItem{Queue: "c", TransactionID: "one"})
+	p := f.e.queue("c").partition(DefaultPartition)
+	p.st().mu.Lock()
+	// Forge a collision: "two" points at the message of "one".
+	p.dedup.put(fingerprint("two"), 0, 0)
+	p.st().mu.Unlock()
+	if r := f.pushItems(PushItem{Queue: "c", TransactionID: "two"}); r[0].Status != Queued {
+		t.Fatalf("a colliding fingerprint refused a new message: %+v", r[0])
 	}
 }

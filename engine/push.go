@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // PushAsync stores items and fills res (len(res) must be len(items)) with one
@@ -115,10 +114,15 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	first := p.next
 	now := e.clock.Now()
 	maxSize := q.options().MaxSize
+	floor := uint64(0)
+	if p.dedup != nil {
+		floor = e.dedupFloor(p)
+	}
 	// Pass 1: decide each item and size the record.
 	n := 0
 	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 10
 	var ids []UUID
+	var seen runTxns
 	for i := range items {
 		it := &items[i]
 		r := &res[i]
@@ -132,11 +136,13 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 			continue
 		}
 		if it.TransactionID != "" {
-			if off, ok := p.dedup[it.TransactionID]; ok {
+			if k := seen.find(items[:i], res[:i], it.TransactionID); k >= 0 {
+				r.Status, r.Offset, r.MessageID = Duplicate, res[k].Offset, res[k].MessageID
+				continue
+			}
+			if off, ok := e.findTxn(p, it.TransactionID, floor); ok {
 				r.Status, r.Offset = Duplicate, off
-				if off >= first {
-					r.MessageID = ids[off-first]
-				} else if m, err := e.msgAt(p, off); err == nil {
+				if m, err := e.msgAt(p, off); err == nil {
 					r.MessageID = m.id
 				}
 				continue
@@ -147,10 +153,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 			continue
 		}
 		if it.TransactionID != "" {
-			if p.dedup == nil {
-				p.dedup = make(map[string]uint64)
-			}
-			p.dedup[strings.Clone(it.TransactionID)] = first + uint64(n)
+			seen.add(it.TransactionID, i, len(items))
 		}
 		id := e.ids.next(now)
 		ids = append(ids, id)
@@ -199,11 +202,45 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		return pushTouch{}, false
 	}
 	e.applyPushMem(p, pos, first, ts, b, refs, flags, sub, false)
+	for i := range items {
+		if res[i].Status == Queued && items[i].TransactionID != "" {
+			e.rememberTxn(p, items[i].TransactionID, res[i].Offset, floor)
+		}
+	}
 	if maxSize <= 0 {
 		q.depth.Add(int64(n)) // with a maxSize, reserve counted them
 	}
 	e.stats.pushed.Add(uint64(n))
 	return pushTouch{p: p, end: p.next}, true
+}
+
+// runTxns finds transactionIds repeated inside one push run: by scanning
+// short runs, through a map for long ones.
+type runTxns struct{ m map[string]int }
+
+func (s *runTxns) add(txn string, i, runLen int) {
+	if runLen > 16 {
+		if s.m == nil {
+			s.m = make(map[string]int)
+		}
+		s.m[txn] = i
+	}
+}
+
+// find returns the index of an earlier queued item with txn, or -1.
+func (s *runTxns) find(items []PushItem, res []PushResult, txn string) int {
+	if s.m != nil || len(items) > 16 {
+		if k, ok := s.m[txn]; ok {
+			return k
+		}
+		return -1
+	}
+	for k := range items {
+		if res[k].Status == Queued && items[k].TransactionID == txn {
+			return k
+		}
+	}
+	return -1
 }
 
 // appendHeld journals rec as one of pend's appends.
@@ -227,10 +264,7 @@ func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, buf []b
 	if replay {
 		for i := range refs {
 			if r := &refs[i]; r.txnLen > 0 {
-				if p.dedup == nil {
-					p.dedup = make(map[string]uint64)
-				}
-				p.dedup[string(buf[r.txn:r.txn+uint32(r.txnLen)])] = first + uint64(i)
+				e.rememberTxn(p, unsafeString(buf[r.txn:r.txn+uint32(r.txnLen)]), first+uint64(i), 0)
 			}
 		}
 	}

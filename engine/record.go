@@ -39,7 +39,7 @@ const (
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {
-	b = appendUvarint(b, 18) // number of fields that follow, for later additions
+	b = appendUvarint(b, 19) // number of fields that follow, for later additions
 	b = appendVarint(b, int64(o.LeaseTime))
 	b = appendVarint(b, int64(o.RetryLimit))
 	b = appendVarint(b, int64(o.RetryDelay))
@@ -58,6 +58,7 @@ func appendOptions(b []byte, o *QueueOptions) []byte {
 	b = appendVarint(b, int64(o.MaxPartitions))
 	b = appendStr(b, o.Namespace)
 	b = appendStr(b, o.Task)
+	b = appendVarint(b, int64(o.DedupWindow))
 	return b
 }
 
@@ -86,6 +87,9 @@ func readOptions(r *reader) QueueOptions {
 	o.MaxPartitions = int(r.varint())
 	o.Namespace = r.str()
 	o.Task = r.str()
+	if n >= 19 {
+		o.DedupWindow = time.Duration(r.varint())
+	}
 	return o
 }
 

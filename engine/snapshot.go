@@ -16,7 +16,7 @@ import (
 //	group      = idx uvarint | name str | mode u8 | from varint | created varint   (slots = max idx+1)
 //	partition  = seq uvarint | name str | next uvarint | lastTS varint
 //	             | nchunks uvarint | nchunks × (first uvarint | pos uvarint | ts varint)
-//	             | ndedup uvarint | ndedup × (transactionId str | offset uvarint)
+//	             | ndedup uvarint | ndedup × (fingerprint u64 | offset uvarint)
 //	             | nstates uvarint | nstates × (gidx uvarint | cursor uvarint | blockedUntil varint
 //	                                           | nretries uvarint | nretries × (offset uvarint | n uvarint))
 //	dead       = seq uvarint | group str | (as in an effect record's dead entry)
@@ -196,10 +196,16 @@ func appendPartition(b []byte, p *partition, groups []*group) []byte {
 		b = appendUvarint(b, c.pos)
 		b = appendVarint(b, c.ts)
 	}
-	b = appendUvarint(b, uint64(len(p.dedup)))
-	for k, v := range p.dedup {
-		b = appendStr(b, k)
-		b = appendUvarint(b, v)
+	if d := p.dedup; d != nil {
+		b = appendUvarint(b, uint64(d.n))
+		for i, fp := range d.fps {
+			if fp != 0 {
+				b = appendU64(b, fp)
+				b = appendUvarint(b, d.base+uint64(d.offs[i]))
+			}
+		}
+	} else {
+		b = appendUvarint(b, 0)
 	}
 	n := 0
 	for i := range p.groups {
@@ -308,13 +314,13 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 	for i := 0; i < nc && r.err == nil; i++ {
 		p.chunks = append(p.chunks, chunk{first: r.uvarint(), pos: r.uvarint(), ts: r.varint()})
 	}
-	nd := r.count(2)
+	nd := r.count(9)
 	if nd > 0 {
-		p.dedup = make(map[string]uint64, nd)
+		p.dedup = &dedupIndex{}
 	}
 	for i := 0; i < nd && r.err == nil; i++ {
-		k := r.str()
-		p.dedup[k] = r.uvarint()
+		fp := r.u64()
+		p.dedup.put(fp, r.uvarint(), 0)
 	}
 	ns := r.count(3)
 	groups := q.groupList()

@@ -53,11 +53,11 @@ type partition struct {
 	durable  uint64 // offsets below this are committed: visible to pops
 	lastTS   int64  // createdAt of the newest message (timestamps increase)
 	chunks   []chunk
-	memLo    int32             // chunks before this index have no messages in memory
-	pendFrom uint64            // where the pending messages start (depth.go)
-	tm       *ptimer           // delayedProcessing and windowBuffer: wakes the groups; nil until needed
-	groups   []pgState         // by group.idx
-	dedup    map[string]uint64 // producer transactionId -> offset; nil until one is seen
+	memLo    int32       // chunks before this index have no messages in memory
+	pendFrom uint64      // where the pending messages start (depth.go)
+	tm       *ptimer     // delayedProcessing and windowBuffer: wakes the groups; nil until needed
+	groups   []pgState   // by group.idx
+	dedup    *dedupIndex // producer transactionIds of the window (dedup.go); nil until one is seen
 }
 
 func (p *partition) id() UUID { return partitionID(p.q.id, p.seq) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // TxnResult answers a transaction: one result per ack and per push. Err is
@@ -179,17 +178,8 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		}
 	}
 	// Then pushes: one push record per partition, inside one txn record.
-	type section struct {
-		p     *partition
-		first uint64
-		msgs  []msg
-		items []*PushItem
-		ts    int64
-		flags uint8
-		sub   string
-	}
-	var secs []*section
-	byP := map[*partition]*section{}
+	var secs []*txnSection
+	byP := map[*partition]*txnSection{}
 	for i := range pushes {
 		it := &pushes[i]
 		p := t.pushP[i]
@@ -200,7 +190,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 				ts = p.lastTS + 1
 				e.observeStamp(ts)
 			}
-			s = &section{p: p, first: p.next, ts: ts, sub: it.ProducerSub}
+			s = &txnSection{p: p, first: p.next, ts: ts, sub: it.ProducerSub}
 			if p.q.options().EncryptionEnabled {
 				s.flags = flagEncrypted
 			}
@@ -210,31 +200,24 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		r := &t.res.Pushes[i]
 		*r = PushResult{PartitionID: p.id(), TransactionID: it.TransactionID}
 		if it.TransactionID != "" {
-			if off, ok := p.dedup[it.TransactionID]; ok {
+			if k := s.find(it.TransactionID); k >= 0 {
+				r.Status, r.Offset, r.MessageID = Duplicate, s.first+uint64(k), s.msgs[k].id
+				continue
+			}
+			if off, ok := e.findTxn(p, it.TransactionID, e.dedupFloor(p)); ok {
 				r.Status, r.Offset = Duplicate, off
-				if off >= s.first {
-					r.MessageID = s.msgs[off-s.first].id
-				} else if m, err := e.msgAt(p, off); err == nil {
+				if m, err := e.msgAt(p, off); err == nil {
 					r.MessageID = m.id
 				}
 				continue
 			}
-			if p.dedup == nil {
-				p.dedup = make(map[string]uint64)
-			}
-			p.dedup[strings.Clone(it.TransactionID)] = s.first + uint64(len(s.msgs))
 		}
 		if max := p.q.options().MaxSize; max > 0 && !p.q.reserve(max) {
 			err := fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, p.q.name, max)
 			r.Status, r.Err = Failed, err
-			for _, x := range secs { // give back the room and the transactionIds taken so far
+			for _, x := range secs { // give back the room taken so far
 				if x.p.q.options().MaxSize > 0 {
 					x.p.q.depth.Add(-int64(len(x.msgs)))
-				}
-				for _, m := range x.msgs {
-					if m.txn != "" {
-						delete(x.p.dedup, m.txn)
-					}
 				}
 			}
 			for _, sv := range saves {
@@ -306,6 +289,12 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		if s.p.q.options().MaxSize <= 0 {
 			s.p.q.depth.Add(int64(len(prec.refs)))
 		}
+		floor := e.dedupFloor(s.p)
+		for k := range s.msgs {
+			if s.msgs[k].txn != "" {
+				e.rememberTxn(s.p, s.msgs[k].txn, s.first+uint64(k), floor)
+			}
+		}
 		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
 		e.stats.pushed.Add(uint64(len(prec.refs)))
 	}
@@ -355,4 +344,25 @@ func (s *saved) restore() {
 
 func stripeIndex(base, s *stripe) uintptr {
 	return (uintptrOf(s) - uintptrOf(base)) / stripeSize
+}
+
+// txnSection is a transaction's pushes to one partition.
+type txnSection struct {
+	p     *partition
+	first uint64
+	msgs  []msg
+	items []*PushItem
+	ts    int64
+	flags uint8
+	sub   string
+}
+
+// find returns the index of an earlier message of the section with txn.
+func (s *txnSection) find(txn string) int {
+	for k := range s.msgs {
+		if s.msgs[k].txn == txn {
+			return k
+		}
+	}
+	return -1
 }

@@ -97,7 +97,7 @@ func recordFrameLen(n int) int {
 func encodeEntry(dst []byte, index uint64, count int, raw []byte) []byte {
 	dst = append(dst[:0], make([]byte, entryHeaderLen)...)
 	codec := byte(codecRaw)
-	if len(raw) >= minCompressBytes {
+	if len(raw) >= minCompressBytes && compressible(raw) {
 		out := mustCodecs().enc.EncodeAll(raw, dst)
 		if len(out)-entryHeaderLen < len(raw) {
 			dst, codec = out, codecZstd
@@ -115,6 +115,21 @@ func encodeEntry(dst []byte, index uint64, count int, raw []byte) []byte {
 	binary.LittleEndian.PutUint64(dst[entryIndexOff:], index)
 	binary.LittleEndian.PutUint32(dst[entryCRCOff:], crc32c(dst[entryCRCOff+4:]))
 	return dst
+}
+
+// probeBytes is the sample compressible looks at.
+const probeBytes = 4 << 10
+
+// compressible tells, from a sample of its start, whether compressing body
+// is worth the time: encrypted payloads never compress, and zstd spends a
+// third of a push's CPU finding that out on a whole group.
+func compressible(body []byte) bool {
+	if len(body) < 4*probeBytes {
+		return true // small: just try
+	}
+	sample := body[:probeBytes]
+	out := mustCodecs().enc.EncodeAll(sample, make([]byte, 0, probeBytes+64))
+	return len(out) < len(sample)*19/20
 }
 
 // entryHeader is the parsed fixed header of an entry.
