@@ -128,6 +128,7 @@ type Engine struct {
 
 type counters struct {
 	pushed, popped, acked, deadLettered atomic.Uint64
+	retained, evicted                   atomic.Uint64 // removed by retention; of them, never consumed by some group
 }
 
 // New returns an engine that writes through j, after recovering the state
@@ -205,6 +206,7 @@ func (e *Engine) ticker() {
 	defer e.wg.Done()
 	t := time.NewTicker(e.cfg.TimerTick)
 	defer t.Stop()
+	var lastSweep time.Time
 	for {
 		select {
 		case <-e.stop:
@@ -212,6 +214,12 @@ func (e *Engine) ticker() {
 		case <-t.C:
 			e.Tick()
 			e.maybeSnapshot()
+			if now := time.Now(); now.Sub(lastSweep) >= time.Second {
+				lastSweep = now
+				if _, err := e.RetentionSweep(); err != nil && e.check() == nil {
+					e.log.Error("retention sweep", "err", err)
+				}
+			}
 		}
 	}
 }

@@ -205,6 +205,8 @@ type Stats struct {
 	Popped       uint64
 	Acked        uint64
 	DeadLettered uint64
+	Retained     uint64 // messages removed by retention
+	Evicted      uint64 // of them, messages some group never consumed
 	CacheBytes   int64
 }
 
@@ -219,6 +221,8 @@ func (e *Engine) Stats() Stats {
 		Popped:       e.stats.popped.Load(),
 		Acked:        e.stats.acked.Load(),
 		DeadLettered: e.stats.deadLettered.Load(),
+		Retained:     e.stats.retained.Load(),
+		Evicted:      e.stats.evicted.Load(),
 		CacheBytes:   e.cacheBytes.Load(),
 	}
 }

@@ -234,3 +234,61 @@ func TestDedupFingerprintCollisionIsNotADuplicate(t *testing.T) {
 		t.Fatalf("a colliding fingerprint refused a new message: %+v", r[0])
 	}
 }
+
+// TestRetentionByAge: retentionSeconds removes old messages (whole push
+// records), moves cursors past them, and survives a restart.
+func TestRetentionByAge(t *testing.T) {
+	f := newFixture(t)
+	f.configure("r", func(o *QueueOptions) { o.RetentionEnabled, o.RetentionSeconds = true, 60 })
+	f.push("r", "", "old1", "old2")
+	f.clock.Advance(45 * time.Second)
+	f.push("r", "", "new")
+	f.clock.Advance(20 * time.Second) // old ones are 65 s old, new one 20 s
+	if n, err := f.e.RetentionSweep(); err != nil || n != 2 {
+		t.Fatalf("sweep removed %d, %v", n, err)
+	}
+	wantPayloads(t, f.pop(PopRequest{Queue: "r", Group: "late", Batch: 10}), "new")
+	f.restart()
+	wantPayloads(t, f.pop(PopRequest{Queue: "r", Group: "later", Batch: 10}), "new")
+	if qi, _ := f.e.Queue("r"); qi.Messages != 1 {
+		t.Fatalf("queue holds %d messages", qi.Messages)
+	}
+}
+
+// TestCompletedRetention: completedRetentionSeconds removes only what every
+// group has passed.
+func TestCompletedRetention(t *testing.T) {
+	f := newFixture(t)
+	f.configure("c", func(o *QueueOptions) { o.RetentionEnabled, o.CompletedRetentionSeconds = true, 10 })
+	f.push("c", "", "a")
+	f.push("c", "", "b")
+	f.ackMsgs(f.pop(PopRequest{Queue: "c", Group: "g1", Batch: 10}), Completed)
+	f.ackMsgs(f.pop(PopRequest{Queue: "c", Group: "g2", Batch: 1}), Completed) // g2 passed "a" only
+	f.clock.Advance(11 * time.Second)
+	if n, _ := f.e.RetentionSweep(); n != 1 {
+		t.Fatalf("removed %d, want only the message both groups passed", n)
+	}
+	wantPayloads(t, f.pop(PopRequest{Queue: "c", Group: "g2", Batch: 10}), "b")
+}
+
+// TestMaxWaitEviction: messages nobody consumed within maxWaitTimeSeconds
+// are evicted and counted; a message under a live lease is not.
+func TestMaxWaitEviction(t *testing.T) {
+	f := newFixture(t)
+	f.configure("w", func(o *QueueOptions) { o.MaxWaitTimeSeconds = 30 })
+	f.push("w", "p1", "stale")
+	f.push("w", "p2", "held")
+	held := f.pop(PopRequest{Queue: "w", Partition: "p2"})
+	f.clock.Advance(31 * time.Second)
+	f.push("w", "p1", "fresh")
+	if n, _ := f.e.RetentionSweep(); n != 1 {
+		t.Fatalf("removed %d, want 1 (the leased message stays)", n)
+	}
+	if st := f.e.Stats(); st.Evicted != 1 {
+		t.Fatalf("evicted %d", st.Evicted)
+	}
+	wantPayloads(t, f.pop(PopRequest{Queue: "w", Partition: "p1", Batch: 10}), "fresh")
+	if r := f.ackMsgs(held, Completed); r[0].Err != nil {
+		t.Fatalf("the leased message was evicted under its lease: %v", r[0].Err)
+	}
+}

@@ -24,6 +24,7 @@ import "time"
 //	txn     (7)  = n uvarint | n × bytes (each a push or effect record)
 //	barrier (8)  = (nothing)
 //	move    (9)  = as push: messages already stored, copied forward out of an old segment
+//	retain (10)  = queueID u64 | seq uvarint | low uvarint   (retention removed what is below low)
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -36,6 +37,7 @@ const (
 	recTxn      = 7
 	recBarrier  = 8 // empty: lets a snapshot wait for everything before it
 	recMove     = 9 // a push record copied forward: its messages now live here
+	recRetain   = 10
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {

@@ -134,6 +134,19 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			return r.err
 		}
 		e.replayMove(pos, &pr)
+	case recRetain:
+		qid := r.u64()
+		seq := r.uvarint()
+		low := r.uvarint()
+		if r.err != nil {
+			return r.err
+		}
+		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
+			p := q.parts[seq]
+			p.st().mu.Lock()
+			e.applyLow(p, low)
+			p.st().mu.Unlock()
+		}
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Retention removes a partition's oldest messages, whole push records at a
+// time, once the queue's options say they may go:
+//
+//   - retentionEnabled with retentionSeconds: messages older than that;
+//   - retentionEnabled with completedRetentionSeconds: messages every group
+//     has passed, once that old;
+//   - maxWaitTimeSeconds: messages nobody consumed in that time are evicted
+//     (the groups that had not reached them move past them; each is counted
+//     as evicted).
+//
+// Messages under a live lease are never removed. A removal is journaled
+// (a retain record: the partition's new low offset), applied to the
+// cursors, the caches and the depth, and the journal segments it frees are
+// dropped at the next snapshot.
+
+// retainCut is the offset below which p's messages may go now (p.low() when
+// none may). Caller holds p's stripe.
+func (e *Engine) retainCut(p *partition, now int64) uint64 {
+	o := p.q.options()
+	low := p.low()
+	cut := low
+	byAge := func(secs int64) uint64 {
+		t := now - secs*int64(time.Second)
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts >= t })
+		if i == len(p.chunks) {
+			return p.durable
+		}
+		return min(p.chunks[i].first, p.durable)
+	}
+	if o.RetentionEnabled && o.RetentionSeconds > 0 {
+		cut = max(cut, byAge(o.RetentionSeconds))
+	}
+	if o.RetentionEnabled && o.CompletedRetentionSeconds > 0 {
+		if done, any := p.minCursor(); any {
+			c := min(byAge(o.CompletedRetentionSeconds), done)
+			// whole records only: the last record that ends at or before c
+			i := sort.Search(len(p.chunks), func(i int) bool { return p.chunkEnd(i) > c })
+			if i < len(p.chunks) {
+				c = p.chunks[i].first
+			} else {
+				c = p.next
+			}
+			cut = max(cut, c)
+		}
+	}
+	if o.MaxWaitTimeSeconds > 0 {
+		cut = max(cut, byAge(o.MaxWaitTimeSeconds))
+	}
+	// Never under a live lease: cut at the record holding its first message.
+	for i := range p.groups {
+		if a := p.groups[i].act; a != nil && a.lease != nil && a.lease.from < cut {
+			if ci := p.chunkFor(a.lease.from); ci >= 0 {
+				cut = p.chunks[ci].first
+			} else {
+				cut = low
+			}
+		}
+	}
+	return max(cut, low)
+}
+
+// applyLow removes p's messages below newLow (a record boundary) and moves
+// the cursors that had not reached it. It returns how many messages the
+// groups lost unconsumed. Caller holds p's stripe.
+func (e *Engine) applyLow(p *partition, newLow uint64) (evicted uint64) {
+	k := 0
+	for k < len(p.chunks) && p.chunkEnd(k) <= newLow {
+		e.dropChunk(&p.chunks[k])
+		k++
+	}
+	if k > 0 {
+		p.chunks = append([]chunk(nil), p.chunks[k:]...) // let the old array go
+		if p.memLo -= int32(k); p.memLo < 0 {
+			p.memLo = 0
+		}
+	}
+	for i := range p.groups {
+		pg := &p.groups[i]
+		if !pg.init() || pg.cursor >= newLow {
+			continue
+		}
+		evicted += newLow - pg.cursor
+		pg.cursor = newLow
+		if a := pg.act; a != nil {
+			a.dropRetriesBelow(newLow)
+			relax(pg)
+		}
+	}
+	e.refreshDepth(p)
+	return evicted
+}
+
+func encodeRetain(p *partition, low uint64) []byte {
+	b := make([]byte, 0, 24)
+	b = append(b, recRetain)
+	b = appendU64(b, p.q.id)
+	b = appendUvarint(b, p.seq)
+	return appendUvarint(b, low)
+}
+
+// RetentionSweep applies every queue's retention options now, and returns
+// how many messages it removed. The engine's ticker runs it every second;
+// tests call it after moving a FakeClock.
+func (e *Engine) RetentionSweep() (removed uint64, err error) {
+	if err := e.check(); err != nil {
+		return 0, err
+	}
+	e.mu.RLock()
+	var qs []*queue
+	for _, q := range e.queues {
+		if o := q.options(); o.MaxWaitTimeSeconds > 0 || (o.RetentionEnabled && (o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0)) {
+			qs = append(qs, q)
+		}
+	}
+	e.mu.RUnlock()
+	now := e.clock.Now()
+	for _, q := range qs {
+		q.mu.RLock()
+		parts := append([]*partition(nil), q.parts...)
+		q.mu.RUnlock()
+		for _, p := range parts {
+			if p == nil {
+				continue
+			}
+			st := p.st()
+			st.mu.Lock()
+			low := p.low()
+			cut := e.retainCut(p, now)
+			if cut > low {
+				if _, err = e.append(encodeRetain(p, cut), nil); err != nil {
+					st.mu.Unlock()
+					return removed, fmt.Errorf("engine: retention: %w", err)
+				}
+				if ev := e.applyLow(p, cut); ev > 0 {
+					e.stats.evicted.Add(ev)
+				}
+				removed += cut - low
+			}
+			st.mu.Unlock()
+		}
+	}
+	e.stats.retained.Add(removed)
+	return removed, nil
+}
