@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,6 +60,11 @@ func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
 			l.mu.Unlock()
 			return 0, err
 		}
+		if l.noSpace != nil {
+			err := l.noSpace
+			l.mu.Unlock()
+			return 0, err
+		}
 		if l.closing {
 			l.mu.Unlock()
 			return 0, ErrClosed
@@ -74,6 +80,10 @@ func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
 	}
 	pos := MakePos(g.index, g.n)
 	g.body = appendRecord(g.body, rec)
+	if l.unsafeEarlyAck && done != nil {
+		go done(nil) // UNSAFE test hook: answered before the record is written
+		done = nil
+	}
 	g.dones = append(g.dones, done)
 	g.n++
 	first := g.n == 1
@@ -154,7 +164,7 @@ func (l *Log) run() {
 // timer fires: fsync if something was written and the last fsync is at least
 // SyncInterval old; otherwise make sure the timer will come back for it.
 func (l *Log) intervalSync() {
-	if !l.dirty || l.Err() != nil {
+	if !l.dirty || l.stickyErr() != nil {
 		return
 	}
 	if wait := l.cfg.SyncInterval - time.Since(l.lastSync); wait > 0 {
@@ -194,9 +204,12 @@ func (l *Log) recycle(g *group) {
 // and written while this one's fsync runs (pipelined group commit);
 // otherwise the callbacks run here, in order.
 func (l *Log) commit(g *group) {
-	err := l.Err()
+	err := l.stickyErr()
 	if err == nil {
 		err = l.write(g)
+		if errors.Is(err, ErrNoSpace) {
+			err = l.waitForSpace(g)
+		}
 	}
 	if err == nil && l.syncQ != nil {
 		l.syncQ <- g
@@ -241,7 +254,7 @@ func (l *Log) syncer() {
 				break more
 			}
 		}
-		err := l.Err()
+		err := l.stickyErr()
 		if err == nil {
 			// tidwall fsyncs a segment before it moves on to the next, so
 			// only the segment of the newest group needs it here. Our own
@@ -291,7 +304,19 @@ func (l *Log) write(g *group) error {
 	if l.wal == nil {
 		return l.failed(fmt.Errorf("log: wal is not open (a truncation failed)"))
 	}
-	if err := l.wal.Write(g.index, l.ebuf); err != nil {
+	err := l.fault(g.index, false)
+	if err == nil {
+		err = l.wal.Write(g.index, l.ebuf)
+		if err == nil {
+			err = l.fault(g.index, true)
+		}
+	}
+	if err != nil {
+		if isDiskFull(err) {
+			// Not sticky: the committer rewinds the WAL and retries (see
+			// waitForSpace); Append refuses records meanwhile.
+			return l.enterNoSpace(g.index, err)
+		}
 		return l.failed(fmt.Errorf("log: write entry %d: %w", g.index, err))
 	}
 	created, seg := l.noteWrite(g.index, len(l.ebuf))
@@ -344,7 +369,7 @@ func (l *Log) syncLocked() error {
 // finalSync is the committer's last act on Close: make everything durable
 // whatever the policy, including the directory.
 func (l *Log) finalSync() {
-	if l.Err() != nil {
+	if l.stickyErr() != nil {
 		return
 	}
 	l.wmu.RLock()

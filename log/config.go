@@ -96,6 +96,8 @@ const (
 	// uncompressed length is stored in 32 bits, and the process-wide zstd
 	// decoder is capped near it).
 	MaxEntryBytesLimit = 1 << 30
+	// DefaultNoSpaceRetry is Config.NoSpaceRetry when none is given.
+	DefaultNoSpaceRetry = time.Second
 )
 
 // Config configures Open. Only Dir is required; zero values take the
@@ -122,6 +124,10 @@ type Config struct {
 	// followed by valid ones (mid-log corruption), dropping them, instead of
 	// failing with ErrCorrupt. Torn tails are always repaired.
 	Salvage bool
+	// NoSpaceRetry is the longest wait between two attempts to write a group
+	// again while the disk is full (see ErrNoSpace); the first comes after
+	// 10ms and the wait doubles up to this. Default 1s.
+	NoSpaceRetry time.Duration
 	// Logger receives warnings (repairs, snapshot fallbacks) and errors;
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -162,6 +168,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBatchBytes > c.MaxEntryBytes {
 		return c, fmt.Errorf("log: Config.MaxBatchBytes %d is above MaxEntryBytes %d", c.MaxBatchBytes, c.MaxEntryBytes)
+	}
+	if c.NoSpaceRetry < 0 {
+		return c, fmt.Errorf("log: Config.NoSpaceRetry %v is negative", c.NoSpaceRetry)
+	}
+	if c.NoSpaceRetry == 0 {
+		c.NoSpaceRetry = DefaultNoSpaceRetry
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

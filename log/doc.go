@@ -26,6 +26,16 @@
 // that error (see Err); the records of the group that failed, and of groups
 // already collected, get it in their done. Restart to recover.
 //
+// Except a full disk (ENOSPC, EDQUOT on a write), which passes by itself:
+// Append refuses records with an error wrapping ErrNoSpace (it also matches
+// syscall.ENOSPC) while Err reports it; the committer puts the WAL back as it
+// was after the last good write (a failed write may leave part of an entry
+// or a new segment file; tidwall's copy of the tail is reopened), waits (10ms
+// doubling up to Config.NoSpaceRetry) and writes the same group again, until
+// it fits. Records accepted before are not failed: their done runs when they
+// are written. A failed fsync stays fatal (the page cache state is unknown).
+// Close while the disk is full fails what could not be written.
+//
 // Reads (Read, Replay) go through tidwall/wal, serialized by one mutex
 // because its concurrent reads of old segments are unsafe; Read keeps the
 // last few decoded entries so consecutive records decode once. No record is
@@ -109,7 +119,14 @@
 // followed by a valid one (found by scanning for the entry magic) is mid-log
 // corruption: Open fails with ErrCorrupt naming the file and offset, unless
 // Config.Salvage is set, which truncates there and logs loudly what was
-// dropped. Older segments are checked when read.
+// dropped. Older segments are checked when read (Replay stops at a bad
+// entry with ErrCorrupt); with Config.Salvage, Open also checks the older
+// segments from the newest usable snapshot's entry on and truncates the
+// journal at the first bad entry, removing the later segment files and the
+// snapshots at or after the cut, and logs what it dropped.
+//
+// EnvUnsafeAckBeforeWrite is a test hook that breaks durability on purpose
+// (the crash harness must catch it); see debug.go.
 //
 // Retention drops whole segments only: TruncateFront takes a segment start.
 package log

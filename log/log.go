@@ -62,10 +62,18 @@ type Log struct {
 	// fit in a position); a variable only so tests can lower it.
 	maxRecords int
 	closing    bool
-	err        error         // sticky failure
-	kick       chan struct{} // open group became non-empty (cap 1)
-	stop       chan struct{} // closed by Close
-	stopped    chan struct{} // closed when the committer exits
+	err        error // sticky failure
+	noSpace    error // the disk is full: appends refused until a write works again
+	// state mirrors err (or else noSpace) for Err, which takes no lock.
+	state atomic.Pointer[error]
+	// unsafeEarlyAck is the REGENT_DEBUG_UNSAFE_ACK_BEFORE_WRITE test hook
+	// (see debug.go).
+	unsafeEarlyAck bool
+	// faultFn is a test hook in the write path (see faultHook).
+	faultFn atomic.Pointer[faultHook]
+	kick    chan struct{} // open group became non-empty (cap 1)
+	stop    chan struct{} // closed by Close
+	stopped chan struct{} // closed when the committer exits
 
 	// Committer-only state.
 	free       []*group      // empty groups for reuse (guarded by mu)
@@ -132,6 +140,7 @@ func Open(cfg Config) (_ *Log, err error) {
 		maxRecords: maxRecordsPerEntry,
 	}
 	l.space.L = &l.mu
+	l.unsafeEarlyAck = unsafeAckBeforeWrite(l.logger)
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("log: create %s: %w", cfg.Dir, err)
 	}
@@ -151,11 +160,16 @@ func Open(cfg Config) (_ *Log, err error) {
 	if err := syncDir(cfg.Dir); err != nil {
 		return nil, err
 	}
-	if err := repairWAL(l.walDir, cfg.Salvage, l.logger); err != nil {
-		return nil, err
-	}
 	if err := removeSnapTemps(l.snapDir); err != nil {
 		return nil, err
+	}
+	if err := repairWAL(l.walDir, l.snapDir, cfg.Salvage, l.logger); err != nil {
+		return nil, err
+	}
+	if cfg.Salvage {
+		if err := salvageOld(l.walDir, l.snapDir, l.logger); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.openWAL(); err != nil {
 		return nil, err
@@ -269,12 +283,37 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Err returns the sticky failure: after a write or fsync failed every Append
-// returns it. nil while the log is healthy (also after a clean Close).
+// Err reports why Append refuses records right now, or nil while the log is
+// healthy (also after a clean Close). It is the sticky failure after a write
+// or fsync failed (restart to recover), or, while the disk is full, an error
+// wrapping ErrNoSpace that passes by itself once a write fits again. It
+// takes no lock.
 func (l *Log) Err() error {
+	if p := l.state.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// stickyErr is the sticky failure only.
+func (l *Log) stickyErr() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// publishState refreshes the mirror that Err reads. l.mu is held.
+func (l *Log) publishState() {
+	switch {
+	case l.err != nil:
+		err := l.err
+		l.state.Store(&err)
+	case l.noSpace != nil:
+		err := l.noSpace
+		l.state.Store(&err)
+	default:
+		l.state.Store(nil)
+	}
 }
 
 // NextIndex is the WAL index the group now being filled will get when the
@@ -405,6 +444,7 @@ func (l *Log) failed(err error) error {
 	l.mu.Lock()
 	if l.err == nil {
 		l.err = err
+		l.publishState()
 		l.logger.Error("journal failed; every later append will fail", "dir", l.dir, "err", err)
 	}
 	err = l.err
@@ -425,7 +465,7 @@ func (l *Log) Close() error {
 		close(l.stop)
 		<-l.stopped
 		var errs []error
-		if err := l.Err(); err != nil {
+		if err := l.stickyErr(); err != nil {
 			errs = append(errs, err)
 		}
 		l.wmu.Lock()

@@ -153,10 +153,13 @@ func (l *Log) Replay(after uint64, fn func(pos uint64, rec []byte) error) error 
 	var d decoded
 	for index := start; index <= last; index++ {
 		data, err := l.readEntry(index)
-		if err != nil {
-			return err
+		if err == nil {
+			err = decodeEntry(&d, data, index, l.cfg.MaxEntryBytes)
 		}
-		if err := decodeEntry(&d, data, index, l.cfg.MaxEntryBytes); err != nil {
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				err = fmt.Errorf("%w (opening with Config.Salvage truncates the journal at the first bad entry after the newest snapshot, dropping what follows)", err)
+			}
 			return err
 		}
 		r := 0

@@ -136,7 +136,7 @@ func countFrames(b []byte) int {
 // a valid one is mid-log corruption: Open fails with ErrCorrupt naming the
 // file and offset, unless salvage is set, which truncates there anyway and
 // says loudly what was dropped.
-func repairWAL(dir string, salvage bool, logger *slog.Logger) error {
+func repairWAL(dir, snapDir string, salvage bool, logger *slog.Logger) error {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return fmt.Errorf("log: repair: %w", err)
@@ -163,9 +163,14 @@ func repairWAL(dir string, salvage bool, logger *slog.Logger) error {
 				"the segment at offset %d, dropping %d bytes)",
 				ErrCorrupt, path, badIndex, r.end, r.reason, r.laterCount, r.laterOff, r.end, dropped)
 		}
+		snaps, err := dropSnapshotsFrom(snapDir, badIndex)
+		if err != nil {
+			return err
+		}
 		logger.Error("journal SALVAGE: mid-log corruption; truncating the last segment and DROPPING valid entries",
 			"file", path, "offset", r.end, "bad_index", badIndex, "reason", r.reason,
-			"dropped_bytes", dropped, "dropped_valid_entries", r.laterCount, "kept_entries", r.entries)
+			"dropped_bytes", dropped, "dropped_valid_entries", r.laterCount, "kept_entries", r.entries,
+			"dropped_snapshots", snaps)
 	} else {
 		kind := "garbled last entry"
 		droppedEntries := countFrames(data[r.end:])
@@ -194,4 +199,147 @@ func repairWAL(dir string, salvage bool, logger *slog.Logger) error {
 		return fmt.Errorf("log: repair: truncate %s at %d: %w", path, r.end, err)
 	}
 	return nil
+}
+
+// salvageOld (Config.Salvage only) checks the segments before the last one
+// (repairWAL checked that one) from the entry of the newest usable snapshot
+// on: recovery replays those entries, so a bad one would stop it. At the
+// first bad entry it truncates the journal: that segment is cut there and
+// every later segment file is removed, and the snapshots at or after the cut
+// are removed too (their positions would otherwise run ahead of the entries
+// written next), after which the check starts again from the older snapshot.
+// It logs loudly what it dropped. Entries before the newest snapshot are
+// left as they are: recovery does not read them, and a damaged one is
+// refused when read.
+func salvageOld(walDir, snapDir string, logger *slog.Logger) error {
+	for {
+		segs, err := listSegments(walDir)
+		if err != nil {
+			return fmt.Errorf("log: salvage: %w", err)
+		}
+		if len(segs) < 2 {
+			return nil
+		}
+		snaps, err := readSnapshots(snapDir)
+		if err != nil {
+			return fmt.Errorf("log: salvage: %w", err)
+		}
+		from := uint64(0) // the entry recovery replays from
+		for _, s := range snaps {
+			if s.ok {
+				from = PosIndex(s.pos)
+				break
+			}
+		}
+		cut, cutSeg, cutOff, reason := uint64(0), -1, 0, ""
+		for i, s := range segs[:len(segs)-1] {
+			next := segs[i+1].start
+			if next <= from {
+				continue // every entry of it is before the snapshot
+			}
+			path := filepath.Join(walDir, segmentName(s.start))
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("log: salvage: %w", err)
+			}
+			r := scanSegment(data, s.start)
+			if want := int(next - s.start); r.bad || r.entries != want {
+				cut, cutSeg, cutOff, reason = s.start+uint64(r.entries), i, r.end, r.reason
+				if reason == "" {
+					reason = fmt.Sprintf("the segment holds %d entries, %d expected", r.entries, want)
+				}
+				break
+			}
+		}
+		if cutSeg < 0 {
+			return nil
+		}
+		// Snapshots first: a crash half way must not leave one that runs
+		// ahead of the journal.
+		droppedSnaps, err := dropSnapshotsFrom(snapDir, cut)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(walDir, segmentName(segs[cutSeg].start))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("log: salvage: %w", err)
+		}
+		droppedEntries, droppedBytes := countFrames(data[cutOff:]), int64(len(data)-cutOff)
+		droppedFiles := 0
+		for k := len(segs) - 1; k > cutSeg; k-- { // newest first: a crash leaves a contiguous journal
+			s := segs[k]
+			p := filepath.Join(walDir, segmentName(s.start))
+			if b, err := os.ReadFile(p); err == nil {
+				droppedEntries += countFrames(b)
+			}
+			if err := os.Remove(p); err != nil {
+				return fmt.Errorf("log: salvage: %w", err)
+			}
+			droppedFiles++
+			droppedBytes += s.bytes
+		}
+		if err := truncateSync(path, int64(cutOff)); err != nil {
+			return fmt.Errorf("log: salvage: truncate %s at %d: %w", path, cutOff, err)
+		}
+		if err := syncDir(walDir); err != nil {
+			return err
+		}
+		logger.Error("journal SALVAGE: corruption in an old segment; truncating the journal there and DROPPING every entry after it",
+			"file", path, "offset", cutOff, "bad_index", cut, "reason", reason,
+			"dropped_entries", droppedEntries, "dropped_bytes", droppedBytes,
+			"dropped_segment_files", droppedFiles, "dropped_snapshots", droppedSnaps)
+		if len(droppedSnaps) == 0 {
+			return nil
+		}
+	}
+}
+
+// dropSnapshotsFrom removes the snapshots that cover entry index or later
+// (after a salvage cut the journal there: the next entries written get those
+// indexes again, and a snapshot claiming them would hide them from
+// recovery). It returns their names.
+func dropSnapshotsFrom(snapDir string, index uint64) ([]string, error) {
+	snaps, err := readSnapshots(snapDir)
+	if err != nil {
+		return nil, fmt.Errorf("log: salvage: %w", err)
+	}
+	var dropped []string
+	for _, s := range snaps {
+		if PosIndex(s.pos) >= index {
+			if err := os.Remove(s.path); err != nil {
+				return nil, fmt.Errorf("log: salvage: %w", err)
+			}
+			dropped = append(dropped, filepath.Base(s.path))
+		}
+	}
+	if len(dropped) > 0 {
+		if err := syncDir(snapDir); err != nil {
+			return nil, err
+		}
+	}
+	return dropped, nil
+}
+
+// snapInfo is a snapshot file and whether its checks hold.
+type snapInfo struct {
+	snapFile
+	ok bool
+}
+
+// readSnapshots lists the snapshot files in dir, newest first, checking each.
+func readSnapshots(dir string) ([]snapInfo, error) {
+	files, err := (&Log{snapDir: dir}).listSnapshots()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]snapInfo, len(files))
+	for i, f := range files {
+		out[i].snapFile = f
+		if b, err := os.ReadFile(f.path); err == nil {
+			p, _, err := decodeSnapshot(b)
+			out[i].ok = err == nil && p == f.pos
+		}
+	}
+	return out, nil
 }

@@ -33,6 +33,7 @@ type Stats struct {
 	FsyncNanosTotal  uint64 // time spent in them
 	LastFsyncNanos   uint64 // latency of the latest one
 	LastBatchRecords uint64 // records in the latest group written
+	DiskFullEvents   uint64 // times a write found the disk full (see ErrNoSpace)
 	// FsyncHistogram[i] counts fsyncs that took at most FsyncBuckets[i] (and
 	// more than the bucket before); the last element counts slower ones.
 	FsyncHistogram [len(FsyncBuckets) + 1]uint64
@@ -43,6 +44,7 @@ type counters struct {
 	bytesRaw, bytesWritten       atomic.Uint64
 	fsyncs, fsyncNanos, lastSync atomic.Uint64
 	lastBatch                    atomic.Uint64
+	noSpace                      atomic.Uint64
 	hist                         [len(FsyncBuckets) + 1]atomic.Uint64
 }
 
@@ -70,6 +72,7 @@ func (l *Log) Stats() Stats {
 		FsyncNanosTotal:  c.fsyncNanos.Load(),
 		LastFsyncNanos:   c.lastSync.Load(),
 		LastBatchRecords: c.lastBatch.Load(),
+		DiskFullEvents:   c.noSpace.Load(),
 	}
 	for i := range c.hist {
 		s.FsyncHistogram[i] = c.hist[i].Load()

@@ -1,0 +1,175 @@
+package log
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oldSegmentJournal writes 30 entries over many small segments, with
+// snapshots covering the given entries, and returns the records.
+func oldSegmentJournal(t *testing.T, dir string, snapsAt ...int) []string {
+	t.Helper()
+	l, _ := openT(t, dir, withSegment(600))
+	var recs []string
+	gen := randRec(80)
+	for i := 0; i < 30; i++ {
+		r := gen(i)
+		appendWait(t, l, r)
+		recs = append(recs, string(r))
+		for _, s := range snapsAt {
+			if s == i+1 {
+				if err := l.WriteSnapshot(MakePos(uint64(i+1), 0), []byte(fmt.Sprint("state at ", i+1))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// flipEntry flips a byte in the middle of the entry at index (which must not
+// be in the last segment).
+func flipEntry(t *testing.T, dir string, index uint64) {
+	t.Helper()
+	segs, err := listSegments(filepath.Join(dir, walDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(segs)-1; i++ {
+		if index < segs[i].start || index >= segs[i+1].start {
+			continue
+		}
+		p := filepath.Join(dir, walDirName, segmentName(segs[i].start))
+		data, _ := os.ReadFile(p)
+		fr := frames(t, data)[index-segs[i].start]
+		data[(fr[0]+fr[1])/2] ^= 0x20
+		if err := os.WriteFile(p, data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("entry %d is not in an old segment (segments %v)", index, segs)
+}
+
+// TestSalvageOldSegment: an entry in an old segment that recovery must
+// replay is damaged. Without Salvage, Replay stops there with ErrCorrupt and
+// says what salvage would do; with Salvage, Open truncates the journal at
+// that entry (dropping the snapshots at or after it), says what it dropped,
+// and appends go on from there.
+func TestSalvageOldSegment(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bad      uint64
+		snaps    []int
+		wantSnap uint64 // entry the snapshot left covers (0: none)
+		keep     int    // entries left
+	}{
+		{"after-the-snapshot", 14, []int{5}, 5, 13},
+		{"in-the-snapshot-entry", 12, []int{5, 12}, 5, 11},
+		{"no-snapshot", 9, nil, 0, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			recs := oldSegmentJournal(t, dir, tc.snaps...)
+			flipEntry(t, dir, tc.bad)
+
+			l, _ := openT(t, dir, withSegment(600))
+			spos, _, _, _ := l.LoadSnapshot()
+			_, err := replayAll(l, spos)
+			if !isErr(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", tc.bad)) || !strings.Contains(err.Error(), "Salvage") {
+				t.Fatalf("Replay without salvage: %v", err)
+			}
+			l.Close()
+
+			l, sink := openT(t, dir, withSegment(600), withSalvage())
+			msg, ok := sink.find("ERROR", "SALVAGE", fmt.Sprintf("bad_index=%d", tc.bad))
+			if !ok {
+				t.Fatalf("salvage not logged:\n%s", sink.all())
+			}
+			if want := fmt.Sprintf("dropped_entries=%d", 30-tc.keep); !strings.Contains(msg, want) {
+				t.Fatalf("salvage message %q does not say %s", msg, want)
+			}
+			spos, _, ok, err = l.LoadSnapshot()
+			if err != nil || PosIndex(spos) != tc.wantSnap || ok != (tc.wantSnap != 0) {
+				t.Fatalf("snapshot after salvage: entry %d ok=%v %v, want entry %d", PosIndex(spos), ok, err, tc.wantSnap)
+			}
+			got, err := replayAll(l, 0)
+			if err != nil || len(got) != tc.keep {
+				t.Fatalf("after salvage: %d records, %v; want %d", len(got), err, tc.keep)
+			}
+			for i, g := range got {
+				if g.rec != recs[i] {
+					t.Fatalf("record %d differs", i)
+				}
+			}
+			if p := appendWait(t, l, []byte("next")); PosIndex(p) != uint64(tc.keep+1) {
+				t.Fatalf("next append at entry %d, want %d", PosIndex(p), tc.keep+1)
+			}
+			l.Close()
+			// Opening again (without salvage) finds a clean journal.
+			l, _ = openT(t, dir, withSegment(600))
+			if got, err := replayAll(l, 0); err != nil || len(got) != tc.keep+1 {
+				t.Fatalf("reopen: %d records, %v", len(got), err)
+			}
+		})
+	}
+}
+
+// TestSalvageKeepsDamageBeforeTheSnapshot: damage in an entry the newest
+// snapshot covers is left alone (recovery does not read it) and reported
+// when that entry is read.
+func TestSalvageKeepsDamageBeforeTheSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	recs := oldSegmentJournal(t, dir, 20)
+	flipEntry(t, dir, 3)
+	l, sink := openT(t, dir, withSegment(600), withSalvage())
+	if _, ok := sink.find("SALVAGE"); ok {
+		t.Fatalf("salvage cut the journal for damage the snapshot covers:\n%s", sink.all())
+	}
+	spos, _, _, _ := l.LoadSnapshot()
+	got, err := replayAll(l, spos)
+	if err != nil || len(got) != 10 || got[9].rec != recs[29] {
+		t.Fatalf("replay after the snapshot: %d records, %v", len(got), err)
+	}
+	if _, err := l.Read(MakePos(3, 0)); !isErr(err, ErrCorrupt) {
+		t.Fatalf("Read of the damaged entry: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestUnsafeAckBeforeWriteHook: the test hook acknowledges records that are
+// never written (here the disk is full for good), which is what the crash
+// harness must catch. It is loud about it.
+func TestUnsafeAckBeforeWriteHook(t *testing.T) {
+	t.Setenv(EnvUnsafeAckBeforeWrite, "1")
+	l, sink := openT(t, t.TempDir(), withNoSpaceRetry(time.Millisecond))
+	if _, ok := sink.find("ERROR", "UNSAFE"); !ok {
+		t.Fatalf("the hook is not logged:\n%s", sink.all())
+	}
+	df := &diskFull{}
+	df.install(l)
+	df.full.Store(true)
+	ch := make(chan error, 1)
+	if _, err := l.Append([]byte("never written"), func(err error) { ch <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ch; err != nil {
+		t.Fatalf("done(%v): the hook should have acknowledged at once", err)
+	}
+	eventually(t, "the write to fail", func() bool { return df.failures.Load() > 0 })
+	if st := l.Stats(); st.Records != 0 {
+		t.Fatalf("%d records written", st.Records)
+	}
+	// Without the variable the log behaves.
+	t.Setenv(EnvUnsafeAckBeforeWrite, "")
+	l2, sink2 := openT(t, t.TempDir())
+	if _, ok := sink2.find("UNSAFE"); ok || l2.unsafeEarlyAck {
+		t.Fatal("hook on without the variable")
+	}
+}
