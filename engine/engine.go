@@ -2,11 +2,13 @@ package engine
 
 import (
 	"crypto/cipher"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -269,12 +271,24 @@ func (e *Engine) observeStamp(ts int64) {
 }
 
 // check refuses changes after Close or after the journal failed.
+//
+// While the journal reports a full disk (an error matching syscall.ENOSPC:
+// the log's ErrNoSpace) changes are refused with ErrJournal wrapping it, and
+// accepted again once the journal writes again; nothing else about the
+// engine fails. Any other journal error is a failure until restarted.
 func (e *Engine) check() error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
 	if p := e.failErr.Load(); p != nil {
 		return *p
+	}
+	if err := e.j.Err(); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("%w: %w", ErrJournal, err)
+		}
+		e.fail(err)
+		return *e.failErr.Load()
 	}
 	return nil
 }
@@ -292,7 +306,9 @@ func (e *Engine) append(rec []byte, done func(error)) (uint64, error) {
 	pos, err := e.j.Append(rec, done)
 	e.sinceSnap.Add(int64(len(rec)))
 	if err != nil {
-		e.fail(err)
+		if !errors.Is(err, syscall.ENOSPC) { // a full disk passes (see check)
+			e.fail(err)
+		}
 		return 0, fmt.Errorf("%w: %w", ErrJournal, err)
 	}
 	for {
