@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ var serveSettings = []setting{
 	{"tcp", "REGENT_TCP", ":6633", "binary protocol listen address (the Go client, regent's commands)"},
 	{"http", "REGENT_HTTP", ":6632", "HTTP listen address (Queen's HTTP API v1, /metrics, /health)"},
 	{"sync", "REGENT_SYNC", "always", "fsync policy: always, interval:10ms, or none"},
+	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal corruption by truncating the journal at the first bad entry (DROPS what follows; logged); false: refuse to start on it"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
@@ -50,10 +52,15 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "regent serve: --sync:", err)
 		return exitUsage
 	}
+	salvage, err := strconv.ParseBool(s.get("salvage"))
+	if err != nil {
+		fmt.Fprintln(stderr, "regent serve: --salvage: want true or false")
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
-		sync: pol, syncInterval: interval, logger: logger})
+		sync: pol, syncInterval: interval, salvage: salvage, logger: logger})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return exitFailure
@@ -106,12 +113,13 @@ type brokerConfig struct {
 	tcpAddr, httpAddr string
 	sync              log.SyncPolicy
 	syncInterval      time.Duration
+	salvage           bool
 	logger            *slog.Logger
 }
 
 func startBroker(c brokerConfig) (b *broker, err error) {
 	b = &broker{httpErr: make(chan error, 1)}
-	b.j, err = log.Open(log.Config{Dir: c.dir, Sync: c.sync, SyncInterval: c.syncInterval, Logger: c.logger})
+	b.j, err = log.Open(log.Config{Dir: c.dir, Sync: c.sync, SyncInterval: c.syncInterval, Salvage: c.salvage, Logger: c.logger})
 	if err != nil {
 		return nil, err
 	}
