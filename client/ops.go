@@ -211,7 +211,7 @@ func (c *Client) DLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) 
 	out := make([]DLQEntry, len(reply.Entries))
 	for i := range reply.Entries {
 		e := &reply.Entries[i]
-		out[i] = DLQEntry{Message: messageFromWire(&e.Message, e.Queue, e.Group), Error: e.Error, RetryCount: int(e.RetryCount), FailedAt: time.Unix(0, e.FailedAt)}
+		out[i] = DLQEntry{ID: ID(e.ID), Message: messageFromWire(&e.Message, e.Queue, e.Group), Error: e.Error, RetryCount: int(e.RetryCount), FailedAt: time.Unix(0, e.FailedAt)}
 	}
 	return out, int(reply.Total), nil
 }
@@ -226,4 +226,50 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 // Ping checks the connection: one round trip.
 func (c *Client) Ping(ctx context.Context) error {
 	return c.do(ctx, protocol.OpPing, func(dst []byte, id uint64) []byte { return protocol.AppendPingRequest(dst, id) }, &protocol.PingReply{})
+}
+
+// Redriven is a dead-letter entry put back as a new message.
+type Redriven struct {
+	Entry, MessageID, PartitionID ID
+	Queue, Partition              string
+}
+
+func dlqSelect(f DLQFilter, ids []ID) protocol.DLQSelect {
+	s := protocol.DLQSelect{Queue: f.Queue, Group: f.Group, Partition: f.Partition}
+	if !f.From.IsZero() {
+		s.From = f.From.UnixNano()
+	}
+	if !f.To.IsZero() {
+		s.To = f.To.UnixNano()
+	}
+	for _, id := range ids {
+		s.IDs = append(s.IDs, protocol.UUID(id))
+	}
+	return s
+}
+
+// Redrive puts the dead-letter entries matching f (only those in ids, when
+// ids is not empty) back at the end of their partitions as new messages,
+// and removes them from the dead-letter queue.
+func (c *Client) Redrive(ctx context.Context, f DLQFilter, ids ...ID) ([]Redriven, error) {
+	req := protocol.DLQRedriveRequest{DLQSelect: dlqSelect(f, ids)}
+	var reply protocol.DLQRedriveReply
+	err := c.do(ctx, protocol.OpDLQRedrive, func(dst []byte, id uint64) []byte { return protocol.AppendDLQRedriveRequest(dst, id, &req) }, &reply)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Redriven, len(reply.Items))
+	for i, r := range reply.Items {
+		out[i] = Redriven{Entry: ID(r.Entry), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID), Queue: r.Queue, Partition: r.Partition}
+	}
+	return out, nil
+}
+
+// PurgeDLQ drops the dead-letter entries matching f (only those in ids,
+// when ids is not empty) and returns how many went.
+func (c *Client) PurgeDLQ(ctx context.Context, f DLQFilter, ids ...ID) (int, error) {
+	req := protocol.DLQPurgeRequest{DLQSelect: dlqSelect(f, ids)}
+	var reply protocol.DLQPurgeReply
+	err := c.do(ctx, protocol.OpDLQPurge, func(dst []byte, id uint64) []byte { return protocol.AppendDLQPurgeRequest(dst, id, &req) }, &reply)
+	return int(reply.Purged), err
 }

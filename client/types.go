@@ -219,6 +219,7 @@ type QueueDetail struct {
 
 // DLQEntry is a dead-lettered message.
 type DLQEntry struct {
+	ID         ID // the entry's own id: Redrive and Purge name it
 	Message    Message
 	Error      string
 	RetryCount int

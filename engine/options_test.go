@@ -292,3 +292,33 @@ func TestMaxWaitEviction(t *testing.T) {
 		t.Fatalf("the leased message was evicted under its lease: %v", r[0].Err)
 	}
 }
+
+// TestDLQRedriveAndPurge: redrive puts entries back at the end of their
+// partition as new messages and out of the DLQ; purge drops them; both
+// survive a restart.
+func TestDLQRedriveAndPurge(t *testing.T) {
+	f := newFixture(t)
+	f.push("d", "p", "bad1", "bad2", "bad3")
+	msgs := f.pop(PopRequest{Queue: "d", Batch: 3})
+	f.ack(ackOf(msgs[0], DLQ), ackOf(msgs[1], DLQ), ackOf(msgs[2], DLQ))
+	entries, total, _ := f.e.DLQ(DLQFilter{Queue: "d"})
+	if total != 3 {
+		t.Fatalf("DLQ holds %d", total)
+	}
+	red, err := f.e.RedriveDLQ(context.Background(), DLQFilter{Queue: "d"}, []UUID{entries[0].ID, entries[2].ID})
+	if err != nil || len(red) != 2 || red[0].MessageID == msgs[0].ID {
+		t.Fatalf("redrive: %+v %v", red, err)
+	}
+	back := f.pop(PopRequest{Queue: "d", Batch: 10})
+	wantPayloads(t, back, "bad1,bad3")
+	if back[0].Offset != 3 {
+		t.Fatalf("redriven message at offset %d, want the end of the partition (3)", back[0].Offset)
+	}
+	if n, err := f.e.PurgeDLQ(DLQFilter{Queue: "d"}, nil); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	f.restart()
+	if _, total, _ := f.e.DLQ(DLQFilter{Queue: "d"}); total != 0 {
+		t.Fatalf("DLQ after restart holds %d", total)
+	}
+}

@@ -25,6 +25,7 @@ import "time"
 //	barrier (8)  = (nothing)
 //	move    (9)  = as push: messages already stored, copied forward out of an old segment
 //	retain (10)  = queueID u64 | seq uvarint | low uvarint   (retention removed what is below low)
+//	dlqDel (11)  = queueID u64 | n uvarint | n × entry id [16]  (redriven or purged)
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -38,6 +39,7 @@ const (
 	recBarrier  = 8 // empty: lets a snapshot wait for everything before it
 	recMove     = 9 // a push record copied forward: its messages now live here
 	recRetain   = 10
+	recDLQDel   = 11
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {

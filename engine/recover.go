@@ -147,6 +147,21 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			e.applyLow(p, low)
 			p.st().mu.Unlock()
 		}
+	case recDLQDel:
+		qid := r.u64()
+		n := r.count(16)
+		ids := make([]UUID, 0, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			ids = append(ids, r.uuid())
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if q := e.queuesID[qid]; q != nil {
+			q.dlqMu.Lock()
+			q.dropDead(ids)
+			q.dlqMu.Unlock()
+		}
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)

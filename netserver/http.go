@@ -253,6 +253,8 @@ func (s *HTTPServer) routes() {
 	s.handle("GET /api/v1/messages/{partitionId}/{transactionId}", levelReadOnly, s.handleMessage)
 	s.handle("DELETE /api/v1/messages/{partitionId}/{transactionId}", levelReadWrite, s.handleDeleteMessage)
 	s.handle("GET /api/v1/dlq", levelReadOnly, s.handleDLQ)
+	s.handle("POST /api/v1/dlq/redrive", levelReadWrite, s.handleDLQRedrive)
+	s.handle("POST /api/v1/dlq/purge", levelAdmin, s.handleDLQPurge)
 	// Consumer groups.
 	s.handle("GET /api/v1/consumer-groups", levelReadOnly, s.handleGroups)
 	s.handle("GET /api/v1/consumer-groups/lagging", levelReadOnly, s.handleLagging)

@@ -44,6 +44,8 @@ func (s *HTTPServer) handleDLQ(w http.ResponseWriter, r *http.Request) {
 		}
 		b = append(b, `{"id":`...)
 		b = appendUUID(b, m.ID)
+		b = append(b, `,"entryId":`...)
+		b = appendUUID(b, d.ID)
 		b = append(b, `,"transactionId":`...)
 		b = appendString(b, m.TransactionID)
 		b = append(b, `,"partitionId":`...)

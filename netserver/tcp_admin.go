@@ -1,6 +1,7 @@
 package netserver
 
 import (
+	"context"
 	"time"
 
 	"github.com/regentmq/regent/engine"
@@ -92,6 +93,25 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 			return nil, err
 		}
 		return &protocol.DLQListReply{Total: uint64(total), Entries: fromEngineDLQ(entries)}, nil
+	case *protocol.DLQRedriveRequest:
+		f, ids := toEngineDLQSelect(&r.DLQSelect)
+		red, err := e.RedriveDLQ(context.Background(), f, ids)
+		if err != nil {
+			return nil, err
+		}
+		out := &protocol.DLQRedriveReply{Items: make([]protocol.Redriven, len(red))}
+		for i, x := range red {
+			out.Items[i] = protocol.Redriven{Entry: protocol.UUID(x.Entry), MessageID: protocol.UUID(x.MessageID),
+				PartitionID: protocol.UUID(x.PartitionID), Queue: x.Queue, Partition: x.Partition}
+		}
+		return out, nil
+	case *protocol.DLQPurgeRequest:
+		f, ids := toEngineDLQSelect(&r.DLQSelect)
+		n, err := e.PurgeDLQ(f, ids)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DLQPurgeReply{Purged: uint64(n)}, nil
 	case *protocol.StatsRequest:
 		st := e.Stats()
 		out := &protocol.StatsReply{

@@ -227,9 +227,25 @@ func fromEngineDLQ(src []engine.DLQEntry) []protocol.DLQEntry {
 	for i := range src {
 		s := &src[i]
 		out[i] = protocol.DLQEntry{
+			ID:    protocol.UUID(s.ID),
 			Queue: s.Message.Queue, Group: s.Message.Group, Message: fromEngineMessage(&s.Message),
 			Error: s.Error, RetryCount: uint32(s.RetryCount), FailedAt: s.FailedAt,
 		}
 	}
 	return out
+}
+
+func toEngineDLQSelect(s *protocol.DLQSelect) (engine.DLQFilter, []engine.UUID) {
+	f := engine.DLQFilter{Queue: s.Queue, Group: s.Group, Partition: s.Partition}
+	if s.From != 0 {
+		f.From = time.Unix(0, s.From)
+	}
+	if s.To != 0 {
+		f.To = time.Unix(0, s.To)
+	}
+	ids := make([]engine.UUID, len(s.IDs))
+	for i, id := range s.IDs {
+		ids[i] = engine.UUID(id)
+	}
+	return f, ids
 }

@@ -35,6 +35,10 @@ func NewRequest(op Op) Body {
 		return &DLQListRequest{}
 	case OpStats:
 		return &StatsRequest{}
+	case OpDLQRedrive:
+		return &DLQRedriveRequest{}
+	case OpDLQPurge:
+		return &DLQPurgeRequest{}
 	}
 	return nil
 }
@@ -73,6 +77,10 @@ func NewReply(op Op) Body {
 		return &DLQListReply{}
 	case OpStats:
 		return &StatsReply{}
+	case OpDLQRedrive:
+		return &DLQRedriveReply{}
+	case OpDLQPurge:
+		return &DLQPurgeReply{}
 	}
 	return nil
 }

@@ -56,9 +56,11 @@
 //	0x25  delete_group  DeleteGroupRequest          DeleteGroupReply
 //	0x26  dlq_list      DLQListRequest              DLQListReply
 //	0x27  stats         StatsRequest (empty)        StatsReply
+//	0x28  dlq_redrive   DLQRedriveRequest           DLQRedriveReply
+//	0x29  dlq_purge     DLQPurgeRequest             DLQPurgeReply
 //
-// An unknown opcode is answered with CodeUnknownOp and skipped; the
-// connection goes on. A frame above the cap, or a header no version sends
+// An unknown opcode is answered with CodeUnknownOp (the Regent server then
+// closes the connection: a client that sends one speaks something else). A frame above the cap, or a header no version sends
 // (length < 10, undefined flags), is answered if possible and the
 // connection is closed: the stream cannot be trusted after it.
 //
@@ -142,7 +144,12 @@
 //	DLQListRequest      str queue | str group | str partition | i64 from | i64 to |
 //	                    uv limit | uv offset
 //	DLQListReply        uv total | DLQEntry...
-//	  DLQEntry          str queue | str group | Message | str error | uv retryCount | i64 failedAt
+//	  DLQEntry          uuid id | str queue | str group | Message | str error | uv retryCount | i64 failedAt
+//	DLQRedriveRequest   DLQSelect
+//	DLQPurgeRequest     DLQSelect
+//	  DLQSelect         str queue | str group | str partition | i64 from | i64 to | uv count | count × uuid id
+//	DLQRedriveReply     uv count | count × (uuid entry | uuid messageId | uuid partitionId | str queue | str partition)
+//	DLQPurgeReply       uv purged
 //
 //	StatsRequest        (empty)
 //	StatsReply          uv queues | uv pushed | uv popped | uv acked | uv deadLettered |

@@ -29,6 +29,8 @@ const (
 	OpDeleteGroup Op = 0x25
 	OpDLQList     Op = 0x26
 	OpStats       Op = 0x27
+	OpDLQRedrive  Op = 0x28
+	OpDLQPurge    Op = 0x29
 )
 
 var opNames = [256]string{
@@ -47,6 +49,8 @@ var opNames = [256]string{
 	OpDeleteGroup: "delete_group",
 	OpDLQList:     "dlq_list",
 	OpStats:       "stats",
+	OpDLQRedrive:  "dlq_redrive",
+	OpDLQPurge:    "dlq_purge",
 }
 
 // Known reports whether op is an opcode of this protocol version.

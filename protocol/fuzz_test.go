@@ -271,6 +271,10 @@ func FuzzDeleteGroupRequest(f *testing.F) { fuzzBody(f, &DeleteGroupRequest{}) }
 func FuzzDeleteGroupReply(f *testing.F)   { fuzzBody(f, &DeleteGroupReply{}) }
 func FuzzDLQListRequest(f *testing.F)     { fuzzBody(f, &DLQListRequest{}) }
 func FuzzDLQListReply(f *testing.F)       { fuzzBody(f, &DLQListReply{}) }
+func FuzzDLQRedriveRequest(f *testing.F)  { fuzzBody(f, &DLQRedriveRequest{}) }
+func FuzzDLQRedriveReply(f *testing.F)    { fuzzBody(f, &DLQRedriveReply{}) }
+func FuzzDLQPurgeRequest(f *testing.F)    { fuzzBody(f, &DLQPurgeRequest{}) }
+func FuzzDLQPurgeReply(f *testing.F)      { fuzzBody(f, &DLQPurgeReply{}) }
 func FuzzStatsRequest(f *testing.F)       { fuzzBody(f, &StatsRequest{}) }
 func FuzzStatsReply(f *testing.F)         { fuzzBody(f, &StatsReply{}) }
 

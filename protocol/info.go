@@ -243,8 +243,9 @@ type DLQListRequest struct {
 // DLQEntry is one dead-letter entry: the message (payload included), where
 // and why it failed.
 //
-//	str queue | str group | Message | str error | uv retryCount | i64 failedAt
+//	uuid id | str queue | str group | Message | str error | uv retryCount | i64 failedAt
 type DLQEntry struct {
+	ID         UUID // the entry's own id: redrive and purge name it
 	Queue      string
 	Group      string
 	Message    Message // LeaseID zero
@@ -253,7 +254,7 @@ type DLQEntry struct {
 	FailedAt   int64 // Unix nanoseconds
 }
 
-const minDLQEntry = 1 + 1 + minMessage + 1 + 1 + 8
+const minDLQEntry = 16 + 1 + 1 + minMessage + 1 + 1 + 8
 
 // DLQListReply answers DLQList: a page of entries, oldest first, and how
 // many match in all.
@@ -297,6 +298,7 @@ func (r *DLQListReply) AppendBody(dst []byte) []byte {
 	dst = appendUv(dst, uint64(len(r.Entries)))
 	for i := range r.Entries {
 		e := &r.Entries[i]
+		dst = appendUUID(dst, e.ID)
 		dst = appendStr(dst, e.Queue)
 		dst = appendStr(dst, e.Group)
 		dst = appendMessage(dst, &e.Message)
@@ -313,6 +315,7 @@ func (r *DLQListReply) Decode(body []byte) error {
 	r.Entries = resize(r.Entries, d.count(minDLQEntry))
 	for i := range r.Entries {
 		e := &r.Entries[i]
+		e.ID = d.uuid()
 		e.Queue = d.str()
 		e.Group = d.str()
 		decodeMessage(&d, &e.Message)

@@ -193,6 +193,10 @@ func TestNamedEncoders(t *testing.T) {
 		{AppendDLQListReply(nil, 5, &DLQListReply{}), &DLQListReply{}},
 		{AppendStatsRequest(nil, 5), &StatsRequest{}},
 		{AppendStatsReply(nil, 5, &StatsReply{}), &StatsReply{}},
+		{AppendDLQRedriveRequest(nil, 5, &DLQRedriveRequest{DLQSelect: DLQSelect{Queue: "q"}}), &DLQRedriveRequest{DLQSelect: DLQSelect{Queue: "q"}}},
+		{AppendDLQRedriveReply(nil, 5, &DLQRedriveReply{}), &DLQRedriveReply{}},
+		{AppendDLQPurgeRequest(nil, 5, &DLQPurgeRequest{}), &DLQPurgeRequest{}},
+		{AppendDLQPurgeReply(nil, 5, &DLQPurgeReply{Purged: 2}), &DLQPurgeReply{Purged: 2}},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -232,7 +236,7 @@ func TestRegistry(t *testing.T) {
 	if NewRequest(0) != nil || NewReply(0xff) != nil {
 		t.Error("unknown opcodes give bodies")
 	}
-	if n := len(Ops()); n != 15 {
+	if n := len(Ops()); n != 17 {
 		t.Errorf("%d opcodes", n)
 	}
 }
