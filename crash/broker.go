@@ -1,0 +1,140 @@
+package crash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// broker is the `regent serve` child process, restarted on the same data
+// directory and ports.
+type broker struct {
+	cfg      *Config
+	dataDir  string
+	tcpAddr  string
+	httpAddr string
+	starts   int
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	logFile  *os.File
+}
+
+func newBroker(cfg *Config) (*broker, error) {
+	b := &broker{cfg: cfg, dataDir: filepath.Join(cfg.Dir, "data")}
+	var err error
+	if b.tcpAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if b.httpAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// freeAddr finds a free loopback port (the broker binds it again on every
+// restart: gnet and net/http both set SO_REUSEADDR).
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("crash: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// start runs the broker and waits until its TCP port answers a handshake,
+// or it exits (an error quoting its log), or StartTimeout passes.
+func (b *broker) start(ctx context.Context) error {
+	b.starts++
+	lf, err := os.Create(logPath(b.cfg.Dir, b.starts))
+	if err != nil {
+		return err
+	}
+	args := append([]string{"serve", "--data", b.dataDir, "--tcp", b.tcpAddr, "--http", b.httpAddr, "--log-level", "warn"}, b.cfg.Args...)
+	cmd := exec.Command(b.cfg.Binary, args...)
+	cmd.Env = append(os.Environ(), b.cfg.Env...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("crash: start %s: %w", b.cfg.Binary, err)
+	}
+	b.cmd, b.logFile, b.exited = cmd, lf, make(chan struct{})
+	go func(done chan struct{}) {
+		cmd.Wait()
+		close(done)
+	}(b.exited)
+	deadline := time.Now().Add(b.cfg.StartTimeout)
+	for {
+		if err := probe(b.tcpAddr); err == nil {
+			return nil
+		}
+		select {
+		case <-b.exited:
+			return fmt.Errorf("the broker exited (%v) before serving; its log:\n%s", cmd.ProcessState, b.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the broker did not serve within %v; its log:\n%s", b.cfg.StartTimeout, b.logTail())
+		}
+	}
+}
+
+// probe connects to the TCP port (a connection is accepted only once the
+// journal is recovered and the engine runs: serve listens last).
+func probe(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (b *broker) kill() {
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Kill()
+	<-b.exited
+	b.logFile.Close()
+	b.cmd = nil
+}
+
+// stop asks the broker to shut down (SIGTERM) and waits up to grace.
+func (b *broker) stop(grace time.Duration) error {
+	if b.cmd == nil {
+		return nil
+	}
+	defer b.kill()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-b.exited:
+		if !b.cmd.ProcessState.Success() {
+			return fmt.Errorf("the broker stopped with %v; its log:\n%s", b.cmd.ProcessState, b.logTail())
+		}
+		return nil
+	case <-time.After(grace):
+		return errors.New("the broker did not stop in time")
+	}
+}
+
+// logTail is the end of the current start's log.
+func (b *broker) logTail() string {
+	data, _ := os.ReadFile(logPath(b.cfg.Dir, b.starts))
+	s := string(data)
+	if len(s) > 4000 {
+		s = "..." + s[len(s)-4000:]
+	}
+	return strings.TrimRight(s, "\n")
+}

@@ -1,0 +1,267 @@
+package crash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/regentmq/regent/client"
+)
+
+// Config configures Run. Only Binary is required; zero values take the
+// documented defaults.
+type Config struct {
+	// Binary is the regent executable to run as `Binary serve ...`.
+	Binary string
+	// Dir holds the broker's data (Dir/data) and logs (Dir/broker-N.log);
+	// default a new temporary directory, removed after a run without
+	// violations.
+	Dir string
+	// Cycles is how many times the broker is killed with SIGKILL; default 5.
+	Cycles int
+	// MinUp and MaxUp bound how long the broker runs under load before each
+	// kill (uniformly random between them); default 300ms and 1.5s.
+	MinUp, MaxUp time.Duration
+	// Producers, Consumers (group g1) and TxnWorkers (group g2); default 4,
+	// 3 and 2.
+	Producers, Consumers, TxnWorkers int
+	// Partitions of queue "crash"; default 4.
+	Partitions int
+	// PushRate caps the items pushed per second by all producers together
+	// (so that long runs stay within memory); default 2000.
+	PushRate int
+	// Seed makes the workload's choices and the kill times repeatable
+	// (as far as timing allows); 0 picks one, reported in Report.Seed.
+	Seed uint64
+	// Env is added to the broker's environment (e.g. a test hook).
+	Env []string
+	// Args are added to the broker's command line after the harness's own
+	// flags (--data, --tcp, --http, --log-level).
+	Args []string
+	// StartTimeout bounds each start of the broker; default 30s.
+	StartTimeout time.Duration
+	// Logf, when set, receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) setDefaults() error {
+	if c.Binary == "" {
+		return errors.New("crash: Config.Binary is required")
+	}
+	if c.Cycles <= 0 {
+		c.Cycles = 5
+	}
+	if c.MinUp <= 0 {
+		c.MinUp = 300 * time.Millisecond
+	}
+	if c.MaxUp < c.MinUp {
+		c.MaxUp = max(c.MinUp, 1500*time.Millisecond)
+	}
+	if c.Producers <= 0 {
+		c.Producers = 4
+	}
+	if c.Consumers <= 0 {
+		c.Consumers = 3
+	}
+	if c.TxnWorkers <= 0 {
+		c.TxnWorkers = 2
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 4
+	}
+	if c.PushRate <= 0 {
+		c.PushRate = 2000
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// Report is what a run did and what it found. Every violation counter must
+// be zero; Problems explains the first few.
+type Report struct {
+	Seed   uint64
+	Cycles int // kills done
+	Dir    string
+
+	Pushes       int // items pushed (each counted once, however often it was sent)
+	Acknowledged int // items answered queued or duplicate: each must be stored once
+	Unanswered   int // items never answered (the run ended first)
+	Stored       int // messages found in the queues at the end
+	Deliveries   int // messages delivered to groups g1 and g2
+	AcksOK       map[string]int
+	Txns         int // transactions answered success
+	DLQEntries   int
+	CallErrors   int // calls that failed (broker down, connection lost)
+
+	Lost, Duplicates, OutOfOrder, Phantoms, Redelivered int
+	RetryCounts, DLQ, TxnAtomicity, StartFailures       int
+
+	Problems []string
+	Elapsed  time.Duration
+}
+
+// Violations is the sum of the violation counters.
+func (r *Report) Violations() int {
+	return r.Lost + r.Duplicates + r.OutOfOrder + r.Phantoms + r.Redelivered +
+		r.RetryCounts + r.DLQ + r.TxnAtomicity + r.StartFailures
+}
+
+// String is a human summary.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "crash run: %d kill -9 cycles in %v (seed %d)\n", r.Cycles, r.Elapsed.Round(time.Millisecond), r.Seed)
+	fmt.Fprintf(&b, "  pushes %d, acknowledged %d, unanswered %d, stored %d\n", r.Pushes, r.Acknowledged, r.Unanswered, r.Stored)
+	var acks []string
+	for k, v := range r.AcksOK {
+		acks = append(acks, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(acks)
+	fmt.Fprintf(&b, "  deliveries %d, acks answered success: %s; transactions %d; DLQ entries %d; failed calls %d\n",
+		r.Deliveries, strings.Join(acks, ", "), r.Txns, r.DLQEntries, r.CallErrors)
+	fmt.Fprintf(&b, "  violations: lost %d, duplicates %d, out of order %d, phantoms %d, redelivered %d, retry counts %d, dlq %d, txn %d, start failures %d\n",
+		r.Lost, r.Duplicates, r.OutOfOrder, r.Phantoms, r.Redelivered, r.RetryCounts, r.DLQ, r.TxnAtomicity, r.StartFailures)
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "  - %s\n", p)
+	}
+	return b.String()
+}
+
+const maxProblems = 40
+
+func (r *Report) problem(counter *int, format string, args ...any) {
+	*counter++
+	if len(r.Problems) < maxProblems {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// Run runs the scenario: Cycles kill -9 cycles under load, a last restart,
+// and the checks. The error is for the harness itself (it could not run);
+// what the broker did wrong is in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	rep := &Report{Seed: cfg.Seed, AcksOK: map[string]int{}}
+	temp := cfg.Dir == ""
+	if temp {
+		d, err := os.MkdirTemp("", "regent-crash-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = d
+	}
+	rep.Dir = cfg.Dir
+	br, err := newBroker(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer br.kill()
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	if err := br.start(ctx); err != nil {
+		rep.problem(&rep.StartFailures, "first start: %v", err)
+		return rep, nil
+	}
+	c, err := client.Dial(ctx, br.tcpAddr, client.WithConns(4), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
+		client.WithDialTimeout(time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("crash: dial: %w", err)
+	}
+	defer c.Close()
+	led := newLedger(cfg.Partitions)
+	if err := setup(ctx, c); err != nil {
+		return nil, err
+	}
+	wctx, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	startWorkers(wctx, &wg, c, led, &cfg)
+	for cycle := 1; cycle <= cfg.Cycles; cycle++ {
+		up := cfg.MinUp + time.Duration(rng.Int64N(int64(cfg.MaxUp-cfg.MinUp)+1))
+		before := led.answers()
+		select {
+		case <-time.After(up):
+		case <-ctx.Done():
+			stopWork()
+			wg.Wait()
+			return nil, ctx.Err()
+		}
+		br.kill()
+		rep.Cycles++
+		cfg.Logf("cycle %d: killed after %v under load (%d answers this cycle)", cycle, up.Round(time.Millisecond), led.answers()-before)
+		if err := br.start(ctx); err != nil {
+			rep.problem(&rep.StartFailures, "restart after kill %d: %v", cycle, err)
+			stopWork()
+			wg.Wait()
+			led.summarize(rep)
+			rep.Elapsed = time.Since(start)
+			return rep, nil
+		}
+	}
+	// The last cycle ended with a kill and a restart: stop the load, then
+	// look at what the broker recovered.
+	stopWork()
+	wg.Wait()
+	if err := waitReady(ctx, c, 10*time.Second); err != nil {
+		return nil, fmt.Errorf("crash: broker not reachable for the checks: %w", err)
+	}
+	if err := audit(ctx, c, led, rep, &cfg); err != nil {
+		return nil, fmt.Errorf("crash: checks: %w", err)
+	}
+	rep.Elapsed = time.Since(start)
+	if err := br.stop(10 * time.Second); err != nil {
+		cfg.Logf("graceful stop: %v", err)
+	}
+	if temp && rep.Violations() == 0 {
+		os.RemoveAll(cfg.Dir)
+	}
+	return rep, nil
+}
+
+// setup configures queue "crash".
+func setup(ctx context.Context, c *client.Client) error {
+	o := client.DefaultQueueOptions()
+	o.LeaseTime = time.Second
+	o.RetryLimit = retryLimit
+	o.RetryDelay = 20 * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.Configure(cctx, queueName, o); err != nil {
+		return fmt.Errorf("crash: configure: %w", err)
+	}
+	return nil
+}
+
+// waitReady pings until the broker answers.
+func waitReady(ctx context.Context, c *client.Client, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := c.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func logPath(dir string, n int) string { return filepath.Join(dir, fmt.Sprintf("broker-%d.log", n)) }
