@@ -23,6 +23,13 @@ func (c *Client) Queue(name string) QueueBuilder {
 	return QueueBuilder{c: c, req: PopRequest{Queue: name}, concurrency: 1}
 }
 
+// Labels starts a builder that pops from any queue whose options carry the
+// namespace and/or task ("" matches any), higher priority first, taking
+// turns within a priority.
+func (c *Client) Labels(namespace, task string) QueueBuilder {
+	return QueueBuilder{c: c, req: PopRequest{Namespace: namespace, Task: task}, concurrency: 1}
+}
+
 // Partition restricts pops (and sets pushes) to one partition.
 func (q QueueBuilder) Partition(p string) QueueBuilder { q.req.Partition = p; return q }
 

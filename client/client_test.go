@@ -271,3 +271,20 @@ func TestIDRoundTrip(t *testing.T) {
 	ids := []string{id.String()}
 	sort.Strings(ids)
 }
+
+func TestPopByLabels(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	o := client.DefaultQueueOptions()
+	o.Namespace, o.Task, o.Priority = "media", "resize", 2
+	c.Configure(ctx, "resize-fast", o)
+	o.Priority = 1
+	c.Configure(ctx, "resize-slow", o)
+	c.Queue("resize-slow").Push(ctx, []byte("slow"))
+	c.Queue("resize-fast").Push(ctx, []byte("fast"))
+	m, err := c.Labels("media", "resize").AutoAck(true).Pop(ctx)
+	if err != nil || len(m) != 1 || string(m[0].Payload) != "fast" || m[0].Queue != "resize-fast" {
+		t.Fatalf("pop by labels: %+v %v", m, err)
+	}
+}

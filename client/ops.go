@@ -33,7 +33,9 @@ func pushResults(in []protocol.PushResult) []PushResult {
 
 // PopRequest is the low-level form of a pop; QueueBuilder builds it.
 type PopRequest struct {
-	Queue        string
+	Queue        string // or "" with Namespace and/or Task: any queue carrying them, by priority
+	Namespace    string
+	Task         string
 	Partition    string // "" = any partition
 	Group        string // "" = queue mode
 	Subscription SubscriptionMode
@@ -51,6 +53,7 @@ func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
 		Queue: r.Queue, Partition: r.Partition, Group: r.Group, Subscription: protocol.SubMode(r.Subscription),
 		Batch: uint32(max(r.Batch, 0)), Partitions: uint32(max(r.Partitions, 0)), Wait: r.Wait,
 		TimeoutMs: uint32(max(r.Timeout, 0) / time.Millisecond), AutoAck: r.AutoAck,
+		Namespace: r.Namespace, Task: r.Task,
 	}
 	if r.Subscription == From {
 		req.From = r.From.UnixNano()

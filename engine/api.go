@@ -77,7 +77,11 @@ func (m SubMode) String() string {
 
 // PopRequest asks for messages.
 type PopRequest struct {
+	// Queue names the queue; or leave it "" and name Namespace and/or Task
+	// to pop from any queue that carries them, higher priority first.
 	Queue      string
+	Namespace  string
+	Task       string
 	Partition  string // "" means any partition of the queue
 	Group      string // "" means QueueModeGroup
 	Batch      int    // cap on messages returned; 0 means 1

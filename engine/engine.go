@@ -126,6 +126,10 @@ type Engine struct {
 	stats      counters
 	aead       cipher.AEAD // nil without Config.EncryptionKey
 	nonce      nonces
+
+	labels       labelWaiters // parked pops by namespace and task
+	labelWaiting atomic.Int64 // how many: notify looks only when some wait
+	labelTurn    atomic.Uint64
 }
 
 type counters struct {
@@ -200,6 +204,18 @@ func (e *Engine) Close() error {
 				e.failWaiters(g, ErrClosed)
 			}
 		}
+	}
+	e.labels.mu.Lock()
+	ws := e.labels.list
+	e.labels.list = nil
+	e.labels.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		if !w.finished {
+			w.finish()
+			w.c.done(nil, ErrClosed)
+		}
+		w.mu.Unlock()
 	}
 	return err
 }

@@ -160,6 +160,9 @@ func (e *Engine) notify(p *partition, g *group, pg *pgState, wakes *[]*waiter) {
 		*wakes = append(*wakes, w)
 	}
 	g.mu.Unlock()
+	if e.labelWaiting.Load() > 0 {
+		e.wakeLabels(p.q, wakes)
+	}
 }
 
 // DeleteGroup removes a consumer group from a queue (or from every queue when

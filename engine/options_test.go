@@ -322,3 +322,46 @@ func TestDLQRedriveAndPurge(t *testing.T) {
 		t.Fatalf("DLQ after restart holds %d", total)
 	}
 }
+
+// TestPopByNamespaceAndTaskByPriority: a pop naming a namespace and task
+// reads the queues that carry them, higher priority first, taking turns
+// within a priority; a parked one is woken by a push to any of them.
+func TestPopByNamespaceAndTaskByPriority(t *testing.T) {
+	f := newFixture(t)
+	f.configure("billing.invoice-low", func(o *QueueOptions) { o.Namespace, o.Task, o.Priority = "billing", "invoice", 1 })
+	f.configure("billing.invoice-high", func(o *QueueOptions) { o.Namespace, o.Task, o.Priority = "billing", "invoice", 9 })
+	f.configure("billing.refund", func(o *QueueOptions) { o.Namespace, o.Task = "billing", "refund" })
+	f.push("billing.invoice-low", "", "low")
+	f.push("billing.invoice-high", "", "high")
+	f.push("billing.refund", "", "refund")
+	first := f.pop(PopRequest{Namespace: "billing", Task: "invoice", Group: "w"})
+	wantPayloads(t, first, "high")
+	f.ackMsgs(first, Completed)
+	low := f.pop(PopRequest{Namespace: "billing", Task: "invoice", Group: "w"})
+	wantPayloads(t, low, "low")
+	f.ackMsgs(low, Completed)
+	wantPayloads(t, f.pop(PopRequest{Namespace: "billing", Group: "w"}), "refund")
+	ch := make(chan []Message, 1)
+	f.e.PopAsync(PopRequest{Task: "invoice", Group: "w", Wait: true, Timeout: time.Minute}, func(m []Message, err error) { ch <- m })
+	f.push("billing.invoice-low", "", "late")
+	select {
+	case m := <-ch:
+		wantPayloads(t, m, "late")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parked pop by task was not woken")
+	}
+	// Queues of one priority take turns.
+	f.configure("a.x", func(o *QueueOptions) { o.Namespace, o.Task = "turns", "x" })
+	f.configure("b.x", func(o *QueueOptions) { o.Namespace, o.Task = "turns", "x" })
+	f.push("a.x", "", "a1", "a2")
+	f.push("b.x", "", "b1", "b2")
+	seen := map[string]int{}
+	for i := 0; i < 4; i++ {
+		m := f.pop(PopRequest{Namespace: "turns", Group: "t"})
+		seen[m[0].Queue]++
+		f.ackMsgs(m, Completed)
+	}
+	if seen["a.x"] != 2 || seen["b.x"] != 2 {
+		t.Fatalf("queues of one priority did not take turns: %v", seen)
+	}
+}

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// popCall is a normalized PopRequest with its queue and group resolved.
+// popCall is a normalized PopRequest with its queue and group resolved
+// (q and g are nil for a pop by namespace and task: see labels.go).
 type popCall struct {
 	req      PopRequest
 	q        *queue
@@ -14,6 +15,8 @@ type popCall struct {
 	done     func([]Message, error)
 	deadline int64
 }
+
+func (c *popCall) byLabels() bool { return c.q == nil }
 
 // PopWaiter is a parked long poll; Cancel withdraws it.
 type PopWaiter struct{ w *waiter }
@@ -42,7 +45,7 @@ func (e *Engine) PopAsync(req PopRequest, done func([]Message, error)) *PopWaite
 		done(nil, nil)
 		return nil
 	}
-	ver := c.g.readVersion()
+	ver := e.version(c)
 	msgs, pend, err := e.attempt(c)
 	if err != nil || len(msgs) > 0 || !req.Wait {
 		e.deliver(c, msgs, pend, err)
@@ -106,6 +109,15 @@ func (e *Engine) newPopCall(req PopRequest, done func([]Message, error)) (*popCa
 	if req.Timeout > e.cfg.MaxPopTimeout {
 		req.Timeout = e.cfg.MaxPopTimeout
 	}
+	if req.Queue == "" && (req.Namespace != "" || req.Task != "") {
+		if req.Partition != "" {
+			return nil, fmt.Errorf("%w: a pop by namespace or task takes no partition", ErrInvalid)
+		}
+		if err := checkName("consumer group", req.Group, false); err != nil {
+			return nil, err
+		}
+		return &popCall{req: req, done: done, deadline: e.clock.Now() + int64(req.Timeout)}, nil
+	}
 	if err := checkName("queue", req.Queue, true); err != nil {
 		return nil, err
 	}
@@ -162,6 +174,9 @@ func (e *Engine) deliver(c *popCall, msgs []Message, pend *pending, err error) {
 func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	if err := e.check(); err != nil {
 		return nil, nil, err
+	}
+	if c.byLabels() {
+		return e.attemptLabels(c)
 	}
 	if c.q.deleted.Load() {
 		return nil, nil, fmt.Errorf("%w: %q", ErrQueueNotFound, c.q.name)

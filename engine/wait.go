@@ -77,7 +77,7 @@ func (w *waiter) loop(ver uint64, again bool) bool {
 	e, c := w.e, w.c
 	for {
 		if again {
-			ver = c.g.readVersion()
+			ver = e.version(c)
 			msgs, pend, err := e.attempt(c)
 			if err != nil || len(msgs) > 0 {
 				w.finish()
@@ -90,6 +90,12 @@ func (w *waiter) loop(ver uint64, again bool) bool {
 			w.finish()
 			c.done(nil, nil)
 			return true
+		}
+		if c.byLabels() {
+			if e.parkLabels(w, ver) {
+				return false
+			}
+			continue
 		}
 		c.g.mu.Lock()
 		if c.g.deleted.Load() {
@@ -127,8 +133,17 @@ func (w *waiter) timeout() {
 	}
 	w.finished = true
 	w.mu.Unlock()
-	w.c.g.dropWaiter(w)
+	w.unpark()
 	w.c.done(nil, nil)
+}
+
+// unpark takes the waiter off whichever list it waits in.
+func (w *waiter) unpark() {
+	if w.c.byLabels() {
+		w.e.dropLabelWaiter(w)
+		return
+	}
+	w.c.g.dropWaiter(w)
 }
 
 func (w *waiter) cancel() bool {
@@ -138,7 +153,7 @@ func (w *waiter) cancel() bool {
 		return false
 	}
 	w.finish()
-	w.c.g.dropWaiter(w)
+	w.unpark()
 	return true
 }
 

@@ -235,6 +235,7 @@ func (s *HTTPServer) routes() {
 	// Data plane.
 	s.handle("POST /api/v1/push", levelReadWrite, s.handlePush)
 	s.handle("GET /api/v1/pop/queue/{queue}", levelReadWrite, s.handlePop)
+	s.handle("GET /api/v1/pop", levelReadWrite, s.handlePop) // by namespace and task: Queen documents it, Regent serves it
 	s.handle("GET /api/v1/pop/queue/{queue}/partition/{partition...}", levelReadWrite, s.handlePop)
 	s.handle("POST /api/v1/ack", levelReadWrite, s.handleAck)
 	s.handle("POST /api/v1/ack/batch", levelReadWrite, s.handleAckBatch)
@@ -282,6 +283,8 @@ func (s *HTTPServer) routes() {
 	s.handle("POST /api/v1/system/maintenance", levelAdmin, s.handleMaintenance)
 	s.handle("GET /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
 	s.handle("POST /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
+	// The web dashboard at / (its files under /dashboard/, feeds under /api/v1/dashboard/).
+	s.dashboardRoutes()
 	// Everything else: Queen answers 404.
 	s.handle("/", levelPublic, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found")

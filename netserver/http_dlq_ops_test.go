@@ -50,3 +50,22 @@ func TestHTTPDLQRedriveAndPurge(t *testing.T) {
 	}
 	h.call("POST", "/api/v1/dlq/redrive", obj{"ids": []any{"not-a-uuid"}}, 400, nil)
 }
+
+// TestHTTPPopByNamespaceAndTask: GET /api/v1/pop?namespace=&task= reads the
+// queues that carry them, higher priority first.
+func TestHTTPPopByNamespaceAndTask(t *testing.T) {
+	h := newHarness(t)
+	h.call("POST", "/api/v1/configure", obj{"queue": "jobs-low", "namespace": "media", "task": "resize", "options": obj{"priority": 1}}, 200, nil)
+	h.call("POST", "/api/v1/configure", obj{"queue": "jobs-high", "namespace": "media", "task": "resize", "options": obj{"priority": 5}}, 200, nil)
+	h.push(obj{"queue": "jobs-low", "payload": "low"}, obj{"queue": "jobs-high", "payload": "high"})
+	var out obj
+	h.call("GET", "/api/v1/pop?namespace=media&task=resize&autoAck=true", nil, 200, &out)
+	if got := msgsOf(out); len(got) != 1 || got[0]["data"] != "high" {
+		t.Fatalf("first pop by labels: %v", out)
+	}
+	h.call("GET", "/api/v1/pop?namespace=media&task=resize&autoAck=true", nil, 200, &out)
+	if got := msgsOf(out); len(got) != 1 || got[0]["data"] != "low" {
+		t.Fatalf("second pop by labels: %v", out)
+	}
+	h.call("GET", "/api/v1/pop", nil, 400, nil)
+}

@@ -103,6 +103,12 @@ func popRequest(r *http.Request) (engine.PopRequest, error) {
 	if req.Group == "" {
 		req.Group = engine.QueueModeGroup
 	}
+	if req.Queue == "" { // GET /api/v1/pop?namespace=&task=: pop by labels
+		req.Namespace, req.Task = queryParam(raw, "namespace"), queryParam(raw, "task")
+		if req.Namespace == "" && req.Task == "" {
+			return req, badRequest("name a queue in the path, or a namespace and/or a task")
+		}
+	}
 	if req.Partition == "" {
 		req.Partitions = queryInt(raw, "partitions", 1)
 	}

@@ -82,6 +82,8 @@ func toEnginePop(r *protocol.PopRequest) engine.PopRequest {
 		Timeout:      time.Duration(r.TimeoutMs) * time.Millisecond,
 		AutoAck:      r.AutoAck,
 		Subscription: engine.SubMode(r.Subscription),
+		Namespace:    r.Namespace,
+		Task:         r.Task,
 	}
 	if r.Subscription == protocol.SubFrom {
 		req.From = time.Unix(0, r.From)

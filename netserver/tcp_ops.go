@@ -200,6 +200,9 @@ func (j *popJob) appendTo(dst []byte) []byte {
 		return errReply{protocol.OpPop, j.id, j.err}.appendTo(dst)
 	}
 	reply := protocol.PopReply{Queue: j.req.Queue, Group: j.req.Group, Messages: make([]protocol.Message, len(j.msgs))}
+	if reply.Queue == "" && len(j.msgs) > 0 { // a pop by labels: the queue it read
+		reply.Queue = j.msgs[0].Queue
+	}
 	if reply.Group == "" {
 		reply.Group = engine.QueueModeGroup
 	}

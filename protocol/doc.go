@@ -96,7 +96,8 @@
 //	                    str transactionId | u16 code | str error
 //
 //	PopRequest          str queue | str partition | str group | u8 subscription |
-//	                    i64 from | uv batch | uv partitions | bool wait | uv timeoutMs | bool autoAck
+//	                    i64 from | uv batch | uv partitions | bool wait | uv timeoutMs | bool autoAck |
+//	                    str namespace | str task   (queue "": any queue carrying them, by priority)
 //	PopReply            str queue | str group | Message...
 //	  Message           uuid id | str transactionId | str traceId | bytes payload |
 //	                    i64 createdAt | str partition | uuid partitionId | uv offset |

@@ -146,7 +146,7 @@ func TestForgedCounts(t *testing.T) {
 func TestBadValues(t *testing.T) {
 	pop := bodyOf(&PopRequest{Queue: "q"})
 	badBool := append([]byte(nil), pop...)
-	badBool[len(badBool)-1] = 2 // autoAck
+	badBool[len(badBool)-3] = 2 // autoAck (namespace and task, empty, follow it)
 	cases := []struct {
 		name string
 		v    Body

@@ -41,6 +41,9 @@ type PopRequest struct {
 	Wait         bool    // long poll until a message or the timeout
 	TimeoutMs    uint32  // long-poll timeout in milliseconds; 0 means 30 s
 	AutoAck      bool    // move the cursor at delivery: at most once, no lease
+	// Namespace and Task, with Queue "", pop from any queue that carries
+	// them, higher priority first.
+	Namespace, Task string
 	arena
 }
 
@@ -91,7 +94,9 @@ func (r *PopRequest) AppendBody(dst []byte) []byte {
 	dst = appendUv(dst, uint64(r.Partitions))
 	dst = appendBool(dst, r.Wait)
 	dst = appendUv(dst, uint64(r.TimeoutMs))
-	return appendBool(dst, r.AutoAck)
+	dst = appendBool(dst, r.AutoAck)
+	dst = appendStr(dst, r.Namespace)
+	return appendStr(dst, r.Task)
 }
 
 func (r *PopRequest) Decode(body []byte) error {
@@ -106,6 +111,8 @@ func (r *PopRequest) Decode(body []byte) error {
 	r.Wait = d.bool()
 	r.TimeoutMs = d.uv32()
 	r.AutoAck = d.bool()
+	r.Namespace = d.str()
+	r.Task = d.str()
 	return d.finish("pop request")
 }
 
