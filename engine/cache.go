@@ -164,3 +164,56 @@ func findPush(rec []byte, queueID, seq, first uint64) (pushRecord, bool) {
 	}
 	return pushRecord{}, false
 }
+
+// coldChunk is a push record to read back into memory.
+type coldChunk struct {
+	first, pos uint64
+}
+
+// coldChunks lists the records holding offsets [from, from+n) of p that
+// are not in memory. Caller holds p's stripe.
+func (e *Engine) coldChunks(p *partition, from, n uint64) []coldChunk {
+	to := min(from+n, p.durable)
+	var cold []coldChunk
+	for ci := p.chunkFor(from); ci >= 0 && ci < len(p.chunks) && p.chunks[ci].first < to; ci++ {
+		if c := &p.chunks[ci]; c.mem == nil {
+			cold = append(cold, coldChunk{c.first, c.pos})
+		}
+	}
+	return cold
+}
+
+// warm reads records back from the journal, without p's stripe held, and
+// puts them back in memory where their chunks are still the same.
+func (e *Engine) warm(p *partition, cold []coldChunk) {
+	type got struct {
+		coldChunk
+		pr pushRecord
+	}
+	var read []got
+	for _, cc := range cold {
+		rec, err := e.j.Read(cc.pos)
+		if err != nil {
+			break // the pop will read (and report) it under the lock
+		}
+		if pr, ok := findPush(rec, p.q.id, p.seq, cc.first); ok {
+			read = append(read, got{cc, pr})
+		}
+	}
+	st := p.st()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, g := range read {
+		ci := p.chunkFor(g.first)
+		if ci < 0 || p.chunks[ci].first != g.first || p.chunks[ci].pos != g.pos || p.chunks[ci].mem != nil {
+			continue
+		}
+		mem := &cached{buf: g.pr.buf, refs: g.pr.refs, cost: int64(cap(g.pr.buf) + 48*len(g.pr.refs) + 64),
+			flags: g.pr.flags &^ flagSub, sub: g.pr.sub}
+		p.chunks[ci].mem = mem
+		e.cacheBytes.Add(mem.cost)
+		if int32(ci) < p.memLo {
+			p.memLo = int32(ci)
+		}
+	}
+}

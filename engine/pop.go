@@ -193,19 +193,37 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	var out []Message
 	var wakes []*waiter
 	var firstErr error
-	take := func(p *partition, pg *pgState) {
-		var err error
-		out, err = e.take(p, c, pg, now, set, pend, out, &wakes)
-		if err != nil && firstErr == nil {
-			firstErr = err
+	// serve takes from p if it is deliverable, reading messages that are
+	// no longer in memory from the journal first, with the stripe's lock
+	// released (a replay must not stall the stripe's producers). p's stripe
+	// is held on entry and on return; it reports whether it took.
+	serve := func(p *partition) bool {
+		for warmed := false; ; warmed = true {
+			pg := e.pgFor(p, c.g)
+			if !e.deliverable(p, pg) {
+				relax(pg)
+				return false
+			}
+			if !warmed {
+				if cold := e.coldChunks(p, pg.cursor, uint64(c.req.Batch-len(out))); len(cold) > 0 {
+					p.st().mu.Unlock()
+					e.warm(p, cold)
+					p.st().mu.Lock()
+					continue // everything may have changed: look again
+				}
+			}
+			var err error
+			out, err = e.take(p, c, pg, now, set, pend, out, &wakes)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			return true
 		}
 	}
 	if c.req.Partition != "" {
 		if p := c.q.partition(c.req.Partition); p != nil {
 			p.st().mu.Lock()
-			if pg := e.pgFor(p, c.g); e.deliverable(p, pg) {
-				take(p, pg)
-			}
+			serve(p)
 			p.st().mu.Unlock()
 		}
 	} else {
@@ -219,13 +237,9 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			p := a.p
 			p.st().mu.Lock()
 			if a.g.idx < len(p.groups) && p.groups[a.g.idx].act == a {
-				pg := &p.groups[a.g.idx]
 				a.inReady = false
-				if e.deliverable(p, pg) {
-					take(p, pg)
+				if serve(p) {
 					parts++
-				} else {
-					relax(pg)
 				}
 			}
 			p.st().mu.Unlock()
