@@ -68,8 +68,12 @@ func (e *Engine) journalPartition(p *partition) error {
 	if p.next > 0 {
 		return nil
 	}
-	_, err := e.append(appendPushHeader(nil, recPush, p, 0, 0, 0, "", 0), nil)
-	return err
+	stamp := e.newStamp() // its creation time counts as activity (see forgettable)
+	if _, err := e.append(appendPushHeader(nil, recPush, p, 0, stamp, 0, "", 0), nil); err != nil {
+		return err
+	}
+	p.lastTS = stamp
+	return nil
 }
 
 // DeleteQueue removes a queue with its partitions, messages, groups and

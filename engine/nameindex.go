@@ -58,3 +58,34 @@ func (x *nameIndex) insert(p *partition) {
 }
 
 func (x *nameIndex) len() int { return x.n }
+
+// del removes the partition named name (backward-shift deletion keeps every
+// probe sequence unbroken).
+func (x *nameIndex) del(name string) {
+	if x.n == 0 {
+		return
+	}
+	mask := uint64(len(x.slots) - 1)
+	i := x.hash(name) & mask
+	for {
+		p := x.slots[i]
+		if p == nil {
+			return
+		}
+		if p.name == name {
+			break
+		}
+		i = (i + 1) & mask
+	}
+	x.slots[i] = nil
+	x.n--
+	for j := (i + 1) & mask; x.slots[j] != nil; j = (j + 1) & mask {
+		home := x.hash(x.slots[j].name) & mask
+		// Move slots[j] back to the hole at i if its home does not lie in
+		// the cyclic range (i, j].
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			x.slots[i], x.slots[j] = x.slots[j], nil
+			i = j
+		}
+	}
+}

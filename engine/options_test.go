@@ -365,3 +365,39 @@ func TestPopByNamespaceAndTaskByPriority(t *testing.T) {
 		t.Fatalf("queues of one priority did not take turns: %v", seen)
 	}
 }
+
+// TestEmptyIdlePartitionsAreForgotten: a partition that retention emptied
+// and that stayed idle is forgotten (memory and name freed), also after a
+// restart; a later push makes a new partition.
+func TestEmptyIdlePartitionsAreForgotten(t *testing.T) {
+	f := newFixture(t)
+	f.configure("tmp", func(o *QueueOptions) { o.RetentionEnabled, o.RetentionSeconds = true, 60 })
+	old := f.push("tmp", "session-1", "x")
+	f.push("tmp", "session-2", "y")
+	f.clock.Advance(2 * time.Minute)
+	f.push("tmp", "session-2", "z") // session-2 stays busy
+	f.e.RetentionSweep()            // empties session-1
+	if qi, _ := f.e.Queue("tmp"); qi.Partitions != 3 {
+		t.Fatalf("%d partitions before the idle time", qi.Partitions)
+	}
+	f.clock.Advance(ForgetIdleAfter)
+	f.push("tmp", "session-2", "w")
+	f.e.RetentionSweep()
+	qi, _ := f.e.Queue("tmp")
+	for _, p := range qi.PartitionList {
+		if p.Name == "session-1" {
+			t.Fatalf("the empty idle partition is still known: %+v", qi.PartitionList)
+		}
+	}
+	f.restart()
+	qi, _ = f.e.Queue("tmp")
+	for _, p := range qi.PartitionList {
+		if p.Name == "session-1" {
+			t.Fatal("the forgotten partition came back after a restart")
+		}
+	}
+	again := f.push("tmp", "session-1", "new")
+	if again[0].PartitionID == old[0].PartitionID || again[0].Offset != 0 {
+		t.Fatalf("a push to a forgotten name: %+v (old partition %s)", again[0], old[0].PartitionID)
+	}
+}

@@ -26,6 +26,7 @@ import "time"
 //	move    (9)  = as push: messages already stored, copied forward out of an old segment
 //	retain (10)  = queueID u64 | seq uvarint | low uvarint   (retention removed what is below low)
 //	dlqDel (11)  = queueID u64 | n uvarint | n × entry id [16]  (redriven or purged)
+//	forget (12)  = queueID u64 | seq uvarint   (an empty, idle partition is forgotten)
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -40,6 +41,7 @@ const (
 	recMove     = 9 // a push record copied forward: its messages now live here
 	recRetain   = 10
 	recDLQDel   = 11
+	recForget   = 12
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {

@@ -162,6 +162,15 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			q.dropDead(ids)
 			q.dlqMu.Unlock()
 		}
+	case recForget:
+		qid := r.u64()
+		seq := r.uvarint()
+		if r.err != nil {
+			return r.err
+		}
+		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
+			e.forget(q.parts[seq])
+		}
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)
@@ -186,6 +195,9 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	e.observeStamp(pr.ts)
 	p.st().mu.Lock()
 	defer p.st().mu.Unlock()
+	if len(pr.refs) == 0 && pr.ts > p.lastTS {
+		p.lastTS = pr.ts // an empty partition's creation
+	}
 	switch {
 	case pr.first < p.next:
 		return nil // already in the snapshot

@@ -132,6 +132,15 @@ func (e *Engine) RetentionSweep() (removed uint64, err error) {
 			}
 			st := p.st()
 			st.mu.Lock()
+			if e.forgettable(p, now) {
+				if _, err = e.append(encodeForget(p), nil); err != nil {
+					st.mu.Unlock()
+					return removed, fmt.Errorf("engine: retention: %w", err)
+				}
+				st.mu.Unlock()
+				e.forget(p)
+				continue
+			}
 			low := p.low()
 			cut := e.retainCut(p, now)
 			if cut > low {
@@ -149,4 +158,51 @@ func (e *Engine) RetentionSweep() (removed uint64, err error) {
 	}
 	e.stats.retained.Add(removed)
 	return removed, nil
+}
+
+// ForgetIdleAfter is how long an empty partition of a queue with retention
+// stays known after its last message: then it is forgotten (its name is
+// free again, and a new push to it creates a new partition).
+const ForgetIdleAfter = time.Hour
+
+// forgettable reports whether p is empty, idle and holds no state worth
+// keeping (no lease, no retry count, no delay). Caller holds p's stripe.
+func (e *Engine) forgettable(p *partition, now int64) bool {
+	if len(p.chunks) > 0 || p.durable != p.next || p.lastTS > now-int64(ForgetIdleAfter) {
+		return false
+	}
+	o := p.q.options()
+	if secs := max(o.RetentionSeconds, o.CompletedRetentionSeconds, o.MaxWaitTimeSeconds); p.lastTS > now-secs*int64(time.Second) {
+		return false
+	}
+	for i := range p.groups {
+		if p.groups[i].act != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func encodeForget(p *partition) []byte {
+	b := make([]byte, 0, 16)
+	b = append(b, recForget)
+	b = appendU64(b, p.q.id)
+	return appendUvarint(b, p.seq)
+}
+
+// forget removes p from its queue (its stripe not held).
+func (e *Engine) forget(p *partition) {
+	q := p.q
+	q.mu.Lock()
+	if p.seq < uint64(len(q.parts)) && q.parts[p.seq] == p {
+		q.parts[p.seq] = nil
+		q.byName.del(p.name)
+	}
+	q.mu.Unlock()
+	st := p.st()
+	st.mu.Lock()
+	if p.tm != nil {
+		st.wheel.cancel(&p.tm.t)
+	}
+	st.mu.Unlock()
 }
