@@ -1,0 +1,55 @@
+// Package bench is Regent's load-test harness: scenarios that drive a broker
+// through its public doors (the Go client over TCP, Queen's HTTP API) and,
+// for comparison, NATS JetStream through the nats.go client, with the same
+// message size, batch and concurrency.
+//
+// # Model
+//
+// A run is one scenario against one target:
+//
+//	scenario   producers  consumers      what is measured
+//	push       P          -              push msgs/s; latency of each batch (send → durable answer)
+//	consume    -          C × 1 group    pop + ack msgs/s of a pre-filled queue; latency pop → ack answered
+//	pipeline   P          C × 1 group    delivered msgs/s; end-to-end latency (intended push → delivery)
+//	fanout     P          C × G groups   deliveries/s (each group reads every message); end-to-end latency
+//	partitions P          C × 1 group    pipeline over N partitions (items of a batch spread over them),
+//	                                     with idle partitions that hold one old message each
+//	retry-storm P         C × 1 group    pipeline where a fraction of deliveries is acked failed and retried
+//	http       P          C × 1 group    pipeline over Queen's HTTP API v1 (keep-alive connections)
+//
+// Each producer owns one connection and keeps InFlight batches unanswered on
+// it (InFlight goroutines pushing on one client); consumers pop batches and
+// ack them in the background, with at most InFlight acks unanswered. The
+// NATS target gets the same allowance: InFlight × Batch unacknowledged
+// async publishes per producer.
+//
+// # Open loop
+//
+// With a target rate (--rate) each worker follows a schedule: its k-th
+// operation is due at start + k·interval, whatever happened before. Latency
+// is measured from that intended time, so a stall of the broker shows up in
+// every operation that should have been sent during it (no coordinated
+// omission). Without a rate the loop is closed and latency is measured from
+// the actual send.
+//
+// # Histograms
+//
+// Latencies go into a log-linear histogram (HDR style: 64 linear
+// sub-buckets per power of two, so every recorded value is within 1.6% of
+// its bucket's bounds) kept per worker without locks and merged at the end.
+//
+// # Servers
+//
+// The harness can start what it measures: Regent as a child `regent serve`
+// on free ports with a temp data dir (so that its CPU time and peak RSS are
+// read from /proc), or in process; the NATS peer from a pinned version
+// that `go install` builds into a temp dir, on 127.0.0.1, with a temp store
+// dir, stopped after the run.
+//
+// # Reports
+//
+// Runs write JSON result files; Report turns a folder of them into the
+// harness section of BENCHMARKS.md (between the markers
+// <!-- harness:begin --> and <!-- harness:end -->) and SVG charts drawn with
+// the standard library.
+package bench

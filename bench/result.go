@@ -1,0 +1,50 @@
+package bench
+
+import "time"
+
+// Result is what one run measured.
+type Result struct {
+	Config
+	// Durability says when the server answered a push or an ack, e.g.
+	// "sync=always (fsync before every answer)".
+	Durability string `json:"durability"`
+	// Sweep names the parameter a series of runs varied ("batch",
+	// "partitions"), Round the round of a comparison (from 1).
+	Sweep string `json:"sweep,omitempty"`
+	Round int    `json:"round,omitempty"`
+
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+
+	Filled    int64  `json:"filled"`    // messages pushed before the measured phase
+	Pushed    int64  `json:"pushed"`    // messages pushed during it (answered stored)
+	Delivered int64  `json:"delivered"` // messages popped during it (redeliveries included)
+	Consumed  int64  `json:"consumed"`  // completed acks that took effect
+	FailedOn  int64  `json:"failed_on_purpose"`
+	Errors    int64  `json:"errors"`
+	FirstErr  string `json:"first_error,omitempty"`
+
+	// Msgs is the scenario's figure: pushed for push, consumed for the
+	// others (over every group in fanout).
+	Msgs       int64   `json:"msgs"`
+	MsgsPerSec float64 `json:"msgs_per_s"`
+	MBPerSec   float64 `json:"mb_per_s"` // payload bytes of Msgs, 10^6 bytes per second
+
+	// Latency is the scenario's latency: per batch from intended send to
+	// durable answer (push); per batch from intended pop to ack answered
+	// (consume); per message from intended push to delivery (the others).
+	Latency Latency `json:"latency"`
+	// PushLatency is the per-batch push latency when consumers ran too.
+	PushLatency *Latency `json:"push_latency,omitempty"`
+
+	// Server is the server's resource use during the measured phase, when it
+	// ran on this machine as a process of its own.
+	Server *ServerUsage `json:"server,omitempty"`
+}
+
+// ServerUsage is read from /proc.
+type ServerUsage struct {
+	CPUSeconds  float64 `json:"cpu_s"`          // user + system CPU time in the measured phase
+	CPUPerMsgUs float64 `json:"cpu_per_msg_us"` // CPUSeconds per message of Msgs, in µs
+	PeakRSS     int64   `json:"peak_rss_bytes"` // VmHWM: the process's peak resident set
+}

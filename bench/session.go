@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// Options say where the servers are, or how the harness starts them.
+type Options struct {
+	// RegentTCP and RegentHTTP name a running Regent; when both are empty
+	// the harness starts one for every run (InProcess, else RegentBin).
+	RegentTCP, RegentHTTP string
+	// RegentBin is the regent binary run as a child `regent serve`.
+	RegentBin string
+	// InProcess starts Regent inside this process (CPU and RSS are then not
+	// the server's alone, and are not reported).
+	InProcess func(ctx context.Context, sync string) (*Server, error)
+	// Sync is the sync policy of a Regent the harness starts ("always").
+	Sync string
+
+	// PeerURL names a running NATS server; StartPeer starts one for every
+	// run instead, from PeerBin or else built by `go install` at
+	// NATSServerVersion.
+	PeerURL   string
+	StartPeer bool
+	PeerBin   string
+
+	Log      io.Writer // the children's logs (nil: discarded)
+	Progress *Progress
+}
+
+// Session runs benchmarks with one set of Options; Close removes what it
+// installed.
+type Session struct {
+	opts    Options
+	natsBin string
+	cleanup func()
+}
+
+// NewSession returns a Session.
+func NewSession(o Options) *Session { return &Session{opts: o} }
+
+// Close removes the peer binary the session installed.
+func (s *Session) Close() {
+	if s.cleanup != nil {
+		s.cleanup()
+		s.cleanup = nil
+	}
+}
+
+// Side is one contender of a comparison: a target and, for NATS, its sync
+// setting.
+type Side struct {
+	Target         string
+	PeerSyncAlways bool
+}
+
+func (d Side) String() string {
+	if d.Target == TargetNATS {
+		if d.PeerSyncAlways {
+			return "nats (sync always)"
+		}
+		return "nats (default sync)"
+	}
+	return d.Target
+}
+
+// server starts what side needs, fresh for one run; nil when it runs
+// elsewhere.
+func (s *Session) server(ctx context.Context, side Side) (*Server, Endpoints, error) {
+	o := &s.opts
+	if side.Target == TargetNATS {
+		if !o.StartPeer {
+			return nil, Endpoints{NATS: o.PeerURL}, nil
+		}
+		if s.natsBin == "" {
+			s.natsBin = o.PeerBin
+			if s.natsBin == "" {
+				if o.Progress != nil {
+					fmt.Fprintf(o.Progress.w, "building nats-server %s with go install...\n", NATSServerVersion)
+				}
+				bin, cleanup, err := InstallNATS(ctx, o.Log)
+				if err != nil {
+					return nil, Endpoints{}, err
+				}
+				s.natsBin, s.cleanup = bin, cleanup
+			}
+		}
+		srv, err := StartNATS(ctx, s.natsBin, side.PeerSyncAlways, o.Log)
+		if err != nil {
+			return nil, Endpoints{}, err
+		}
+		return srv, srv.Endpoints, nil
+	}
+	if o.RegentTCP != "" || o.RegentHTTP != "" {
+		return nil, Endpoints{RegentTCP: o.RegentTCP, RegentHTTP: o.RegentHTTP}, nil
+	}
+	var srv *Server
+	var err error
+	if o.InProcess != nil {
+		srv, err = o.InProcess(ctx, o.Sync)
+	} else if o.RegentBin != "" {
+		srv, err = StartRegent(ctx, o.RegentBin, o.Sync, o.Log)
+	} else {
+		err = fmt.Errorf("%w: no Regent to run against: give its address or let the harness start one", ErrConfig)
+	}
+	if err != nil {
+		return nil, Endpoints{}, err
+	}
+	return srv, srv.Endpoints, nil
+}
+
+// RunOne runs cfg against side, on a server started for this run when the
+// options say so.
+func (s *Session) RunOne(ctx context.Context, cfg Config, side Side) (Result, error) {
+	cfg.Target = side.Target
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	srv, ep, err := s.server(ctx, side)
+	if err != nil {
+		return Result{}, err
+	}
+	defer srv.Stop()
+	t, err := NewTarget(side.Target, ep)
+	if err != nil {
+		return Result{}, err
+	}
+	defer t.Close()
+	s.opts.Progress.Label(fmt.Sprintf("%s %s", cfg.Scenario, side))
+	res, err := Run(ctx, cfg, t, srv.Probe(), s.opts.Progress)
+	switch {
+	case srv != nil:
+		res.Durability = srv.Durability
+	case side.Target == TargetNATS:
+		res.Durability = "as configured on the server"
+	default:
+		res.Durability = "as configured on the server"
+	}
+	if err != nil {
+		return res, err
+	}
+	if serr := srv.Stop(); serr != nil {
+		return res, fmt.Errorf("bench: stopping the server: %w", serr)
+	}
+	return res, nil
+}
+
+// Compare runs cfg on every side in turn (A B C A B C ...), rounds times,
+// and hands each result to each as it comes.
+func (s *Session) Compare(ctx context.Context, cfg Config, sides []Side, rounds int, each func(Result)) ([]Result, error) {
+	var out []Result
+	for r := 1; r <= rounds; r++ {
+		for _, side := range sides {
+			res, err := s.RunOne(ctx, cfg, side)
+			if err != nil {
+				return out, fmt.Errorf("round %d, %s: %w", r, side, err)
+			}
+			res.Round = r
+			out = append(out, res)
+			if each != nil {
+				each(res)
+			}
+		}
+	}
+	return out, nil
+}
+
+// median of xs (0 when empty).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// SideSummary is one side of a comparison over its rounds: medians, and
+// the ratio of the reference side (the first) to it, per round.
+type SideSummary struct {
+	Side       string    `json:"side"`
+	Target     string    `json:"target"`
+	Durability string    `json:"durability"`
+	Rounds     int       `json:"rounds"`
+	MsgsPerSec float64   `json:"msgs_per_s"`
+	MBPerSec   float64   `json:"mb_per_s"`
+	P50        float64   `json:"p50_ns"`
+	P99        float64   `json:"p99_ns"`
+	P999       float64   `json:"p999_ns"`
+	CPUPerMsg  float64   `json:"cpu_per_msg_us"` // 0 when not measured
+	PeakRSS    int64     `json:"peak_rss_bytes"` // the largest of the rounds; 0 when not measured
+	PerRound   []float64 `json:"per_round_msgs_per_s"`
+	Ratios     []float64 `json:"ratios,omitempty"` // reference ÷ this side, per round
+	Ratio      float64   `json:"ratio,omitempty"`  // their median
+	Errors     int64     `json:"errors"`
+}
+
+// sideOf names a result's side: its target and, where several sync
+// settings of one target meet, its durability.
+func sideOf(r *Result) string {
+	if r.Target == TargetNATS {
+		if strings.Contains(r.Durability, "always") {
+			return "nats (sync always)"
+		}
+		return "nats (default sync)"
+	}
+	return r.Target
+}
+
+// Summarize groups results by side, in the order sides first appear; the
+// first side is the reference of the ratios. Rounds pair results with the
+// same Round (a run without a round is round 0).
+func Summarize(results []Result) []SideSummary {
+	var order []string
+	by := map[string][]*Result{}
+	for i := range results {
+		r := &results[i]
+		k := sideOf(r)
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	refRound := map[int]float64{}
+	var out []SideSummary
+	for n, k := range order {
+		rs := by[k]
+		s := SideSummary{Side: k, Target: rs[0].Target, Durability: rs[0].Durability, Rounds: len(rs)}
+		var mb, p50, p99, p999, cpu []float64
+		for _, r := range rs {
+			s.PerRound = append(s.PerRound, r.MsgsPerSec)
+			mb = append(mb, r.MBPerSec)
+			p50 = append(p50, float64(r.Latency.P50))
+			p99 = append(p99, float64(r.Latency.P99))
+			p999 = append(p999, float64(r.Latency.P999))
+			if r.Server != nil {
+				cpu = append(cpu, r.Server.CPUPerMsgUs)
+				s.PeakRSS = max(s.PeakRSS, r.Server.PeakRSS)
+			}
+			s.Errors += r.Errors
+			if n == 0 {
+				refRound[r.Round] = r.MsgsPerSec
+			} else if ref, ok := refRound[r.Round]; ok && r.MsgsPerSec > 0 {
+				s.Ratios = append(s.Ratios, ref/r.MsgsPerSec)
+			}
+		}
+		s.MsgsPerSec, s.MBPerSec = median(s.PerRound), median(mb)
+		s.P50, s.P99, s.P999, s.CPUPerMsg = median(p50), median(p99), median(p999), median(cpu)
+		s.Ratio = median(s.Ratios)
+		out = append(out, s)
+	}
+	return out
+}
+
+// WriteResult prints one run for people.
+func WriteResult(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "%s on %s (%s)", r.Scenario, r.Target, r.Durability)
+	if r.Round > 0 {
+		fmt.Fprintf(w, ", round %d", r.Round)
+	}
+	fmt.Fprintf(w, "\n  %s\n", describeLoad(&r.Config))
+	fmt.Fprintf(w, "  %s msgs/s  %.1f MB/s  in %.1fs  latency p50 %s  p99 %s  p999 %s  max %s\n",
+		count(int64(r.MsgsPerSec)), r.MBPerSec, r.Elapsed.Seconds(), dur(float64(r.Latency.P50)), dur(float64(r.Latency.P99)),
+		dur(float64(r.Latency.P999)), dur(float64(r.Latency.Max)))
+	fmt.Fprintf(w, "  pushed %s  delivered %s  completed %s", count(r.Pushed), count(r.Delivered), count(r.Consumed))
+	if r.Filled > 0 {
+		fmt.Fprintf(w, "  (pre-filled %s)", count(r.Filled))
+	}
+	if r.FailedOn > 0 {
+		fmt.Fprintf(w, "  failed on purpose %s", count(r.FailedOn))
+	}
+	fmt.Fprintln(w)
+	if r.PushLatency != nil {
+		fmt.Fprintf(w, "  push latency p50 %s  p99 %s  p999 %s\n", dur(float64(r.PushLatency.P50)), dur(float64(r.PushLatency.P99)), dur(float64(r.PushLatency.P999)))
+	}
+	if r.Server != nil {
+		fmt.Fprintf(w, "  server: %.2f s CPU (%.2f µs/msg), peak RSS %s\n", r.Server.CPUSeconds, r.Server.CPUPerMsgUs, mib(r.Server.PeakRSS))
+	}
+	if r.Errors > 0 {
+		fmt.Fprintf(w, "  %d errors; first: %s\n", r.Errors, r.FirstErr)
+	}
+}
+
+// describeLoad is the one-line load of a config.
+func describeLoad(c *Config) string {
+	var parts []string
+	parts = append(parts, fmt.Sprintf("%d B, batch %d", c.MsgSize, c.Batch))
+	if c.pushes() {
+		parts = append(parts, fmt.Sprintf("%d producers × %d in flight", c.Producers, c.InFlight))
+	}
+	if c.consumes() {
+		g := fmt.Sprintf("%d consumers", c.Consumers)
+		if c.Groups > 1 {
+			g = fmt.Sprintf("%d groups × %d consumers", c.Groups, c.Consumers)
+		}
+		parts = append(parts, g)
+	}
+	p := fmt.Sprintf("%s partitions", count(int64(c.Partitions)))
+	if c.IdlePartitions > 0 {
+		p += fmt.Sprintf(" + %s idle", count(int64(c.IdlePartitions)))
+	}
+	parts = append(parts, p)
+	if c.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("rate %s msgs/s", count(int64(c.Rate))))
+	}
+	if c.FailFraction > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f%% failed", 100*c.FailFraction))
+	}
+	if c.Messages > 0 {
+		parts = append(parts, fmt.Sprintf("%s messages (≤ %s)", count(c.Messages), c.Duration))
+	} else {
+		parts = append(parts, c.Duration.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteSummary prints a comparison's medians and ratios.
+func WriteSummary(w io.Writer, sums []SideSummary) {
+	fmt.Fprintf(w, "\n%-22s %6s %12s %8s %9s %9s %9s %10s %9s  %s\n", "side", "rounds", "msgs/s", "MB/s", "p50", "p99", "p999", "cpu µs/msg", "peak RSS", "ratio (per round)")
+	for i, s := range sums {
+		ratio := "reference"
+		if i > 0 {
+			var rs []string
+			for _, r := range s.Ratios {
+				rs = append(rs, fmt.Sprintf("%.1f", r))
+			}
+			ratio = fmt.Sprintf("%.1f× (%s)", s.Ratio, strings.Join(rs, ", "))
+		}
+		cpu, rss := "-", "-"
+		if s.PeakRSS > 0 {
+			cpu, rss = fmt.Sprintf("%.2f", s.CPUPerMsg), mib(s.PeakRSS)
+		}
+		fmt.Fprintf(w, "%-22s %6d %12s %8.1f %9s %9s %9s %10s %9s  %s\n", s.Side, s.Rounds, count(int64(s.MsgsPerSec)), s.MBPerSec,
+			dur(s.P50), dur(s.P99), dur(s.P999), cpu, rss, ratio)
+	}
+	for _, s := range sums {
+		fmt.Fprintf(w, "  %s: %s\n", s.Side, s.Durability)
+	}
+}
+
+// dur formats nanoseconds compactly: 850µs, 12.3ms, 1.20s.
+func dur(ns float64) string {
+	d := time.Duration(ns)
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", ns/1e3)
+	case d < 100*time.Millisecond:
+		return fmt.Sprintf("%.1fms", ns/1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.0fms", ns/1e6)
+	}
+	return fmt.Sprintf("%.2fs", ns/1e9)
+}
+
+func mib(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}

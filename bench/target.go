@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+)
+
+// Msg is one message to push.
+type Msg struct {
+	Partition string
+	Payload   []byte
+}
+
+// Target is a broker the harness drives: Regent over TCP or HTTP, or the
+// NATS JetStream peer.
+type Target interface {
+	// Name is the target's name (TargetRegent, TargetRegentHTTP, TargetNATS).
+	Name() string
+	// Setup creates the queue (stream) and the consumer groups of c.
+	Setup(ctx context.Context, c *Config) error
+	// Producer opens a producer with its own connection. Its Push is called
+	// from InFlight goroutines at once.
+	Producer(ctx context.Context, id int) (Producer, error)
+	// Consumer opens a consumer of group with its own connection.
+	Consumer(ctx context.Context, id int, group string) (Consumer, error)
+	Close() error
+}
+
+// Producer pushes batches.
+type Producer interface {
+	// Push stores msgs and answers how many were stored (durable under the
+	// server's policy) once the server said so.
+	Push(ctx context.Context, msgs []Msg) (int, error)
+	Close() error
+}
+
+// Consumer pops batches.
+type Consumer interface {
+	// Pop returns up to max messages, waiting a short while for the first
+	// one; an empty Delivery is a normal answer.
+	Pop(ctx context.Context, max int) (Delivery, error)
+	Close() error
+}
+
+// Delivery is what one pop handed over.
+type Delivery interface {
+	Len() int
+	Payload(i int) []byte
+	// Ack acks every message: failed where fail(i), completed otherwise
+	// (fail may be nil). It answers how many completed acks took effect.
+	Ack(ctx context.Context, fail func(i int) bool) (int, error)
+}
+
+// Endpoints says where a target's server listens.
+type Endpoints struct {
+	RegentTCP  string // host:port of Regent's binary protocol
+	RegentHTTP string // host:port of Regent's HTTP API
+	NATS       string // nats://host:port
+}
+
+// NewTarget connects the target named name to its server.
+func NewTarget(name string, ep Endpoints) (Target, error) {
+	switch name {
+	case TargetRegent:
+		if ep.RegentTCP == "" {
+			return nil, fmt.Errorf("%w: target regent needs a TCP address (--addr, or let the harness start the server)", ErrConfig)
+		}
+		return &regentTarget{addr: ep.RegentTCP}, nil
+	case TargetRegentHTTP:
+		if ep.RegentHTTP == "" {
+			return nil, fmt.Errorf("%w: target regent-http needs an HTTP address (--http-addr, or let the harness start the server)", ErrConfig)
+		}
+		return &httpTarget{base: "http://" + ep.RegentHTTP}, nil
+	case TargetNATS:
+		if ep.NATS == "" {
+			return nil, fmt.Errorf("%w: target nats needs a server URL (--peer-url) or --start-peer", ErrConfig)
+		}
+		return &natsTarget{url: ep.NATS}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown target %q", ErrConfig, name)
+}
+
+// partitionName is the name of active partition i; idle ones are named
+// idleName(i).
+func partitionName(i int) string { return fmt.Sprintf("p%d", i) }
+func idleName(i int) string      { return fmt.Sprintf("idle%d", i) }
+
+// groupName is the name of consumer group i.
+func groupName(i int) string { return fmt.Sprintf("g%d", i) }

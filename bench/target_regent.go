@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"time"
+
+	"github.com/regentmq/regent/client"
+)
+
+// regentTarget drives Regent through the Go client (binary protocol).
+type regentTarget struct {
+	addr      string
+	queue     string
+	multiPart int // partitions one pop may lease
+}
+
+func (t *regentTarget) Name() string { return TargetRegent }
+
+func (t *regentTarget) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, t.addr, client.WithConns(1), client.WithName("regent-bench"))
+}
+
+func (t *regentTarget) Setup(ctx context.Context, c *Config) error {
+	t.queue = c.Queue
+	t.multiPart = 1
+	if c.spread() {
+		t.multiPart = c.Batch
+	}
+	cl, err := t.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	o := queueOptions(c)
+	_, err = cl.Configure(ctx, c.Queue, o)
+	return err
+}
+
+// queueOptions: the broker's defaults, except a short lease (a consumer
+// that stops mid-run gives its messages back soon) and, for retry-storm,
+// retries without delay and without end.
+func queueOptions(c *Config) client.QueueOptions {
+	o := client.DefaultQueueOptions()
+	o.LeaseTime = 30 * time.Second
+	if c.failing() {
+		o.RetryLimit = 1 << 20
+		o.RetryDelay = 0
+	}
+	return o
+}
+
+func (t *regentTarget) Producer(ctx context.Context, id int) (Producer, error) {
+	cl, err := t.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &regentProducer{c: cl, queue: t.queue}, nil
+}
+
+func (t *regentTarget) Consumer(ctx context.Context, id int, group string) (Consumer, error) {
+	cl, err := t.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &regentConsumer{c: cl, req: client.PopRequest{Queue: t.queue, Group: group, Partitions: t.multiPart,
+		Wait: true, Timeout: 200 * time.Millisecond}}, nil
+}
+
+func (t *regentTarget) Close() error { return nil }
+
+type regentProducer struct {
+	c     *client.Client
+	queue string
+}
+
+func (p *regentProducer) Push(ctx context.Context, msgs []Msg) (int, error) {
+	items := make([]client.Item, len(msgs))
+	for i, m := range msgs {
+		items[i] = client.Item{Queue: p.queue, Partition: m.Partition, Payload: m.Payload}
+	}
+	res, err := p.c.Push(ctx, items...)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var first error
+	for _, r := range res {
+		if r.Status == client.PushQueued {
+			n++
+		} else if first == nil {
+			first = r.Err
+		}
+	}
+	return n, first
+}
+
+func (p *regentProducer) Close() error { return p.c.Close() }
+
+type regentConsumer struct {
+	c   *client.Client
+	req client.PopRequest
+}
+
+func (c *regentConsumer) Pop(ctx context.Context, max int) (Delivery, error) {
+	req := c.req
+	req.Batch = max
+	msgs, err := c.c.Pop(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &regentDelivery{c: c.c, msgs: msgs}, nil
+}
+
+func (c *regentConsumer) Close() error { return c.c.Close() }
+
+type regentDelivery struct {
+	c    *client.Client
+	msgs []client.Message
+}
+
+func (d *regentDelivery) Len() int             { return len(d.msgs) }
+func (d *regentDelivery) Payload(i int) []byte { return d.msgs[i].Payload }
+
+func (d *regentDelivery) Ack(ctx context.Context, fail func(i int) bool) (int, error) {
+	var res []client.AckResult
+	var err error
+	if fail == nil {
+		res, err = d.c.Ack(ctx, d.msgs, client.Completed, client.AckOptions{})
+	} else {
+		acks := make([]client.Ack, len(d.msgs))
+		for i, m := range d.msgs {
+			acks[i] = client.Ack{Message: m, Status: client.Completed}
+			if fail(i) {
+				acks[i].Status, acks[i].Error = client.Failed, "bench: failed on purpose"
+			}
+		}
+		res, err = d.c.AckEach(ctx, acks...)
+		if err == nil {
+			n := 0
+			for i, r := range res {
+				if r.Err == nil && acks[i].Status == client.Completed {
+					n++
+				}
+			}
+			return n, nil
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range res {
+		if r.Err == nil {
+			n++
+		}
+	}
+	return n, nil
+}

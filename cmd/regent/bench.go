@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/regentmq/regent/bench"
+	"github.com/regentmq/regent/log"
+)
+
+func init() {
+	register(command{"bench", "SCENARIO|compare SCENARIO|report [flags]",
+		"load-test a broker (Regent over TCP or HTTP, NATS JetStream) and write BENCHMARKS.md", cmdBench})
+}
+
+const benchUsage = `Usage:
+  regent bench SCENARIO [flags]          run a scenario (lists in --batch, --partitions or --target make a sweep)
+  regent bench compare SCENARIO [flags]  run Regent and the NATS peer alternately, --rounds times, and compare
+  regent bench report [flags]            regenerate BENCHMARKS.md's harness section from result files
+
+Scenarios: push, consume, pipeline, fanout, partitions, retry-storm, http.
+
+By default the harness starts a fresh Regent for every run as a child process
+("regent serve" on free ports of 127.0.0.1, temp data dir), so the server's CPU
+time and peak RSS are read from /proc; --server inprocess runs it in this
+process instead, --addr uses a running one. --start-peer builds nats-server
+` + bench.NATSServerVersion + ` with "go install" and starts it (JetStream, file storage,
+temp dir) for every NATS run.
+
+Examples:
+  regent bench push --duration 10s
+  regent bench push --batch 1,10,100,1000 --target regent,nats --start-peer --out docs/bench/results/batch.json
+  regent bench compare push --rounds 3 --start-peer --peer-sync default,always
+  regent bench report
+
+Flags:
+`
+
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, benchUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, benchUsage)
+		newBenchFlags(stdout, false).fs.PrintDefaults()
+		return exitOK
+	case "report":
+		return cmdBenchReport(args[1:], stdout, stderr)
+	case "compare":
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			fmt.Fprintln(stderr, "regent bench compare: name a scenario:", strings.Join(bench.Scenarios, ", "))
+			return exitUsage
+		}
+		return cmdBenchRun(args[1], args[2:], true, append([]string{"regent", "bench"}, args...), stdout, stderr)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "regent bench: name a scenario first:", strings.Join(bench.Scenarios, ", "))
+		return exitUsage
+	}
+	return cmdBenchRun(args[0], args[1:], false, append([]string{"regent", "bench"}, args...), stdout, stderr)
+}
+
+// benchFlags are the flags of a run or a comparison.
+type benchFlags struct {
+	fs                                  *flag.FlagSet
+	target, batch, partitions, peerSync *string
+	size, producers, consumers, groups  *int
+	inFlight, idle, rounds              *int
+	duration, fillTime                  *time.Duration
+	messages                            *int64
+	rate, failFraction                  *float64
+	queue, addr, httpAddr, server, sync *string
+	peerURL, peerBin, out, cpuprofile   *string
+	startPeer, jsonOut, showLogs        *bool
+}
+
+func newBenchFlags(out io.Writer, compare bool) *benchFlags {
+	fs := flag.NewFlagSet("regent bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	f := &benchFlags{fs: fs}
+	f.target = fs.String("target", "", "regent (binary protocol), regent-http (Queen HTTP API) or nats; a list makes a sweep (default regent; http: regent-http)")
+	f.size = fs.Int("size", 128, "message payload size, bytes")
+	f.batch = fs.String("batch", "100", "messages per push and per pop; a list (1,10,100) makes a sweep")
+	f.producers = fs.Int("producers", 0, "producers, one connection each (default 4; consume: 0)")
+	f.consumers = fs.Int("consumers", 0, "consumers per group, one connection each (default 4; fanout 2)")
+	f.groups = fs.Int("groups", 0, "consumer groups reading the queue (default 1; fanout 10)")
+	f.inFlight = fs.Int("in-flight", 8, "batches each producer keeps unanswered, and acks each consumer keeps unanswered")
+	f.partitions = fs.String("partitions", "0", "partitions receiving traffic (default 16; partitions: 1000); a list makes a sweep")
+	f.idle = fs.Int("idle-partitions", 0, "extra partitions created before the run (one message each, read) and then left idle")
+	f.duration = fs.Duration("duration", 10*time.Second, "length of the measured phase (the cap when --messages is set)")
+	f.messages = fs.Int64("messages", 0, "messages to push (consume, fanout: to pre-fill); 0 = as many as --duration allows")
+	f.fillTime = fs.Duration("fill-time", 0, "cap of the pre-fill of consume (default: --duration)")
+	f.rate = fs.Float64("rate", 0, "target rate, msgs/s over all producers (consume: consumers): open loop, latency from the intended send time; 0 = as fast as possible")
+	f.failFraction = fs.Float64("fail-fraction", 0, "fraction of deliveries acked failed (retry-storm default 0.2)")
+	f.queue = fs.String("queue", "bench", "queue name (NATS: subject prefix; the stream is its upper-case name)")
+	f.addr = fs.String("addr", "", "a running Regent's binary protocol address (default: start one per run)")
+	f.httpAddr = fs.String("http-addr", "", "a running Regent's HTTP address")
+	f.server = fs.String("server", "child", "how to start Regent: child (a `regent serve` process: server CPU and RSS measured) or inprocess")
+	f.sync = fs.String("sync", "always", "sync policy of the Regent the harness starts")
+	f.peerURL = fs.String("peer-url", "", "a running NATS server (nats://host:port)")
+	f.startPeer = fs.Bool("start-peer", false, "build (go install) and start nats-server "+bench.NATSServerVersion+" for each NATS run, on 127.0.0.1 in a temp dir")
+	f.peerBin = fs.String("peer-bin", "", "a nats-server binary to use with --start-peer instead of building one")
+	def := "default"
+	if compare {
+		def = "default,always"
+	}
+	f.peerSync = fs.String("peer-sync", def, "NATS JetStream sync: default (fsync every 2 min), always (sync_interval: always), or both: default,always")
+	f.rounds = fs.Int("rounds", 3, "compare: rounds (each runs every side once, alternately)")
+	f.jsonOut = fs.Bool("json", false, "print the result file (JSON) on stdout, and no progress line")
+	f.out = fs.String("out", "", "also write the result file (JSON) there")
+	f.cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process (with --server inprocess: client and server)")
+	f.showLogs = fs.Bool("log", false, "show the servers' logs on stderr")
+	return f
+}
+
+func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string, stdout, stderr io.Writer) int {
+	f := newBenchFlags(stderr, compare)
+	f.fs.Usage = func() { fmt.Fprint(stderr, benchUsage); f.fs.PrintDefaults() }
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if f.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "regent bench: unexpected argument %q\n", f.fs.Arg(0))
+		return exitUsage
+	}
+	fail := func(code int, err error) int { fmt.Fprintln(stderr, "regent bench:", err); return code }
+	batches, err := bench.ParseInts(*f.batch)
+	if err != nil {
+		return fail(exitUsage, fmt.Errorf("--batch: %w", err))
+	}
+	parts, err := bench.ParseInts(*f.partitions)
+	if err != nil {
+		return fail(exitUsage, fmt.Errorf("--partitions: %w", err))
+	}
+	base := bench.Config{Scenario: scenario, MsgSize: *f.size, Producers: *f.producers, Consumers: *f.consumers,
+		Groups: *f.groups, InFlight: *f.inFlight, IdlePartitions: *f.idle, Duration: *f.duration, Messages: *f.messages,
+		FillTime: *f.fillTime, Rate: *f.rate, FailFraction: *f.failFraction, Queue: *f.queue}
+	var targets []string
+	if *f.target != "" {
+		targets = strings.Split(*f.target, ",")
+	} else {
+		c := base
+		c.Defaults()
+		targets = []string{c.Target}
+	}
+	var peerSyncs []bool
+	for _, s := range strings.Split(*f.peerSync, ",") {
+		switch strings.TrimSpace(s) {
+		case "default":
+			peerSyncs = append(peerSyncs, false)
+		case "always":
+			peerSyncs = append(peerSyncs, true)
+		default:
+			return fail(exitUsage, fmt.Errorf("--peer-sync %q: want default, always, or default,always", s))
+		}
+	}
+	var sides []bench.Side
+	for _, t := range targets {
+		if t = strings.TrimSpace(t); t == bench.TargetNATS {
+			for _, always := range peerSyncs {
+				sides = append(sides, bench.Side{Target: t, PeerSyncAlways: always})
+			}
+		} else {
+			sides = append(sides, bench.Side{Target: t})
+		}
+	}
+	if compare {
+		if len(targets) != 1 || targets[0] == bench.TargetNATS {
+			return fail(exitUsage, errors.New("compare: --target names the Regent side (regent or regent-http); the NATS side is added"))
+		}
+		if !*f.startPeer && *f.peerURL == "" {
+			return fail(exitUsage, errors.New("compare needs the peer: --start-peer, or --peer-url"))
+		}
+		for _, always := range peerSyncs {
+			sides = append(sides, bench.Side{Target: bench.TargetNATS, PeerSyncAlways: always})
+		}
+		if *f.peerURL != "" && !*f.startPeer && len(peerSyncs) > 1 {
+			return fail(exitUsage, errors.New("with --peer-url the peer's sync is its own: give one --peer-sync"))
+		}
+	}
+	if compare && (len(batches) > 1 || len(parts) > 1) {
+		return fail(exitUsage, errors.New("compare takes one --batch and one --partitions"))
+	}
+	for _, v := range [][]int{batches, parts} {
+		for _, n := range v {
+			if n < 0 {
+				return fail(exitUsage, errors.New("--batch and --partitions must not be negative"))
+			}
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var logw io.Writer
+	if *f.showLogs {
+		logw = stderr
+	}
+	opts := bench.Options{RegentTCP: *f.addr, RegentHTTP: *f.httpAddr, Sync: *f.sync, PeerURL: *f.peerURL,
+		StartPeer: *f.startPeer, PeerBin: *f.peerBin, Log: logw, Progress: bench.NewProgress(stderr, *f.jsonOut)}
+	if *f.addr == "" && *f.httpAddr == "" {
+		switch *f.server {
+		case "child":
+			exe, err := os.Executable()
+			if err != nil {
+				return fail(exitFailure, err)
+			}
+			opts.RegentBin = exe
+		case "inprocess":
+			opts.InProcess = startInProcess
+		default:
+			return fail(exitUsage, fmt.Errorf("--server %q: want child or inprocess", *f.server))
+		}
+	}
+	if *f.cpuprofile != "" {
+		pf, err := os.Create(*f.cpuprofile)
+		if err != nil {
+			return fail(exitFailure, err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fail(exitFailure, err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	sess := bench.NewSession(opts)
+	defer sess.Close()
+	file := &bench.File{Kind: "run", Command: bench.CommandLine(cmdline), Env: bench.CurrentEnv()}
+	text := stdout
+	if *f.jsonOut {
+		text = io.Discard
+	}
+	show := func(r bench.Result) { bench.WriteResult(text, &r); fmt.Fprintln(text) }
+	var runErr error
+	if compare {
+		file.Kind = "compare"
+		cfg := base
+		cfg.Batch, cfg.Partitions = batches[0], parts[0]
+		file.Results, runErr = sess.Compare(ctx, cfg, sides, max(*f.rounds, 1), show)
+		if len(file.Results) > 0 {
+			bench.WriteSummary(text, bench.Summarize(file.Results))
+		}
+	} else {
+		sweep := ""
+		switch {
+		case len(batches) > 1:
+			sweep = "batch"
+		case len(parts) > 1:
+			sweep = "partitions"
+		case len(sides) > 1:
+			sweep = "target"
+		}
+		if sweep != "" {
+			file.Kind = "sweep"
+		}
+	loop:
+		for _, b := range batches {
+			for _, p := range parts {
+				for _, side := range sides {
+					cfg := base
+					cfg.Batch, cfg.Partitions = b, p
+					var r bench.Result
+					r, runErr = sess.RunOne(ctx, cfg, side)
+					if runErr != nil {
+						runErr = fmt.Errorf("%s, batch %d, partitions %d: %w", side, b, p, runErr)
+						break loop
+					}
+					r.Sweep = sweep
+					file.Results = append(file.Results, r)
+					show(r)
+				}
+			}
+		}
+	}
+	if len(file.Results) > 0 {
+		if *f.out != "" {
+			if err := bench.WriteFile(*f.out, file); err != nil {
+				return fail(exitFailure, err)
+			}
+		}
+		if *f.jsonOut {
+			b, _ := json.MarshalIndent(file, "", "  ")
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+	}
+	if runErr != nil {
+		return fail(exitFailure, runErr)
+	}
+	return exitOK
+}
+
+// startInProcess starts a broker inside this process with the same wiring
+// as serve, on free ports of 127.0.0.1, over a temp data dir.
+func startInProcess(ctx context.Context, sync string) (*bench.Server, error) {
+	pol, interval, err := log.ParseSync(sync)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "regent-bench-*")
+	if err != nil {
+		return nil, err
+	}
+	b, err := startBroker(brokerConfig{dir: dir, tcpAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", sync: pol,
+		syncInterval: interval, logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &bench.Server{
+		Endpoints:  bench.Endpoints{RegentTCP: b.tcp.Addr().String(), RegentHTTP: b.httpLn.Addr().String()},
+		Durability: bench.RegentDurability(sync),
+		StopFunc: func() error {
+			err := b.close(30 * time.Second)
+			os.RemoveAll(dir)
+			return err
+		},
+	}, nil
+}
+
+func cmdBenchReport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("regent bench report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	results := fs.String("results", "docs/bench/results", "folder of result files (*.json) and notes.md")
+	out := fs.String("out", "BENCHMARKS.md", "the Markdown file whose harness section is rewritten (created if missing)")
+	charts := fs.String("charts", "docs/bench", "folder for the SVG charts (linked relative to --out)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	n, err := bench.Report(bench.ReportOptions{Results: *results, Markdown: *out, Charts: *charts})
+	if err != nil {
+		fmt.Fprintln(stderr, "regent bench report:", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: harness section rewritten from %d result files; charts in %s\n", *out, n, *charts)
+	return exitOK
+}
