@@ -199,17 +199,21 @@ func (j *popJob) appendTo(dst []byte) []byte {
 	if j.err != nil {
 		return errReply{protocol.OpPop, j.id, j.err}.appendTo(dst)
 	}
-	reply := protocol.PopReply{Queue: j.req.Queue, Group: j.req.Group, Messages: make([]protocol.Message, len(j.msgs))}
-	if reply.Queue == "" && len(j.msgs) > 0 { // a pop by labels: the queue it read
-		reply.Queue = j.msgs[0].Queue
+	queue, group := j.req.Queue, j.req.Group
+	if queue == "" && len(j.msgs) > 0 { // a pop by labels: the queue it read
+		queue = j.msgs[0].Queue
 	}
-	if reply.Group == "" {
-		reply.Group = engine.QueueModeGroup
+	if group == "" {
+		group = engine.QueueModeGroup
 	}
+	// Straight from the engine's messages into the frame: no copy of them.
+	dst, start := protocol.AppendPopReplyStart(dst, j.id, queue, group, len(j.msgs))
 	for i := range j.msgs {
-		reply.Messages[i] = fromEngineMessage(&j.msgs[i])
+		m := fromEngineMessage(&j.msgs[i])
+		dst = protocol.AppendPopMessage(dst, &m)
 	}
-	return protocol.AppendPopReply(dst, j.id, &reply)
+	protocol.PatchLength(dst, start)
+	return dst
 }
 
 // txnJob is one Transaction request.

@@ -170,3 +170,18 @@ func AppendPopRequest(dst []byte, id uint64, r *PopRequest) []byte { return Appe
 
 // AppendPopReply appends a whole Pop reply frame.
 func AppendPopReply(dst []byte, id uint64, r *PopReply) []byte { return AppendFrame(dst, id, r) }
+
+// AppendPopReplyStart begins a PopReply frame of count messages without a
+// PopReply value (a server encodes its messages straight into the frame):
+// append each with AppendPopMessage, then call PatchLength(dst, start).
+func AppendPopReplyStart(dst []byte, id uint64, queue, group string, count int) (out []byte, start int) {
+	start = len(dst)
+	dst = AppendHeader(dst, OpPop, FlagReply, id)
+	dst = appendStr(dst, queue)
+	dst = appendStr(dst, group)
+	return appendUv(dst, uint64(count)), start
+}
+
+// AppendPopMessage appends one message of a frame begun with
+// AppendPopReplyStart.
+func AppendPopMessage(dst []byte, m *Message) []byte { return appendMessage(dst, m) }

@@ -317,3 +317,22 @@ func TestArenaShrinks(t *testing.T) {
 		t.Fatalf("arena kept %d bytes", c)
 	}
 }
+
+// TestPopReplyStreaming: a reply encoded message by message is the same
+// frame as AppendPopReply's.
+func TestPopReplyStreaming(t *testing.T) {
+	for _, s := range samples() {
+		r, ok := s.body.(*PopReply)
+		if !ok {
+			continue
+		}
+		dst, start := AppendPopReplyStart([]byte("prefix"), 9, r.Queue, r.Group, len(r.Messages))
+		for i := range r.Messages {
+			dst = AppendPopMessage(dst, &r.Messages[i])
+		}
+		PatchLength(dst, start)
+		if want := AppendPopReply([]byte("prefix"), 9, r); !bytes.Equal(dst, want) {
+			t.Fatalf("%s: streamed frame differs", s.name)
+		}
+	}
+}
