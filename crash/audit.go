@@ -127,18 +127,26 @@ func audit(ctx context.Context, c *client.Client, l *ledger, rep *Report, cfg *C
 		}
 		acks := l.acks[k]
 		for _, d := range ds {
+			// An ack counts against a delivery if its answer came before
+			// the delivery (it certainly took effect before), and may
+			// count if it was sent before the delivery came (the pop
+			// answer can overtake the ack answer: it does not wait for an
+			// fsync).
 			okFailed, sentFailed := 0, 0
 			var done *ackEvent
 			for i := range acks {
 				a := &acks[i]
-				if a.seq > d.seq {
-					break
+				if a.sent > d.seq {
+					continue
 				}
 				if a.status == client.Failed {
 					sentFailed++
-					if a.out == answeredOK && !a.dead {
-						okFailed++
-					}
+				}
+				if a.seq > d.seq {
+					continue
+				}
+				if a.status == client.Failed && a.out == answeredOK && !a.dead {
+					okFailed++
 				}
 				if a.out == answeredOK && (a.status == client.Completed || a.status == client.DLQ || a.dead) && done == nil {
 					done = a

@@ -48,8 +48,13 @@
 //
 // Acks of one pop are sent in offset order in one request, so by the cursor
 // rule an ack answered success always completes a run from the cursor: the
-// message cannot legitimately come back. Answers are ordered by a global
-// sequence number taken when each answer arrives.
+// message cannot legitimately come back. Requests and answers are ordered
+// by a global sequence number taken when each request goes out and when
+// each answer arrives: an ack answered before a pop answer arrived took
+// effect before that pop; an ack sent after a pop answer arrived did not. (A
+// pop answer can overtake the answer of an ack applied before it: the pop
+// does not wait for the ack's fsync. A failed message may so come back, with
+// its new retry count, before the failed ack is answered.)
 //
 // After the last kill the broker is restarted once more, every group's
 // deliverable messages are popped again (to catch redeliveries caused by the

@@ -57,7 +57,8 @@ type delivery struct {
 // ackEvent is one ack sent for a message in a group (alone, or in a
 // transaction).
 type ackEvent struct {
-	seq    uint64
+	sent   uint64 // taken before the request went out
+	seq    uint64 // taken when the answer (or the failure) came back
 	status client.AckStatus
 	out    outcome
 	dead   bool // answered success with DeadLettered
@@ -256,6 +257,7 @@ func consumer(ctx context.Context, c *client.Client, l *ledger, name string, r *
 		for i, m := range msgs {
 			acks[i] = client.Ack{Message: m, Status: pickStatus(r), Error: "crash harness " + name}
 		}
+		sent := l.seq.Add(1)
 		cctx, cancel = context.WithTimeout(ctx, callTime)
 		res, err := c.AckEach(cctx, acks...)
 		cancel()
@@ -264,13 +266,13 @@ func consumer(ctx context.Context, c *client.Client, l *ledger, name string, r *
 			l.callErrors++
 			for _, a := range acks {
 				k := gk{groupAcks, a.Message.TransactionID}
-				l.acks[k] = append(l.acks[k], ackEvent{seq: l.seq.Add(1), status: a.Status, out: noAnswer})
+				l.acks[k] = append(l.acks[k], ackEvent{sent: sent, seq: l.seq.Add(1), status: a.Status, out: noAnswer})
 			}
 		} else {
 			l.nAnswers.Add(1)
 			for i, a := range acks {
 				k := gk{groupAcks, a.Message.TransactionID}
-				ev := ackEvent{seq: l.seq.Add(1), status: a.Status, out: answeredRefused}
+				ev := ackEvent{sent: sent, seq: l.seq.Add(1), status: a.Status, out: answeredRefused}
 				if res[i].Err == nil {
 					ev.out, ev.dead = answeredOK, res[i].DeadLettered
 				}
@@ -309,13 +311,14 @@ func txnWorker(ctx context.Context, c *client.Client, l *ledger, name string, r 
 				l.items[key] = out
 			}
 			l.mu.Unlock()
+			sent := l.seq.Add(1)
 			cctx, cancel := context.WithTimeout(ctx, callTime)
 			res, err := c.Transaction().Ack(m, client.Completed).
 				Push(client.Item{Queue: out.queue, Partition: out.partition, TransactionID: key, Payload: out.payload}).Commit(cctx)
 			cancel()
 			k := gk{groupTxns, m.TransactionID}
 			l.mu.Lock()
-			ev := ackEvent{seq: l.seq.Add(1), status: client.Completed, txn: true}
+			ev := ackEvent{sent: sent, seq: l.seq.Add(1), status: client.Completed, txn: true}
 			switch {
 			case err != nil:
 				ev.out = noAnswer
