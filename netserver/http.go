@@ -283,6 +283,8 @@ func (s *HTTPServer) routes() {
 	s.handle("POST /api/v1/system/maintenance", levelAdmin, s.handleMaintenance)
 	s.handle("GET /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
 	s.handle("POST /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
+	// The web dashboard at / (its files under /dashboard/, feeds under /api/v1/dashboard/).
+	s.dashboardRoutes()
 	// Everything else: Queen answers 404.
 	s.handle("/", levelPublic, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found")
