@@ -35,7 +35,7 @@ type Config struct {
 
 	MsgSize   int `json:"msg_size"`  // payload bytes (default 128)
 	Batch     int `json:"batch"`     // messages per push and per pop (default 100)
-	Producers int `json:"producers"` // producer connections (default 4; 0 for consume)
+	Producers int `json:"producers"` // producer connections (default 4; consume, fanout: 0, the pre-fill uses 4)
 	Consumers int `json:"consumers"` // consumers per group (default 4, fanout 2; 0 for push)
 	Groups    int `json:"groups"`    // consumer groups (default 1; fanout 10)
 	// InFlight is how many batches each producer keeps unanswered (pushes
@@ -52,9 +52,10 @@ type Config struct {
 	// is the cap.
 	Duration time.Duration `json:"duration_ns"`
 	// Messages to push (push, pipeline...) or to pre-fill (consume, fanout);
-	// 0 = as many as Duration allows (consume pre-fills for FillTime).
+	// 0 = as many as Duration allows (consume and fanout pre-fill for
+	// FillTime).
 	Messages int64 `json:"messages"`
-	// FillTime caps the pre-fill of consume (default: Duration).
+	// FillTime caps the pre-fill of consume and fanout (default: Duration).
 	FillTime time.Duration `json:"fill_time_ns"`
 	// Rate is the target rate in messages per second over all producers
 	// (consumers in consume and fanout); 0 = as fast as possible (closed
@@ -80,7 +81,7 @@ func (c *Config) Defaults() {
 	if c.Batch == 0 {
 		c.Batch = 100
 	}
-	if c.Producers == 0 && c.Scenario != Consume {
+	if c.Producers == 0 && !c.prefilled() {
 		c.Producers = 4
 	}
 	if c.Consumers == 0 && c.Scenario != Push {
@@ -155,10 +156,10 @@ func (c *Config) Validate() error {
 
 // prefilled: the queue is filled before the measured phase, which only
 // consumes (unless producers were asked for too).
-func (c *Config) prefilled() bool { return c.Scenario == Consume }
+func (c *Config) prefilled() bool { return c.Scenario == Consume || c.Scenario == Fanout }
 
 // pushes: producers run during the measured phase.
-func (c *Config) pushes() bool { return c.Scenario != Consume }
+func (c *Config) pushes() bool { return !c.prefilled() }
 
 // consumes: consumers run during the measured phase.
 func (c *Config) consumes() bool { return c.Scenario != Push }

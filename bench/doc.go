@@ -11,7 +11,7 @@
 //	push       P          -              push msgs/s; latency of each batch (send → durable answer)
 //	consume    -          C × 1 group    pop + ack msgs/s of a pre-filled queue; latency pop → ack answered
 //	pipeline   P          C × 1 group    delivered msgs/s; end-to-end latency (intended push → delivery)
-//	fanout     P          C × G groups   deliveries/s (each group reads every message); end-to-end latency
+//	fanout     -          C × G groups   deliveries/s of a pre-filled queue that every group reads whole
 //	partitions P          C × 1 group    pipeline over N partitions (items of a batch spread over them),
 //	                                     with idle partitions that hold one old message each
 //	retry-storm P         C × 1 group    pipeline where a fraction of deliveries is acked failed and retried

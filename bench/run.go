@@ -280,7 +280,7 @@ func (r *runner) consume(ctx context.Context, c Consumer, i, n int, start time.T
 	}
 	sched := NewSchedule(start, rate, n, i)
 	rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
-	e2e := cfg.Scenario != Consume
+	e2e := cfg.pushes()
 	var h Histogram // end-to-end, this goroutine only
 	var acks sync.WaitGroup
 	sem := make(chan struct{}, cfg.InFlight)

@@ -43,7 +43,7 @@ func queueOptions(c *Config) client.QueueOptions {
 	o := client.DefaultQueueOptions()
 	o.LeaseTime = 30 * time.Second
 	if c.failing() {
-		o.RetryLimit = 1 << 20
+		o.RetryLimit = 1_000_000
 		o.RetryDelay = 0
 	}
 	return o

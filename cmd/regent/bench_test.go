@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/regentmq/regent/bench"
+)
+
+// TestBenchScenariosSmoke runs every scenario for about a second against a
+// Regent started in process, so that a broken scenario fails CI. The NATS
+// peer is not needed here (regent bench compare drives it).
+func TestBenchScenariosSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("smoke runs of the load scenarios")
+	}
+	extra := map[string][]string{
+		bench.Consume:    {"--messages", "20000"},
+		bench.Partitions: {"--partitions", "2000", "--idle-partitions", "3000"},
+		bench.Fanout:     {"--groups", "3", "--consumers", "1", "--messages", "10000"},
+		bench.Pipeline:   {"--rate", "20000"}, // open loop
+	}
+	for _, scen := range bench.Scenarios {
+		t.Run(scen, func(t *testing.T) {
+			args := append([]string{"bench", scen, "--server", "inprocess", "--duration", "1s", "--json"}, extra[scen]...)
+			var out, errb bytes.Buffer
+			if code := run(args, &out, &errb); code != exitOK {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			var f bench.File
+			if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+				t.Fatalf("--json output: %v\n%s", err, out.String())
+			}
+			if len(f.Results) != 1 {
+				t.Fatalf("%d results", len(f.Results))
+			}
+			r := f.Results[0]
+			if r.Msgs == 0 || r.MsgsPerSec <= 0 || r.Errors > 0 || r.Latency.Count == 0 || r.Latency.P99 <= 0 {
+				t.Fatalf("result: msgs %d (%.0f/s), errors %d (%s), latency %+v", r.Msgs, r.MsgsPerSec, r.Errors, r.FirstErr, r.Latency)
+			}
+			switch scen {
+			case bench.Consume:
+				if r.Filled != 20000 || r.Consumed != 20000 {
+					t.Errorf("consume: filled %d, consumed %d, want 20000 each", r.Filled, r.Consumed)
+				}
+			case bench.RetryStorm:
+				if r.FailedOn == 0 || r.Delivered <= r.Consumed {
+					t.Errorf("retry-storm: failed %d, delivered %d, consumed %d", r.FailedOn, r.Delivered, r.Consumed)
+				}
+			case bench.HTTP:
+				if r.Target != bench.TargetRegentHTTP {
+					t.Errorf("http ran on %s", r.Target)
+				}
+			case bench.Fanout:
+				if r.Groups != 3 || r.Filled != 10000 || r.Consumed != 30000 {
+					t.Errorf("fanout: %d groups consumed %d of %d pre-filled", r.Groups, r.Consumed, r.Filled)
+				}
+			}
+			if r.Durability == "" || f.Env.GoVersion == "" || !strings.HasPrefix(f.Command, "regent bench "+scen) {
+				t.Errorf("file lacks its context: %q %q %q", r.Durability, f.Env.GoVersion, f.Command)
+			}
+		})
+	}
+}
+
+// TestBenchSweepAndReport: a two-point batch sweep written with --out, then
+// report over it.
+func TestBenchSweepAndReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("smoke runs of the load scenarios")
+	}
+	dir := t.TempDir()
+	results := filepath.Join(dir, "results")
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "push", "--server", "inprocess", "--duration", "500ms", "--batch", "10,100",
+		"--out", filepath.Join(results, "batch.json")}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("sweep: exit %d: %s", code, errb.String())
+	}
+	if strings.Count(out.String(), "push on regent") != 2 {
+		t.Fatalf("sweep printed:\n%s", out.String())
+	}
+	md := filepath.Join(dir, "BENCHMARKS.md")
+	code = run([]string{"bench", "report", "--results", results, "--out", md, "--charts", filepath.Join(dir, "charts")}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("report: exit %d: %s", code, errb.String())
+	}
+	b, _ := os.ReadFile(md)
+	if !strings.Contains(string(b), "charts/batch.svg") || !strings.Contains(string(b), "--batch 10,100") {
+		t.Fatalf("report:\n%s", b)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench"},
+		{"bench", "--duration", "1s"},
+		{"bench", "compare"},
+		{"bench", "compare", "push"}, // no peer
+		{"bench", "push", "--batch", "x"},
+		{"bench", "push", "--peer-sync", "sometimes"},
+		{"bench", "push", "--server", "elsewhere"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "nonsense", "--server", "inprocess"}, &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "unknown scenario") {
+		t.Errorf("unknown scenario: exit %d: %s", code, errb.String())
+	}
+}
