@@ -380,6 +380,17 @@ func (br *browser) waitDrawn(n int) {
 		"the page to draw")
 }
 
+// waitMore waits until the page has drawn n more times.
+func (br *browser) waitMore(n int) {
+	br.t.Helper()
+	rev, err := chromedp.Run(br.ctx, chromedp.Evaluate[string](`document.querySelector('main').dataset.rev || '0'`))
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	cur, _ := strconv.Atoi(rev)
+	br.waitDrawn(cur + n)
+}
+
 // poll waits until a JavaScript expression is true.
 func (br *browser) poll(expr, what string) {
 	br.t.Helper()
@@ -462,10 +473,12 @@ func TestDashboardPages(t *testing.T) {
 	br.dir = shotDir(t)
 
 	// Overview, while messages flow and after.
-	done := traffic(b, 4*time.Second)
+	done := traffic(b, 8*time.Second)
 	br.open("", 1)
+	br.waitDrawn(5) // samples while messages flow
+	br.screenshot("overview")
 	<-done
-	br.waitDrawn(5) // a few samples after the traffic stopped
+	br.waitMore(3) // and after they stopped
 	sys := b.get("/api/v1/dashboard/system")
 	msgs := sys["messages"].(obj)
 	br.expectText(`[data-stat="depth"] .value`, commas(num(sys["depth"])))
@@ -481,7 +494,6 @@ func TestDashboardPages(t *testing.T) {
 	br.poll(`document.querySelectorAll('[data-chart="throughput"] path.line').length === 3`, "three throughput lines")
 	br.poll(`document.querySelectorAll('[data-chart="lag"] path.line').length >= 1`, "a lag line")
 	br.expectContains(`[data-queue="orders"]`, "orders")
-	br.screenshot("overview")
 	br.noConsoleErrors("overview")
 
 	// Dark theme: the button switches it and the choice sticks.
