@@ -31,6 +31,17 @@ type HTTPConfig struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle that long; default 120 s.
 	IdleTimeout time.Duration
+	// ReadBodyTimeout bounds the reading of a request's body (a client that
+	// trickles its body is cut off); default 60 s.
+	ReadBodyTimeout time.Duration
+	// WriteTimeout bounds the writing of one response, counted from its
+	// first byte, so a client that does not read its answers is
+	// disconnected (long polls are not limited: they write when they end).
+	// Default 60 s.
+	WriteTimeout time.Duration
+	// MaxConns caps open connections; more are answered 503 and closed
+	// (file descriptors are finite). Default 10000.
+	MaxConns int
 	// MaxHeaderBytes caps request headers; default 1 MiB.
 	MaxHeaderBytes int
 	// Auth turns on JWT authentication (off by default).
@@ -54,13 +65,17 @@ const (
 	DefaultHTTPReadHeaderTimeout = 10 * time.Second
 	DefaultHTTPIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes        = 1 << 20
+	DefaultHTTPReadBodyTimeout   = 60 * time.Second
+	DefaultHTTPWriteTimeout      = 60 * time.Second
+	DefaultHTTPMaxConns          = 10000
 )
 
 func (c *HTTPConfig) setDefaults() error {
 	if c.Addr == "" {
 		c.Addr = DefaultHTTPAddr
 	}
-	if c.MaxBodyBytes < 0 || c.ReadHeaderTimeout < 0 || c.IdleTimeout < 0 || c.MaxHeaderBytes < 0 {
+	if c.MaxBodyBytes < 0 || c.ReadHeaderTimeout < 0 || c.IdleTimeout < 0 || c.MaxHeaderBytes < 0 ||
+		c.ReadBodyTimeout < 0 || c.WriteTimeout < 0 || c.MaxConns < 0 {
 		return fmt.Errorf("%w: negative limit in HTTPConfig", engine.ErrInvalid)
 	}
 	if c.MaxBodyBytes == 0 {
@@ -74,6 +89,15 @@ func (c *HTTPConfig) setDefaults() error {
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.ReadBodyTimeout == 0 {
+		c.ReadBodyTimeout = DefaultHTTPReadBodyTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultHTTPWriteTimeout
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultHTTPMaxConns
 	}
 	if c.Version == "" {
 		c.Version = "dev"
@@ -101,6 +125,8 @@ type HTTPServer struct {
 	maintenance    atomic.Bool // push maintenance mode (see handleMaintenance)
 	popMaintenance atomic.Bool // pops answer 204 while set
 	conns          atomic.Int64
+	open           atomic.Int64 // connections admitted by the MaxConns listener
+	refusing       atomic.Int32 // refusals being written
 }
 
 // NewHTTP returns an HTTP bridge over e.
@@ -139,11 +165,67 @@ func NewHTTP(cfg HTTPConfig, e *engine.Engine) (*HTTPServer, error) {
 func (s *HTTPServer) Handler() http.Handler { return s.handler }
 
 // Serve accepts connections on l until Shutdown; it returns
-// http.ErrServerClosed after a Shutdown.
+// http.ErrServerClosed after a Shutdown. Past MaxConns open connections a
+// new one is answered 503 and closed.
 func (s *HTTPServer) Serve(l net.Listener) error {
 	stop := s.met.startSampler()
 	defer stop()
-	return s.srv.Serve(l)
+	return s.srv.Serve(&limitListener{Listener: l, s: s})
+}
+
+// limitListener admits at most MaxConns connections at once.
+type limitListener struct {
+	net.Listener
+	s *HTTPServer
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.open.Add(1) <= int64(l.s.cfg.MaxConns) {
+			return &countedConn{Conn: c, open: &l.s.open}, nil
+		}
+		l.s.open.Add(-1)
+		l.s.refuse(c)
+	}
+}
+
+// countedConn gives its place back when closed.
+type countedConn struct {
+	net.Conn
+	open   *atomic.Int64
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
+
+// refuse answers a connection past MaxConns with 503 and closes it. The
+// answer is written in the background (reading what the client sent first,
+// so that the close does not reset it), at most 64 at a time; past that the
+// connection is just closed.
+func (s *HTTPServer) refuse(c net.Conn) {
+	if s.refusing.Add(1) > 64 {
+		s.refusing.Add(-1)
+		c.Close()
+		return
+	}
+	go func() {
+		defer s.refusing.Add(-1)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		var buf [4096]byte
+		c.Read(buf[:])
+		msg := append(appendString([]byte(`{"error":`), fmt.Sprintf("too many connections (limit %d)", s.cfg.MaxConns)), '}')
+		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%s", len(msg), msg)
+	}()
 }
 
 // ListenAndServe listens on cfg.Addr and serves.
@@ -184,12 +266,20 @@ var (
 	hdrAllowMeth  = []string{"GET, POST, PUT, DELETE, OPTIONS"}
 	hdrAllowHdrs  = []string{"Content-Type, Authorization"}
 	hdrCORSMaxAge = []string{"86400"}
+	hdrClose      = []string{"close"}
 )
 
 // serveHTTP adds Queen's CORS headers to every answer and answers OPTIONS
 // preflights with 204, then routes.
 func (s *HTTPServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.met.requests.Add(1)
+	// Bound the writing of the answer from its first byte (a client that
+	// does not read is cut off); the deadline of the connection's previous
+	// answer is lifted first, so a long poll can wait as long as it must.
+	dw := &deadlineWriter{ResponseWriter: w, d: s.cfg.WriteTimeout}
+	dw.rc = http.NewResponseController(w)
+	dw.rc.SetWriteDeadline(time.Time{})
+	w = dw
 	h := w.Header()
 	h["Access-Control-Allow-Origin"] = hdrAllowAll
 	h["Access-Control-Allow-Methods"] = hdrAllowMeth
@@ -201,6 +291,35 @@ func (s *HTTPServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// deadlineWriter sets the connection's write deadline when the answer
+// starts.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	d     time.Duration
+	armed bool
+}
+
+func (w *deadlineWriter) arm() {
+	if !w.armed {
+		w.armed = true
+		w.rc.SetWriteDeadline(time.Now().Add(w.d)) // ErrNotSupported in tests' recorders: fine
+	}
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.arm()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // level is the role a route needs when auth is on.
 type level uint8
@@ -296,8 +415,16 @@ func (s *HTTPServer) routes() {
 // Queen does) unless allowEmpty. On failure it has answered; the caller
 // returns.
 func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty bool) (*[]byte, bool) {
+	// A body that trickles in is cut off after ReadBodyTimeout; the
+	// deadline is lifted once the body is in (the connection then waits for
+	// the next request under ReadHeaderTimeout and IdleTimeout). After a
+	// failure it stays, so that net/http does not wait for the rest of the
+	// body either, and the connection is closed.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.ReadBodyTimeout))
 	max := s.cfg.MaxBodyBytes
 	if r.ContentLength > max {
+		w.Header()["Connection"] = hdrClose
 		s.writeErr(w, fmt.Errorf("%w: request body of %d bytes is above the limit of %d", engine.ErrTooLarge, r.ContentLength, max))
 		return nil, false
 	}
@@ -314,6 +441,7 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		if _, err := io.ReadFull(r.Body, b); err != nil {
 			*bp = b
 			putBuf(bp)
+			w.Header()["Connection"] = hdrClose // do not wait for the rest of the body
 			writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error())
 			return nil, false
 		}
@@ -327,6 +455,7 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		if int64(len(b)) > max {
 			*bp = b
 			putBuf(bp)
+			w.Header()["Connection"] = hdrClose
 			s.writeErr(w, fmt.Errorf("%w: request body above the limit of %d bytes", engine.ErrTooLarge, max))
 			return nil, false
 		}
@@ -336,11 +465,13 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		if err != nil {
 			*bp = b
 			putBuf(bp)
+			w.Header()["Connection"] = hdrClose
 			writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error())
 			return nil, false
 		}
 	}
 	*bp = b
+	rc.SetReadDeadline(time.Time{})
 	if !allowEmpty && len(b) == 0 {
 		putBuf(bp)
 		writeError(w, http.StatusBadRequest, "Empty request body")

@@ -39,6 +39,11 @@ type TCPConfig struct {
 	// IdleTimeout closes connections with nothing in flight that sent
 	// nothing for that long; default 10 minutes, negative disables.
 	IdleTimeout time.Duration
+	// FrameTimeout closes a connection that has not said Hello that long
+	// after connecting, or that has held part of a frame that long without
+	// completing any (a client trickling bytes: slow loris); default 60 s,
+	// negative disables.
+	FrameTimeout time.Duration
 	// Loops is the number of gnet event loops; default one per CPU.
 	Loops int
 	// JournalStats, when set, adds the journal's figures to Stats replies.
@@ -66,6 +71,9 @@ func (c *TCPConfig) setDefaults() {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 10 * time.Minute
 	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = time.Minute
+	}
 	if c.Loops <= 0 {
 		c.Loops = runtime.NumCPU()
 	}
@@ -88,7 +96,8 @@ type TCPServer struct {
 
 	booted   chan struct{}
 	done     chan error
-	conns    sync.Map // *tcpConn -> struct{}
+	tick     time.Duration // OnTick's period
+	conns    sync.Map      // *tcpConn -> struct{}
 	nconns   atomic.Int64
 	inflight atomic.Int64
 	draining atomic.Bool
@@ -100,7 +109,13 @@ func NewTCP(cfg TCPConfig, e *engine.Engine) (*TCPServer, error) {
 	if cfg.MaxFrameBytes < protocol.MinMaxFrame {
 		return nil, fmt.Errorf("netserver: MaxFrameBytes %d is below %d", cfg.MaxFrameBytes, protocol.MinMaxFrame)
 	}
-	return &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1)}, nil
+	tick := time.Second
+	for _, d := range []time.Duration{cfg.IdleTimeout, cfg.FrameTimeout} {
+		if d > 0 {
+			tick = min(tick, max(d/4, 10*time.Millisecond))
+		}
+	}
+	return &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1), tick: tick}, nil
 }
 
 // Start listens and serves in the background; it returns once the server
@@ -188,7 +203,8 @@ func (s *TCPServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return protocol.AppendError(nil, protocol.OpHello, 0, protocol.CodeOverloaded, msg), gnet.Close
 	}
 	tc := &tcpConn{s: s, c: c}
-	tc.lastActive.Store(time.Now().UnixNano())
+	tc.opened = time.Now().UnixNano()
+	tc.lastActive.Store(tc.opened)
 	c.SetContext(tc)
 	s.conns.Store(tc, struct{}{})
 	return nil, gnet.None
@@ -215,7 +231,8 @@ func (s *TCPServer) OnClose(c gnet.Conn, err error) gnet.Action {
 // then writes every reply that is ready in one write.
 func (s *TCPServer) OnTraffic(c gnet.Conn) gnet.Action {
 	tc := c.Context().(*tcpConn)
-	tc.lastActive.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	tc.lastActive.Store(now)
 	tc.mu.Lock()
 	tc.inLoop = true
 	tc.mu.Unlock()
@@ -255,6 +272,14 @@ func (s *TCPServer) OnTraffic(c gnet.Conn) gnet.Action {
 		if off > 0 { // Discard(0) would drop the whole buffer, partial frame included
 			c.Discard(off)
 		}
+		// Slow-loris watch: since when has part of a frame waited without
+		// any frame completing?
+		switch {
+		case off == len(buf):
+			tc.partialSince.Store(0)
+		case off > 0 || tc.partialSince.Load() == 0:
+			tc.partialSince.Store(now)
+		}
 	}
 	tc.mu.Lock()
 	out := tc.out
@@ -279,19 +304,37 @@ func (s *TCPServer) OnTraffic(c gnet.Conn) gnet.Action {
 	return action
 }
 
-// OnTick closes idle connections.
+// OnTick closes idle connections, connections that do not say Hello in
+// time, and connections that trickle a frame (FrameTimeout).
 func (s *TCPServer) OnTick() (time.Duration, gnet.Action) {
+	now := time.Now()
+	idle, frame := int64(-1), int64(-1)
 	if s.cfg.IdleTimeout > 0 {
-		limit := time.Now().Add(-s.cfg.IdleTimeout).UnixNano()
-		s.conns.Range(func(k, _ any) bool {
-			tc := k.(*tcpConn)
-			if tc.inflight.Load() == 0 && tc.lastActive.Load() < limit {
-				tc.c.Close()
-			}
-			return true
-		})
+		idle = now.Add(-s.cfg.IdleTimeout).UnixNano()
 	}
-	return time.Second, gnet.None
+	if s.cfg.FrameTimeout > 0 {
+		frame = now.Add(-s.cfg.FrameTimeout).UnixNano()
+	}
+	s.conns.Range(func(k, _ any) bool {
+		tc := k.(*tcpConn)
+		why := ""
+		switch {
+		case tc.inflight.Load() == 0 && tc.lastActive.Load() < idle:
+			why = "idle"
+		case !tc.greeted.Load() && tc.opened < frame:
+			why = "no Hello within FrameTimeout"
+		case tc.partialSince.Load() != 0 && tc.partialSince.Load() < frame:
+			why = "a frame not completed within FrameTimeout"
+		}
+		if why != "" {
+			if why != "idle" {
+				s.log.Info("closing a slow connection", "remote", tc.c.RemoteAddr(), "why", why)
+			}
+			tc.c.Close()
+		}
+		return true
+	})
+	return s.tick, gnet.None
 }
 
 func sockaddrToTCP(sa syscall.Sockaddr) net.Addr {
@@ -315,3 +358,7 @@ func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...),
 
 // Connections is the number of open connections.
 func (s *TCPServer) Connections() int { return int(s.nconns.Load()) }
+
+// InFlight is the number of requests received and not yet answered, parked
+// long polls included.
+func (s *TCPServer) InFlight() int { return int(s.inflight.Load()) }

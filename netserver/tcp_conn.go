@@ -24,9 +24,14 @@ type tcpConn struct {
 	closed  bool
 	waiters map[*popJob]struct{} // parked long polls
 
-	hello      bool // loop only: the client said Hello
+	hello      bool        // loop only: the client said Hello
+	greeted    atomic.Bool // hello, for OnTick
+	opened     int64       // Unix nanoseconds
 	inflight   atomic.Int32
 	lastActive atomic.Int64
+	// partialSince is when part of a frame started waiting in the read
+	// buffer with no frame completed since (0: none waits).
+	partialSince atomic.Int64
 }
 
 // replier is a reply waiting to be encoded into a connection's buffer.
@@ -155,6 +160,7 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 			return false
 		}
 		tc.hello = true
+		tc.greeted.Store(true)
 		tc.send(bodyReply{id, &protocol.HelloReply{
 			Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ServerName: "regent",
 			MaxFrame: uint32(tc.s.cfg.MaxFrameBytes), MaxInFlight: uint32(tc.s.cfg.MaxInFlight),
