@@ -207,6 +207,15 @@ func (c *countedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite lets net/http half-close before closing (so that a client
+// still sending does not get a reset instead of the answer).
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // refuse answers a connection past MaxConns with 503 and closes it. The
 // answer is written in the background (reading what the client sent first,
 // so that the close does not reset it), at most 64 at a time; past that the
