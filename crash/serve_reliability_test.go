@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,11 +195,15 @@ func TestDiskFullUnderServe(t *testing.T) {
 	c := dialT(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	rnd := rand.New(rand.NewPCG(1, 2))
 	var acked []string
 	var refusal error
 	for i := 0; i < 100000 && refusal == nil; i++ {
-		p := fmt.Sprintf("m-%06d-%s", i, strings.Repeat("z", 1000))
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		p := fmt.Sprintf("m-%06d-", i)
+		for k := 0; k < 60; k++ { // incompressible
+			p += fmt.Sprintf("%016x", rnd.Uint64())
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		res, err := c.Queue("full").Push(cctx, []byte(p))
 		ccancel()
 		switch {
