@@ -188,6 +188,9 @@ func (e *Engine) ScanMessages(queueName, partName string, since, until int64, fn
 			return err
 		}
 		for i := range buf {
+			if p.q.tombstoned(p, from+uint64(i)) {
+				continue
+			}
 			out, err := e.message(p, from+uint64(i), &buf[i])
 			if err != nil {
 				return err
@@ -222,7 +225,7 @@ func (e *Engine) FindMessage(partitionID UUID, txn string) (Message, error) {
 			return Message{}, fmt.Errorf("%w: id %s in %s/%s", ErrMessageNotFound, id, p.q.name, p.name)
 		}
 	}
-	if off < p.low() || off >= p.durable {
+	if off < p.low() || off >= p.durable || p.q.tombstoned(p, off) {
 		return Message{}, fmt.Errorf("%w: transactionId %q in %s/%s", ErrMessageNotFound, txn, p.q.name, p.name)
 	}
 	m, err := e.msgAt(p, off)

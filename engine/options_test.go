@@ -401,3 +401,46 @@ func TestEmptyIdlePartitionsAreForgotten(t *testing.T) {
 		t.Fatalf("a push to a forgotten name: %+v (old partition %s)", again[0], old[0].PartitionID)
 	}
 }
+
+// TestDeleteMessage: a deleted message is never delivered again nor found,
+// for any group, also after a restart from the journal and from a snapshot;
+// the groups pass it as done.
+func TestDeleteMessage(t *testing.T) {
+	f := newFixture(t)
+	res := f.pushItems(PushItem{Queue: "m", TransactionID: "a", Payload: []byte("a")},
+		PushItem{Queue: "m", TransactionID: "b", Payload: []byte("b")},
+		PushItem{Queue: "m", TransactionID: "c", Payload: []byte("c")})
+	ok, err := f.e.DeleteMessage(res[1].PartitionID, "b")
+	if err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	if ok, _ := f.e.DeleteMessage(res[1].PartitionID, "b"); ok {
+		t.Fatal("deleted twice")
+	}
+	msgs := f.pop(PopRequest{Queue: "m", Batch: 10})
+	wantPayloads(t, msgs, "a,c")
+	if r := f.ackMsgs(msgs, Completed); r[0].Err != nil || r[1].Err != nil {
+		t.Fatalf("acks: %+v", r)
+	}
+	if got := f.pop(PopRequest{Queue: "m", Batch: 10}); len(got) != 0 {
+		t.Fatalf("after acking the rest: %s", payloads(got))
+	}
+	if _, err := f.e.FindMessage(res[1].PartitionID, "b"); !errors.Is(err, ErrMessageNotFound) {
+		t.Fatalf("find a deleted message: %v", err)
+	}
+	// A group that only meets the deleted message passes it.
+	one := f.pushItems(PushItem{Queue: "solo", TransactionID: "x", Payload: []byte("x")})
+	f.e.DeleteMessage(one[0].PartitionID, "x")
+	if got := f.pop(PopRequest{Queue: "solo", Batch: 10}); len(got) != 0 {
+		t.Fatalf("deleted-only partition delivered %s", payloads(got))
+	}
+	f.push("solo", "", "y")
+	wantPayloads(t, f.pop(PopRequest{Queue: "solo", Batch: 10}), "y")
+	f.restart()
+	wantPayloads(t, f.pop(PopRequest{Queue: "m", Group: "fresh", Batch: 10}), "a,c")
+	if err := f.e.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	f.restart()
+	wantPayloads(t, f.pop(PopRequest{Queue: "m", Group: "fresher", Batch: 10}), "a,c")
+}

@@ -276,7 +276,11 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	// Open every payload before anything changes: a message that does not
 	// open (a key that changed) is never delivered, and the pop fails.
 	start := len(out)
+	tombs := p.q.tombsOf(p)
 	for i := range ms {
+		if len(tombs) > 0 && p.q.tombstoned(p, from+uint64(i)) {
+			continue // deleted: passed as done (below), never delivered
+		}
 		msg, err := e.message(p, from+uint64(i), &ms[i])
 		if err != nil {
 			e.log.Error("pop: cannot open a message", "queue", p.q.name, "partition", p.name, "err", err)
@@ -298,10 +302,23 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	} else {
 		a = e.active(p, c.g, pg)
 		l = &lease{id: set.id, p: p, gidx: c.g.idx, from: from, to: to, status: make([]uint8, to-from), set: set}
+		for _, t := range tombs {
+			if t >= from && t < to {
+				l.status[t-from] = stCompleted
+				l.nDone++
+			}
+		}
+		for pg.cursor < to && finished(l.status[pg.cursor-from]) {
+			pg.cursor++ // deleted messages at the front are passed at once
+		}
 		l.expires = now + int64(c.q.options().LeaseTime)
 		a.lease = l
 		p.st().wheel.schedule(&l.timer, l.expires, l)
 		set.leases = append(set.leases, l)
+		if l.nDone == len(l.status) { // only deleted messages: nothing to wait for
+			e.endLease(p, pg, l, wakes)
+			e.notify(p, c.g, pg, wakes)
+		}
 	}
 	for i := start; i < len(out); i++ {
 		msg := &out[i]

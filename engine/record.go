@@ -27,6 +27,7 @@ import "time"
 //	retain (10)  = queueID u64 | seq uvarint | low uvarint   (retention removed what is below low)
 //	dlqDel (11)  = queueID u64 | n uvarint | n × entry id [16]  (redriven or purged)
 //	forget (12)  = queueID u64 | seq uvarint   (an empty, idle partition is forgotten)
+//	tomb   (13)  = queueID u64 | seq uvarint | offset uvarint   (one message deleted)
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -42,6 +43,7 @@ const (
 	recRetain   = 10
 	recDLQDel   = 11
 	recForget   = 12
+	recTomb     = 13
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {

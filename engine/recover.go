@@ -171,6 +171,16 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
 			e.forget(q.parts[seq])
 		}
+	case recTomb:
+		qid := r.u64()
+		seq := r.uvarint()
+		off := r.uvarint()
+		if r.err != nil {
+			return r.err
+		}
+		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
+			q.addTomb(q.parts[seq], off)
+		}
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)

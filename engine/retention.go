@@ -94,6 +94,7 @@ func (e *Engine) applyLow(p *partition, newLow uint64) (evicted uint64) {
 			relax(pg)
 		}
 	}
+	p.q.dropTombsBelow(p, newLow)
 	e.refreshDepth(p)
 	return evicted
 }

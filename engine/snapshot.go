@@ -19,6 +19,7 @@ import (
 //	             | ndedup uvarint | ndedup × (fingerprint u64 | offset uvarint)
 //	             | nstates uvarint | nstates × (gidx uvarint | cursor uvarint | blockedUntil varint
 //	                                           | nretries uvarint | nretries × (offset uvarint | n uvarint))
+//	             | ntombs uvarint | ntombs × offset uvarint
 //	dead       = seq uvarint | group str | (as in an effect record's dead entry)
 const snapshotVersion = 1
 
@@ -233,6 +234,11 @@ func appendPartition(b []byte, p *partition, groups []*group) []byte {
 			b = appendUvarint(b, uint64(rc.n))
 		}
 	}
+	tombs := p.q.tombsOf(p)
+	b = appendUvarint(b, uint64(len(tombs)))
+	for _, t := range tombs {
+		b = appendUvarint(b, t)
+	}
 	return b
 }
 
@@ -345,5 +351,9 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 			a := e.active(p, g, pg)
 			a.retries, a.blockedUntil = retries, blocked
 		}
+	}
+	nt := r.count(1)
+	for i := 0; i < nt && r.err == nil; i++ {
+		q.addTomb(p, r.uvarint())
 	}
 }

@@ -23,6 +23,10 @@ type queue struct {
 
 	dlqMu sync.Mutex
 	dlq   []dlqItem
+
+	tombMu   sync.Mutex
+	tombs    map[*partition][]uint64 // deleted messages (tomb.go); nil until one is
+	hasTombs atomic.Bool
 }
 
 func (q *queue) options() *QueueOptions { return q.opts.Load() }

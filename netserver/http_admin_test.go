@@ -190,19 +190,23 @@ func TestHTTPMessages(t *testing.T) {
 	if code, _ := h.do("GET", "/api/v1/messages/not-a-uuid/t-a", nil); code != 404 {
 		t.Errorf("malformed partition id: %d", code)
 	}
-	// Delete: not found as Queen answers it; an existing message is not
-	// deletable (501).
+	// Delete: not found as Queen answers it.
 	h.call("DELETE", "/api/v1/messages/"+pid+"/nope", nil, 200, &d)
 	if d["success"] != false || d["message"] != "Message not found" {
 		t.Errorf("delete of a missing message: %v", d)
-	}
-	if code, _ := h.do("DELETE", "/api/v1/messages/"+pid+"/t-a", nil); code != 501 {
-		t.Errorf("delete of a message: %d", code)
 	}
 	var sm obj
 	h.call("GET", "/api/v1/status/queues/mq/messages?limit=2", nil, 200, &sm)
 	if l := sm["messages"].([]any); len(l) != 2 || l[0].(obj)["status"] != "completed" {
 		t.Errorf("status queue messages: %v", sm)
+	}
+	// An existing message is deleted: never delivered or found again.
+	h.call("DELETE", "/api/v1/messages/"+pid+"/t-a", nil, 200, &d)
+	if d["success"] != true || d["message"] != "Message deleted successfully" {
+		t.Errorf("delete of a message: %v", d)
+	}
+	if code, _ := h.do("GET", "/api/v1/messages/"+pid+"/t-a", nil); code != 404 {
+		t.Errorf("a deleted message is still found: %d", code)
 	}
 }
 

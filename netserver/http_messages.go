@@ -286,11 +286,19 @@ func (s *HTTPServer) handleMessage(w http.ResponseWriter, r *http.Request) {
 // one answers 501.
 func (s *HTTPServer) handleDeleteMessage(w http.ResponseWriter, r *http.Request) {
 	pid, txn := r.PathValue("partitionId"), r.PathValue("transactionId")
-	if _, err := s.findMessage(r); err != nil {
-		s.writeValue(w, http.StatusOK, map[string]any{"success": false, "partitionId": pid, "transactionId": txn, "message": "Message not found"})
-		return
+	id, err := engine.ParseUUID(pid)
+	ok := false
+	if err == nil {
+		if ok, err = s.e.DeleteMessage(id, txn); err != nil {
+			s.writeErr(w, err)
+			return
+		}
 	}
-	writeError(w, http.StatusNotImplemented, "deleting a single message is not supported: messages stay until retention removes them")
+	msg := "Message deleted successfully"
+	if !ok {
+		msg = "Message not found"
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"success": ok, "partitionId": pid, "transactionId": txn, "message": msg})
 }
 
 // rawPayload is a stored payload for encoding/json: the JSON text as is,
