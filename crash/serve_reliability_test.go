@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -182,10 +181,11 @@ func TestDiskFullUnderServe(t *testing.T) {
 		t.Skip("starts broker processes")
 	}
 	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=3m"); err != nil {
+	unmount, err := mountTmpfs(mnt, 3<<20)
+	if err != nil {
 		t.Skipf("cannot mount a tmpfs here (%v)", err)
 	}
-	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	t.Cleanup(unmount)
 	ballast := filepath.Join(mnt, "ballast")
 	if err := os.WriteFile(ballast, make([]byte, 1<<20), 0o640); err != nil {
 		t.Fatal(err)

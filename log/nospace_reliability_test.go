@@ -170,10 +170,11 @@ func TestCloseWhileDiskFull(t *testing.T) {
 func tmpfsDir(t *testing.T, size int) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+	unmount, err := mountTmpfs(dir, size)
+	if err != nil {
 		t.Skipf("cannot mount a tmpfs here (%v): the fault-hook tests cover disk full", err)
 	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	t.Cleanup(unmount)
 	return dir
 }
 

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package log
+
+import "errors"
+
+func mountTmpfs(dir string, size int) (unmount func(), err error) {
+	return nil, errors.New("tmpfs mounts are a Linux test facility")
+}
