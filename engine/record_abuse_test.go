@@ -160,12 +160,10 @@ func TestRecoverFromDamagedRecords(t *testing.T) {
 	recs, snap := seedJournal(t)
 	for i := range recs {
 		for k := 0; k < len(recs[i]); k++ {
-			for _, x := range []byte{0x01, 0x80, 0xff} {
-				bad := append([][]byte(nil), recs...)
-				bad[i] = append([]byte(nil), recs[i]...)
-				bad[i][k] ^= x
-				recoverFrom(nil, bad)
-			}
+			bad := append([][]byte(nil), recs...)
+			bad[i] = append([]byte(nil), recs[i]...)
+			bad[i][k] ^= []byte{0x01, 0x80, 0xff}[k%3]
+			recoverFrom(nil, bad)
 		}
 		recoverFrom(nil, append(append([][]byte(nil), recs[:i]...), recs[i][:len(recs[i])/2]))
 	}
