@@ -43,6 +43,14 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
+// memInUse is heap and goroutine stacks.
+func memInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
+}
+
 // TestHTTPClientThatNeverReads: a client pipelines requests for large
 // answers and never reads them. Bound: the server holds one answer for it
 // at a time (net/http serves a connection's requests one after another), so
@@ -281,16 +289,17 @@ func TestConnectionFloods(t *testing.T) {
 
 // TestParkedLongPollMemory parks thousands of long polls (5,000 over the
 // binary protocol on 2 connections, 1,000 over HTTP, one connection each)
-// and measures the server's heap per parked poll. Bounds: 4 KiB per TCP
-// poll, 64 KiB per HTTP poll (a goroutine, its connection's buffers and
-// the request). Parked polls are released when their connections close.
+// and measures the server's memory (heap and goroutine stacks) per parked
+// poll. Bounds: 4 KiB per TCP poll, 64 KiB per HTTP poll (two goroutines,
+// the connection's buffers and the request). Parked polls are released
+// when their connections close.
 func TestParkedLongPollMemory(t *testing.T) {
 	f := newAbuse(t, []func(*netserver.TCPConfig){func(c *netserver.TCPConfig) { c.MaxInFlight = 4096 }})
 	const tcpPolls, httpPolls = 5000, 1000
 	if n := fdLimit(); n < 2*httpPolls+500 {
 		t.Skipf("file descriptor limit %d is too low", n)
 	}
-	before := heapInUse()
+	before := memInUse()
 	var conns []net.Conn
 	for c := 0; c < 2; c++ {
 		nc := f.raw(t, true)
@@ -304,14 +313,14 @@ func TestParkedLongPollMemory(t *testing.T) {
 		}
 	}
 	within(t, "the polls to park", func() bool { return f.tcp.InFlight() >= tcpPolls })
-	tcpBytes := int64(heapInUse()) - int64(before)
-	t.Logf("%d parked TCP polls: %d KiB of heap, %d bytes each", tcpPolls, tcpBytes>>10, tcpBytes/tcpPolls)
+	tcpBytes := int64(memInUse()) - int64(before)
+	t.Logf("%d parked TCP polls: %d KiB of heap and stacks, %d bytes each", tcpPolls, tcpBytes>>10, tcpBytes/tcpPolls)
 	if tcpBytes/tcpPolls > 4<<10 {
 		t.Fatalf("%d bytes per parked TCP poll", tcpBytes/tcpPolls)
 	}
 	f.othersStillWork(t)
 
-	before = heapInUse()
+	before = memInUse()
 	var hconns []net.Conn
 	for i := 0; i < httpPolls; i++ {
 		nc, err := net.Dial("tcp", f.httpAddr)
@@ -322,9 +331,8 @@ func TestParkedLongPollMemory(t *testing.T) {
 		fmt.Fprintf(nc, "GET /api/v1/pop/queue/parked-http?wait=true&timeout=60000&consumerGroup=h%d HTTP/1.1\r\nHost: x\r\n\r\n", i%50)
 	}
 	within(t, "the HTTP polls to park", func() bool { return parkedHTTP(t, f) >= httpPolls })
-	httpBytes := int64(heapInUse()) - int64(before)
-	// Goroutine stacks are not heap: count them too.
-	t.Logf("%d parked HTTP polls: %d KiB of heap, %d bytes each (plus a goroutine stack each; %d goroutines in the process)",
+	httpBytes := int64(memInUse()) - int64(before)
+	t.Logf("%d parked HTTP polls: %d KiB of heap and stacks, %d bytes each (%d goroutines in the process)",
 		httpPolls, httpBytes>>10, httpBytes/httpPolls, runtime.NumGoroutine())
 	if httpBytes/httpPolls > 64<<10 {
 		t.Fatalf("%d bytes per parked HTTP poll", httpBytes/httpPolls)
