@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ var serveSettings = []setting{
 	{"tcp", "REGENT_TCP", ":6633", "binary protocol listen address (the Go client, regent's commands)"},
 	{"http", "REGENT_HTTP", ":6632", "HTTP listen address (Queen's HTTP API v1, /metrics, /health)"},
 	{"sync", "REGENT_SYNC", "always", "fsync policy: always, interval:10ms, or none"},
+	{"encryption-key", "REGENT_ENCRYPTION_KEY", "", "64 hex characters: the AES-256 key that seals the payloads of queues with encryptionEnabled (without it they refuse pushes)"},
 	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal corruption by truncating the journal at the first bad entry (DROPS what follows; logged); false: refuse to start on it"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
@@ -52,6 +54,13 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "regent serve: --sync:", err)
 		return exitUsage
 	}
+	var key []byte
+	if k := s.get("encryption-key"); k != "" {
+		if key, err = hex.DecodeString(k); err != nil || len(key) != 32 {
+			fmt.Fprintln(stderr, "regent serve: --encryption-key: want 64 hex characters (32 bytes)")
+			return exitUsage
+		}
+	}
 	salvage, err := strconv.ParseBool(s.get("salvage"))
 	if err != nil {
 		fmt.Fprintln(stderr, "regent serve: --salvage: want true or false")
@@ -60,7 +69,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
-		sync: pol, syncInterval: interval, salvage: salvage, logger: logger})
+		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, logger: logger})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return exitFailure
@@ -114,6 +123,7 @@ type brokerConfig struct {
 	sync              log.SyncPolicy
 	syncInterval      time.Duration
 	salvage           bool
+	encryptionKey     []byte
 	logger            *slog.Logger
 }
 
@@ -128,7 +138,7 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 			b.close(5 * time.Second)
 		}
 	}()
-	if b.e, err = engine.New(engine.Config{Logger: c.logger}, b.j); err != nil {
+	if b.e, err = engine.New(engine.Config{EncryptionKey: c.encryptionKey, Logger: c.logger}, b.j); err != nil {
 		return b, err
 	}
 	stats := func() netserver.JournalStats {
