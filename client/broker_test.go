@@ -20,7 +20,6 @@ type broker struct {
 	j     *log.Log
 	dir   string
 	ecfg  engine.Config
-	close func()
 }
 
 func startBroker(dir string, ecfg engine.Config, addr ...string) (*broker, error) {

@@ -251,12 +251,15 @@ func (c *conn) close() {
 	c.fail(ErrClosed)
 }
 
-var bufs = sync.Pool{New: func() any { return make([]byte, 0, 4096) }}
+// bufs pools request buffers (as pointers: a slice in an interface would
+// allocate on every Put).
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-func getBuf() []byte { return bufs.Get().([]byte)[:0] }
+func getBuf() []byte { return (*bufs.Get().(*[]byte))[:0] }
 
 func putBuf(b []byte) {
 	if cap(b) <= 1<<20 {
-		bufs.Put(b[:0])
+		b = b[:0]
+		bufs.Put(&b)
 	}
 }
