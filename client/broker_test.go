@@ -13,13 +13,13 @@ import (
 // broker is a real Regent for the client's tests and examples: a journal in
 // a temp dir, the engine and the TCP server on 127.0.0.1:0.
 type broker struct {
-	addr  string
-	stop  func()
-	srv   *netserver.TCPServer
-	e     *engine.Engine
-	j     *log.Log
-	dir   string
-	ecfg  engine.Config
+	addr string
+	stop func()
+	srv  *netserver.TCPServer
+	e    *engine.Engine
+	j    *log.Log
+	dir  string
+	ecfg engine.Config
 }
 
 func startBroker(dir string, ecfg engine.Config, addr ...string) (*broker, error) {
