@@ -92,7 +92,8 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 		pending:  make(map[uint64]*call),
 	}
 	go c.writer()
-	go c.reader(protocol.NewReader(nc, protocol.DefaultMaxFrame))
+	// Buffered: one read system call brings many replies, not two per reply.
+	go c.reader(protocol.NewReader(bufio.NewReaderSize(nc, 64<<10), protocol.DefaultMaxFrame))
 	return c, nil
 }
 
