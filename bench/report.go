@@ -101,12 +101,16 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 	// Overview: one row per scenario, the sides side by side.
 	var all []Result
 	for _, f := range files {
-		if f.Kind != "sweep" {
-			all = append(all, f.Results...)
+		for _, r := range f.Results {
+			if r.Sweep != "batch" && r.Sweep != "partitions" {
+				all = append(all, r)
+			}
 		}
 	}
 	if len(all) > 0 {
 		w("### Scenarios side by side\n\n")
+		w("Medians of every run of a scenario at one load; the ratios here divide medians (the comparisons below\n")
+		w("give the ratio per round).\n\n")
 		w("%s", overviewTable(all))
 		w("\n")
 		if t := targetsTable(files); t != "" {
@@ -212,30 +216,36 @@ func orUnknown(s string) string {
 	return s
 }
 
-// overviewTable: a row per scenario, the median msgs/s and p99 of each side,
-// and the ratio of Regent over each NATS side.
+// overviewTable: a row per scenario and load, the median msgs/s and p99 of
+// each side, and the ratio of Regent's median over each NATS side's.
 func overviewTable(rs []Result) string {
 	sides := []string{TargetRegent, TargetRegentHTTP, "nats (default sync)", "nats (sync always)"}
-	type key struct{ scen, side string }
+	type row struct{ scen, load string }
+	type key struct {
+		row  row
+		side string
+	}
 	vals := map[key][]*Result{}
 	present := map[string]bool{}
-	var scens []string
+	var rows []row
 	for i := range rs {
 		r := &rs[i]
-		k := key{r.Scenario, sideOf(r)}
-		if len(vals[k]) == 0 {
-			present[k.side] = true
-		}
-		if !contains(scens, r.Scenario) {
-			scens = append(scens, r.Scenario)
+		rw := row{r.Scenario, describeLoad(&r.Config)}
+		k := key{rw, sideOf(r)}
+		present[k.side] = true
+		if !containsRow(rows, rw) {
+			rows = append(rows, rw)
 		}
 		vals[k] = append(vals[k], r)
 	}
-	sort.Slice(scens, func(i, j int) bool { return indexOf(Scenarios, scens[i]) < indexOf(Scenarios, scens[j]) })
-	var cols []string
+	sort.SliceStable(rows, func(i, j int) bool { return indexOf(Scenarios, rows[i].scen) < indexOf(Scenarios, rows[j].scen) })
+	var cols, nats []string
 	for _, s := range sides {
 		if present[s] {
 			cols = append(cols, s)
+			if strings.HasPrefix(s, "nats") {
+				nats = append(nats, s)
+			}
 		}
 	}
 	var b strings.Builder
@@ -243,32 +253,15 @@ func overviewTable(rs []Result) string {
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %s msgs/s | %s p99 |", c, c)
 	}
-	for _, c := range cols[min(1, len(cols)):] {
-		if strings.HasPrefix(c, "nats") {
-			fmt.Fprintf(&b, " Regent ÷ %s |", c)
-		}
+	for _, c := range nats {
+		fmt.Fprintf(&b, " Regent ÷ %s |", c)
 	}
-	b.WriteString("\n|---|---|")
-	for range cols {
-		b.WriteString("---|---|")
-	}
-	for _, c := range cols[min(1, len(cols)):] {
-		if strings.HasPrefix(c, "nats") {
-			b.WriteString("---|")
-		}
-	}
-	b.WriteString("\n")
-	for _, sc := range scens {
-		var load string
+	b.WriteString("\n|---|---|" + strings.Repeat("---|---|", len(cols)) + strings.Repeat("---|", len(nats)) + "\n")
+	for _, rw := range rows {
 		med := map[string]float64{}
+		fmt.Fprintf(&b, "| %s | %s |", rw.scen, rw.load)
 		for _, c := range cols {
-			if v := vals[key{sc, c}]; len(v) > 0 && load == "" {
-				load = describeLoad(&v[0].Config)
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %s |", sc, load)
-		for _, c := range cols {
-			v := vals[key{sc, c}]
+			v := vals[key{rw, c}]
 			if len(v) == 0 {
 				b.WriteString(" — | — |")
 				continue
@@ -284,10 +277,7 @@ func overviewTable(rs []Result) string {
 		if ref == 0 {
 			ref = med[TargetRegentHTTP]
 		}
-		for _, c := range cols[min(1, len(cols)):] {
-			if !strings.HasPrefix(c, "nats") {
-				continue
-			}
+		for _, c := range nats {
 			if med[c] > 0 && ref > 0 {
 				fmt.Fprintf(&b, " %.1f× |", ref/med[c])
 			} else {
@@ -297,6 +287,15 @@ func overviewTable(rs []Result) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+func containsRow[T comparable](xs []T, x T) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
 
 // targetsTable checks the targets: Regent ≥ 4× NATS (default
@@ -321,14 +320,18 @@ func targetsTable(files []File) string {
 			if s.Ratio < want {
 				verdict = "**missed**"
 			}
-			fmt.Fprintf(&b, "| %s | %s | ≥ %.0f× | %.1f× | %s |\n", r0.Scenario, s.Side, want, s.Ratio, verdict)
+			load := fmt.Sprintf("%d producers × %d in flight, batch %d", r0.Producers, r0.InFlight, r0.Batch)
+			if r0.Scenario == Consume {
+				load = fmt.Sprintf("%d consumers × %d acks in flight, batch %d", r0.Consumers, r0.InFlight, r0.Batch)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | ≥ %.0f× | %.1f× | %s |\n", r0.Scenario, load, s.Side, want, s.Ratio, verdict)
 		}
 	}
 	if b.Len() == 0 {
 		return ""
 	}
 	return "Regent's msgs/s over NATS JetStream's, 128-byte messages, Regent fsyncing every commit:\n\n" +
-		"| scenario | against | target | median ratio | |\n|---|---|---|---|---|\n" + b.String()
+		"| scenario | load | against | target | median ratio | |\n|---|---|---|---|---|---|\n" + b.String()
 }
 
 func perRound(rs []Result) string {
@@ -410,7 +413,7 @@ func latencyBars(rs []Result) ([]string, []Series) {
 		for _, r := range by[k] {
 			p50, p99, p999 = append(p50, float64(r.Latency.P50)), append(p99, float64(r.Latency.P99)), append(p999, float64(r.Latency.P999))
 		}
-		side := strings.NewReplacer("nats (default sync)", "nats", "nats (sync always)", "nats always").Replace(k.side)
+		side := strings.NewReplacer("nats (default sync)", "nats", "nats (sync always)", "nats sync", "regent-http", "regent http").Replace(k.side)
 		groups = append(groups, k.scen+"\n"+side)
 		series[0].Points = append(series[0].Points, Point{float64(g), median(p50)})
 		series[1].Points = append(series[1].Points, Point{float64(g), median(p99)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/pprof"
 	"sort"
 )
 
@@ -131,7 +132,13 @@ func (s *Session) RunOne(ctx context.Context, cfg Config, side Side) (Result, er
 	}
 	defer t.Close()
 	s.opts.Progress.Label(fmt.Sprintf("%s %s", cfg.Scenario, side))
-	res, err := Run(ctx, cfg, t, srv.Probe(), s.opts.Progress)
+	// The harness's goroutines (and the client's, started from them) carry
+	// the label bench=client in CPU profiles; an in-process server's do
+	// not: go tool pprof -tagignore bench=client shows the server alone.
+	var res Result
+	pprof.Do(ctx, pprof.Labels("bench", "client"), func(ctx context.Context) {
+		res, err = Run(ctx, cfg, t, srv.Probe(), s.opts.Progress)
+	})
 	switch {
 	case srv != nil:
 		res.Durability = srv.Durability

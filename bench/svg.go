@@ -23,21 +23,25 @@ type Point struct{ X, Y float64 }
 var palette = []string{"#1f77b4", "#d62728", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
 
 const (
-	chartW, chartH             = 760, 420
+	chartH                     = 420
 	padL, padR, padT, padB     = 78, 190, 44, 56
-	plotW, plotH               = chartW - padL - padR, chartH - padT - padB
+	plotW, plotH               = 492, chartH - padT - padB
 	fontFamily                 = "Helvetica, Arial, sans-serif"
 	axisColor, gridColor, text = "#444", "#ddd", "#222"
 )
 
-type svgDoc struct{ b strings.Builder }
+type svgDoc struct {
+	b     strings.Builder
+	w, pw float64 // the chart's width and its plot's
+}
 
-func newSVG(title string) *svgDoc {
-	d := &svgDoc{}
-	fmt.Fprintf(&d.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n",
-		chartW, chartH, chartW, chartH, fontFamily)
-	fmt.Fprintf(&d.b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", chartW, chartH)
-	d.text(chartW/2, 24, 16, "middle", "bold", title)
+// newSVG starts a chart whose plot is plotWidth wide.
+func newSVG(title string, plotWidth float64) *svgDoc {
+	d := &svgDoc{pw: plotWidth, w: padL + plotWidth + padR}
+	fmt.Fprintf(&d.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%d" viewBox="0 0 %.0f %d" font-family="%s">`+"\n",
+		d.w, chartH, d.w, chartH, fontFamily)
+	fmt.Fprintf(&d.b, `<rect x="0" y="0" width="%.0f" height="%d" fill="#fff"/>`+"\n", d.w, chartH)
+	d.text(d.w/2, 24, 16, "middle", "bold", title)
 	return d
 }
 
@@ -157,12 +161,14 @@ func trimZero(v float64) string {
 func (d *svgDoc) frame(y axis, yUnit, yLabel, xLabel string) {
 	for _, t := range y.ticks() {
 		py := padT + plotH*(1-y.frac(t))
-		d.line(padL, py, padL+plotW, py, gridColor, 1, "")
+		d.line(padL, py, padL+d.pw, py, gridColor, 1, "")
 		d.text(padL-6, py+4, 11, "end", "normal", human(t, yUnit))
 	}
 	d.line(padL, padT, padL, padT+plotH, axisColor, 1, "")
-	d.line(padL, padT+plotH, padL+plotW, padT+plotH, axisColor, 1, "")
-	d.text(padL+plotW/2, chartH-12, 12, "middle", "normal", xLabel)
+	d.line(padL, padT+plotH, padL+d.pw, padT+plotH, axisColor, 1, "")
+	if xLabel != "" {
+		d.text(padL+d.pw/2, chartH-12, 12, "middle", "normal", xLabel)
+	}
 	fmt.Fprintf(&d.b, `<text x="16" y="%.1f" font-size="12" text-anchor="middle" fill="%s" transform="rotate(-90 16 %.1f)">%s</text>`+"\n",
 		padT+plotH/2.0, text, padT+plotH/2.0, html.EscapeString(yLabel))
 }
@@ -170,7 +176,7 @@ func (d *svgDoc) frame(y axis, yUnit, yLabel, xLabel string) {
 func (d *svgDoc) legend(names []string) {
 	for i, n := range names {
 		y := float64(padT + 10 + 20*i)
-		x := float64(padL + plotW + 16)
+		x := float64(padL + d.pw + 16)
 		fmt.Fprintf(&d.b, `<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"/>`+"\n", x, y-10, palette[i%len(palette)])
 		d.text(x+18, y, 12, "start", "normal", n)
 	}
@@ -186,10 +192,10 @@ func LineChart(title, xLabel, yLabel string, series []Series, logY bool) string 
 		}
 	}
 	xa, ya := newAxis(xs, true, false), newAxis(ys, logY, true)
-	d := newSVG(title)
+	d := newSVG(title, plotW)
 	d.frame(ya, "", yLabel, xLabel)
 	for _, t := range xa.ticks() {
-		px := padL + plotW*xa.frac(t)
+		px := padL + d.pw*xa.frac(t)
 		d.line(px, padT, px, padT+plotH, gridColor, 1, "")
 		d.text(px, padT+plotH+16, 11, "middle", "normal", human(t, ""))
 	}
@@ -199,7 +205,7 @@ func LineChart(title, xLabel, yLabel string, series []Series, logY bool) string 
 		names = append(names, s.Name)
 		var pts []string
 		for _, p := range s.Points {
-			px, py := padL+plotW*xa.frac(p.X), padT+plotH*(1-ya.frac(p.Y))
+			px, py := padL+d.pw*xa.frac(p.X), padT+plotH*(1-ya.frac(p.Y))
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
 		}
 		if len(pts) > 1 {
@@ -226,10 +232,10 @@ func BarChart(title, yLabel, unit string, groups []string, series []Series, logY
 		}
 	}
 	ya := newAxis(ys, logY, true)
-	d := newSVG(title)
+	d := newSVG(title, math.Max(plotW, 64*float64(len(groups))))
 	d.frame(ya, unit, yLabel, "")
 	n := max(len(groups), 1)
-	gw := float64(plotW) / float64(n)
+	gw := float64(d.pw) / float64(n)
 	bw := gw * 0.8 / float64(max(len(series), 1))
 	var names []string
 	for i, s := range series {

@@ -87,8 +87,13 @@ func (t *natsTarget) Consumer(ctx context.Context, id int, group string) (Consum
 		return nil, err
 	}
 	buf := max(t.inFlight*t.batch, t.batch)
-	c := &natsConsumer{nc: nc, ch: make(chan jetstream.Msg, buf)}
-	c.cc, err = cons.Consume(func(m jetstream.Msg) { c.ch <- m }, jetstream.PullMaxMessages(buf))
+	c := &natsConsumer{nc: nc, ch: make(chan jetstream.Msg, buf), done: make(chan struct{})}
+	c.cc, err = cons.Consume(func(m jetstream.Msg) {
+		select {
+		case c.ch <- m:
+		case <-c.done: // closed: the message comes back after AckWait
+		}
+	}, jetstream.PullMaxMessages(buf))
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -137,9 +142,10 @@ func (p *natsProducer) Push(ctx context.Context, msgs []Msg) (int, error) {
 func (p *natsProducer) Close() error { p.nc.Close(); return nil }
 
 type natsConsumer struct {
-	nc *nats.Conn
-	cc jetstream.ConsumeContext
-	ch chan jetstream.Msg
+	nc   *nats.Conn
+	cc   jetstream.ConsumeContext
+	ch   chan jetstream.Msg
+	done chan struct{}
 }
 
 func (c *natsConsumer) Pop(ctx context.Context, maxN int) (Delivery, error) {
@@ -167,6 +173,7 @@ func (c *natsConsumer) Pop(ctx context.Context, maxN int) (Delivery, error) {
 }
 
 func (c *natsConsumer) Close() error {
+	close(c.done)
 	c.cc.Stop()
 	c.nc.Close()
 	return nil
