@@ -148,7 +148,14 @@ func (c *Client) Configure(ctx context.Context, queue string, o QueueOptions) (Q
 func (c *Client) Queues(ctx context.Context) ([]QueueSummary, error) {
 	var reply protocol.QueueListReply
 	err := c.do(ctx, protocol.OpQueueList, func(dst []byte, id uint64) []byte { return protocol.AppendQueueListRequest(dst, id) }, &reply)
-	return reply.Queues, err
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueSummary, len(reply.Queues))
+	for i := range reply.Queues {
+		out[i] = summaryFromWire(&reply.Queues[i])
+	}
+	return out, nil
 }
 
 // QueueInfo describes one queue with its partitions and group cursors.
@@ -156,7 +163,10 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, erro
 	req := protocol.QueueInfoRequest{Queue: queue}
 	var reply protocol.QueueInfoReply
 	err := c.do(ctx, protocol.OpQueueInfo, func(dst []byte, id uint64) []byte { return protocol.AppendQueueInfoRequest(dst, id, &req) }, &reply)
-	return QueueDetail{QueueSummary: reply.QueueSummary, Partitions: reply.Partitions}, err
+	if err != nil {
+		return QueueDetail{}, err
+	}
+	return QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: reply.Partitions}, nil
 }
 
 // DeleteQueue removes a queue and everything in it; it reports whether the

@@ -203,13 +203,29 @@ func optionsFromWire(w *protocol.QueueOptions) QueueOptions {
 	}
 }
 
-// Queue, partition and dead-letter descriptions as the broker sends them.
+// Partition and group descriptions and counters as the broker sends them.
 type (
-	QueueSummary  = protocol.QueueSummary
 	PartitionInfo = protocol.PartitionInfo
 	GroupCursor   = protocol.GroupCursor
 	Stats         = protocol.StatsReply
 )
+
+// QueueSummary describes a queue.
+type QueueSummary struct {
+	Name           string
+	ID             ID
+	Created        time.Time
+	Options        QueueOptions
+	PartitionCount int
+	Messages       uint64 // messages held
+	Groups         []string
+	DeadLetters    int
+}
+
+func summaryFromWire(s *protocol.QueueSummary) QueueSummary {
+	return QueueSummary{Name: s.Name, ID: ID(s.ID), Created: time.Unix(0, s.Created), Options: optionsFromWire(&s.Options),
+		PartitionCount: int(s.PartitionCount), Messages: s.Messages, Groups: s.Groups, DeadLetters: int(s.DeadLetters)}
+}
 
 // QueueDetail describes a queue with its partitions and group cursors.
 type QueueDetail struct {

@@ -2,11 +2,8 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"strings"
-	"time"
 )
 
 // setting is one configuration value: a flag, the environment variable that
@@ -41,21 +38,3 @@ func newSettings(name string, out io.Writer, list []setting) *settings {
 }
 
 func (s *settings) get(name string) string { return *s.vals[name] }
-
-func (s *settings) duration(name string) (time.Duration, error) {
-	d, err := time.ParseDuration(s.get(name))
-	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", name, err)
-	}
-	return d, nil
-}
-
-// envTable renders the settings as the README's configuration table.
-func envTable(list []setting) string {
-	var b strings.Builder
-	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
-	for _, s := range list {
-		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, s.def, s.help)
-	}
-	return b.String()
-}

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/regentmq/regent/client"
+)
+
+func init() {
+	register(command{"queues", "", "list the queues", cmdQueues})
+	register(command{"queue", "QUEUE", "a queue's options, partitions, depth, groups and their lag", cmdQueue})
+	register(command{"configure", "QUEUE [flags]", "create a queue or replace all its options", cmdConfigure})
+	register(command{"dlq", "QUEUE", "list the dead-letter queue (--redrive, --purge)", cmdDLQ})
+	register(command{"groups", "", "list the consumer groups with their lag", cmdGroups})
+	register(command{"seek", "GROUP QUEUE", "move a group to the end (--to-end) or to a time (--to)", cmdSeek})
+	register(command{"stats", "", "the broker's throughput, live on a terminal", cmdStats})
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+func cmdQueues(args []string, stdout, stderr io.Writer) int {
+	o := newOp("queues", "", stdout, stderr)
+	if _, code, ok := o.parse(args, 0, 0); !ok {
+		return code
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	ctx, cancel := o.ctx()
+	defer cancel()
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return o.fail(err)
+	}
+	if *o.json {
+		out := make([]map[string]any, len(qs))
+		for i, q := range qs {
+			out[i] = map[string]any{"name": q.Name, "id": client.ID(q.ID).String(), "partitions": q.PartitionCount,
+				"messages": q.Messages, "groups": nonNil(q.Groups), "deadLetters": q.DeadLetters, "namespace": q.Options.Namespace, "task": q.Options.Task}
+		}
+		return o.emit(out)
+	}
+	w := table(stdout)
+	fmt.Fprintln(w, "QUEUE\tPARTITIONS\tMESSAGES\tDLQ\tGROUPS")
+	for _, q := range qs {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", q.Name, q.PartitionCount, q.Messages, q.DeadLetters, strings.Join(q.Groups, ","))
+	}
+	w.Flush()
+	return exitOK
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func cmdQueue(args []string, stdout, stderr io.Writer) int {
+	o := newOp("queue", "QUEUE", stdout, stderr)
+	pos, code, ok := o.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	ctx, cancel := o.ctx()
+	defer cancel()
+	qi, err := c.QueueInfo(ctx, pos[0])
+	if err != nil {
+		return o.fail(err)
+	}
+	if *o.json {
+		parts := make([]map[string]any, len(qi.Partitions))
+		for i, p := range qi.Partitions {
+			groups := make([]map[string]any, len(p.Groups))
+			for k, g := range p.Groups {
+				groups[k] = map[string]any{"group": g.Group, "cursor": g.Cursor, "lag": g.Lag, "leased": g.Leased}
+			}
+			parts[i] = map[string]any{"name": p.Name, "id": client.ID(p.ID).String(), "low": p.Low, "next": p.Next, "groups": groups}
+		}
+		return o.emit(map[string]any{"name": qi.Name, "messages": qi.Messages, "deadLetters": qi.DeadLetters,
+			"groups": nonNil(qi.Groups), "options": optionsJSON(&qi.Options), "partitions": parts})
+	}
+	fmt.Fprintf(stdout, "queue %s: %d messages in %d partitions, %d dead letters\n", qi.Name, qi.Messages, qi.PartitionCount, qi.DeadLetters)
+	ops := optionsJSON(&qi.Options)
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var kv []string
+	for _, k := range keys {
+		kv = append(kv, fmt.Sprintf("%s=%v", k, ops[k]))
+	}
+	fmt.Fprintf(stdout, "options: %s\n\n", strings.Join(kv, " "))
+	w := table(stdout)
+	fmt.Fprintln(w, "PARTITION\tMESSAGES\tGROUP\tCURSOR\tLAG\tLEASED")
+	for _, p := range qi.Partitions {
+		if len(p.Groups) == 0 {
+			fmt.Fprintf(w, "%s\t%d\t-\t-\t-\t-\n", p.Name, p.Next-p.Low)
+		}
+		for _, g := range p.Groups {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, p.Next-p.Low, g.Group, g.Cursor, g.Lag, g.Leased)
+		}
+	}
+	w.Flush()
+	return exitOK
+}
+
+// optionsJSON names a queue's options as Queen does (seconds and ms).
+func optionsJSON(o *client.QueueOptions) map[string]any {
+	return map[string]any{
+		"leaseTime": int64(o.LeaseTime / time.Second), "retryLimit": o.RetryLimit, "retryDelay": o.RetryDelay.Milliseconds(),
+		"delayedProcessing": int64(o.DelayedProcessing / time.Second), "windowBuffer": int64(o.WindowBuffer / time.Second),
+		"maxSize": o.MaxSize, "ttl": int64(o.TTL / time.Second), "retentionEnabled": o.RetentionEnabled,
+		"retentionSeconds": o.RetentionSeconds, "completedRetentionSeconds": o.CompletedRetentionSeconds,
+		"maxWaitTimeSeconds": o.MaxWaitTimeSeconds, "priority": o.Priority, "encryptionEnabled": o.EncryptionEnabled,
+		"maxPartitions": o.MaxPartitions, "namespace": o.Namespace, "task": o.Task,
+	}
+}
+
+func cmdConfigure(args []string, stdout, stderr io.Writer) int {
+	o := newOp("configure", "QUEUE [--lease-time 30s] [--retry-limit 5] ...", stdout, stderr)
+	d := client.DefaultQueueOptions()
+	lease := o.fs.Duration("lease-time", d.LeaseTime, "how long a pop's lease lives")
+	retries := o.fs.Int("retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
+	retryDelay := o.fs.Duration("retry-delay", d.RetryDelay, "wait before a failed message comes back")
+	delayed := o.fs.Duration("delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
+	window := o.fs.Duration("window-buffer", 0, "serve a partition only once its newest message is that old")
+	maxSize := o.fs.Int64("max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
+	ttl := o.fs.Duration("ttl", d.TTL, "Queen's ttl option (kept and echoed)")
+	retention := o.fs.Bool("retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
+	retentionSecs := o.fs.Int64("retention-seconds", 0, "with --retention: remove messages older than this")
+	completedSecs := o.fs.Int64("completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
+	maxWait := o.fs.Int64("max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
+	priority := o.fs.Int("priority", 0, "higher is served first by pops by namespace/task")
+	encryption := o.fs.Bool("encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
+	maxParts := o.fs.Int("max-partitions", 0, "partitions the queue may have (0: unlimited)")
+	namespace := o.fs.String("namespace", "", "namespace label")
+	task := o.fs.String("task", "", "task label")
+	pos, code, ok := o.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	opts := client.QueueOptions{LeaseTime: *lease, RetryLimit: *retries, RetryDelay: *retryDelay, DelayedProcessing: *delayed,
+		WindowBuffer: *window, MaxSize: *maxSize, TTL: *ttl, RetentionEnabled: *retention, RetentionSeconds: *retentionSecs,
+		CompletedRetentionSeconds: *completedSecs, MaxWaitTimeSeconds: *maxWait, Priority: *priority,
+		EncryptionEnabled: *encryption, MaxPartitions: *maxParts, Namespace: *namespace, Task: *task}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	ctx, cancel := o.ctx()
+	defer cancel()
+	res, err := c.Configure(ctx, pos[0], opts)
+	if err != nil {
+		return o.fail(err)
+	}
+	if *o.json {
+		return o.emit(map[string]any{"queue": pos[0], "created": res.Created, "queueId": res.QueueID.String(),
+			"partitionId": res.DefaultPartitionID.String(), "options": optionsJSON(&res.Options)})
+	}
+	verb := "configured"
+	if res.Created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "%s %s: lease %s, %d retries %s apart\n", verb, pos[0], res.Options.LeaseTime, res.Options.RetryLimit, res.Options.RetryDelay)
+	return exitOK
+}
+
+func cmdDLQ(args []string, stdout, stderr io.Writer) int {
+	o := newOp("dlq", "QUEUE [--group G] [--limit N] [--redrive | --purge]", stdout, stderr)
+	group := o.fs.String("group", "", "only this consumer group's entries")
+	partition := o.fs.String("partition", "", "only this partition's entries")
+	limit := o.fs.Int("limit", 100, "entries to list")
+	redrive := o.fs.Bool("redrive", false, "put the matching entries back at the end of their partitions")
+	purge := o.fs.Bool("purge", false, "drop the matching entries")
+	pos, code, ok := o.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if *redrive && *purge {
+		return o.usageErr("--redrive and --purge exclude each other")
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	ctx, cancel := o.ctx()
+	defer cancel()
+	f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
+	switch {
+	case *redrive:
+		red, err := c.Redrive(ctx, f)
+		if err != nil {
+			return o.fail(err)
+		}
+		if *o.json {
+			out := make([]map[string]any, len(red))
+			for i, r := range red {
+				out[i] = map[string]any{"entryId": r.Entry.String(), "messageId": r.MessageID.String(), "partition": r.Partition}
+			}
+			return o.emit(map[string]any{"redriven": len(red), "messages": out})
+		}
+		fmt.Fprintf(stdout, "redriven %d entries\n", len(red))
+		return exitOK
+	case *purge:
+		n, err := c.PurgeDLQ(ctx, f)
+		if err != nil {
+			return o.fail(err)
+		}
+		if *o.json {
+			return o.emit(map[string]any{"purged": n})
+		}
+		fmt.Fprintf(stdout, "purged %d entries\n", n)
+		return exitOK
+	}
+	entries, total, err := c.DLQ(ctx, f)
+	if err != nil {
+		return o.fail(err)
+	}
+	if *o.json {
+		out := make([]map[string]any, len(entries))
+		for i, e := range entries {
+			out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": e.Message.Group,
+				"error": e.Error, "retryCount": e.RetryCount, "failedAt": ts(e.FailedAt)}
+		}
+		return o.emit(map[string]any{"total": total, "entries": out})
+	}
+	fmt.Fprintf(stdout, "%d dead letters in %s\n", total, pos[0])
+	w := table(stdout)
+	fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
+	for _, e := range entries {
+		pl := string(e.Message.Payload)
+		if len(pl) > 60 {
+			pl = pl[:57] + "..."
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), e.Message.Group, e.Message.Partition, e.RetryCount, e.Error, pl)
+	}
+	w.Flush()
+	return exitOK
+}
+
+func cmdGroups(args []string, stdout, stderr io.Writer) int {
+	o := newOp("groups", "", stdout, stderr)
+	if _, code, ok := o.parse(args, 0, 0); !ok {
+		return code
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	ctx, cancel := o.ctx()
+	defer cancel()
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return o.fail(err)
+	}
+	type row struct {
+		Group      string `json:"group"`
+		Queue      string `json:"queue"`
+		Partitions int    `json:"partitions"`
+		Lag        uint64 `json:"lag"`
+		Leased     int    `json:"leased"`
+	}
+	var rows []row
+	for _, q := range qs {
+		if len(q.Groups) == 0 {
+			continue
+		}
+		qi, err := c.QueueInfo(ctx, q.Name)
+		if err != nil {
+			return o.fail(err)
+		}
+		by := map[string]*row{}
+		for _, g := range q.Groups {
+			by[g] = &row{Group: g, Queue: q.Name}
+		}
+		for _, p := range qi.Partitions {
+			for _, g := range p.Groups {
+				r := by[g.Group]
+				if r == nil {
+					continue
+				}
+				r.Partitions++
+				r.Lag += g.Lag
+				if g.Leased {
+					r.Leased++
+				}
+			}
+		}
+		for _, g := range q.Groups {
+			rows = append(rows, *by[g])
+		}
+	}
+	if *o.json {
+		if rows == nil {
+			rows = []row{}
+		}
+		return o.emit(rows)
+	}
+	w := table(stdout)
+	fmt.Fprintln(w, "GROUP\tQUEUE\tPARTITIONS\tLAG\tLEASED")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", r.Group, r.Queue, r.Partitions, r.Lag, r.Leased)
+	}
+	w.Flush()
+	return exitOK
+}
+
+func cmdSeek(args []string, stdout, stderr io.Writer) int {
+	o := newOp("seek", "GROUP QUEUE --to-end | --to TIME", stdout, stderr)
+	toEnd := o.fs.Bool("to-end", false, "move past every message")
+	to := o.fs.String("to", "", "move to the first message created after TIME (RFC 3339, or a duration ago like 10m)")
+	partition := o.fs.String("partition", "", "only this partition")
+	pos, code, ok := o.parse(args, 2, 2)
+	if !ok {
+		return code
+	}
+	if *toEnd == (*to != "") {
+		return o.usageErr("give exactly one of --to-end and --to")
+	}
+	target := client.SeekTo{ToEnd: *toEnd, Partition: *partition}
+	if *to != "" {
+		t, err := parseWhen(*to, time.Now())
+		if err != nil {
+			return o.usageErr("--to %q: %v", *to, err)
+		}
+		target.Time = t
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	ctx, cancel := o.ctx()
+	defer cancel()
+	n, err := c.Seek(ctx, pos[1], pos[0], target)
+	if err != nil {
+		return o.fail(err)
+	}
+	if *o.json {
+		return o.emit(map[string]any{"group": pos[0], "queue": pos[1], "partitionsMoved": n})
+	}
+	fmt.Fprintf(stdout, "moved %s on %s: %d partitions\n", pos[0], pos[1], n)
+	return exitOK
+}
+
+// parseWhen reads an RFC 3339 time or a duration ago ("10m").
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time or a duration ago")
+	}
+	return now.Add(-d), nil
+}
+
+func cmdStats(args []string, stdout, stderr io.Writer) int {
+	o := newOp("stats", "[--interval 1s]", stdout, stderr)
+	interval := o.fs.Duration("interval", time.Second, "refresh period on a terminal")
+	if _, code, ok := o.parse(args, 0, 0); !ok {
+		return code
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	get := func() (client.Stats, error) {
+		ctx, cancel := o.ctx()
+		defer cancel()
+		return c.Stats(ctx)
+	}
+	st, err := get()
+	if err != nil {
+		return o.fail(err)
+	}
+	if *o.json || !isTerminal(stdout) {
+		if *o.json {
+			return o.emit(map[string]any{"queues": st.Queues, "pushed": st.Pushed, "popped": st.Popped, "acked": st.Acked,
+				"deadLettered": st.DeadLettered, "cacheBytes": st.CacheBytes, "connections": st.Connections,
+				"fsyncs": st.Fsyncs, "fsyncNanos": st.FsyncNanos, "bytesWritten": st.BytesWritten, "entries": st.Entries})
+		}
+		fmt.Fprintf(stdout, "queues %d  pushed %d  popped %d  acked %d  dead-lettered %d  connections %d  fsyncs %d\n",
+			st.Queues, st.Pushed, st.Popped, st.Acked, st.DeadLettered, st.Connections, st.Fsyncs)
+		return exitOK
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTicker(*interval)
+	defer t.Stop()
+	prev, at := st, time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stdout)
+			return exitOK
+		case <-t.C:
+		}
+		cur, err := get()
+		if err != nil {
+			return o.fail(err)
+		}
+		secs := time.Since(at).Seconds()
+		rate := func(a, b uint64) float64 { return float64(a-b) / secs }
+		fsync := 0.0
+		if n := cur.Fsyncs - prev.Fsyncs; n > 0 {
+			fsync = float64(cur.FsyncNanos-prev.FsyncNanos) / float64(n) / 1e3
+		}
+		fmt.Fprintf(stdout, "\r\033[Kpush %9.0f/s  pop %9.0f/s  ack %9.0f/s  dlq %6.0f/s  fsync %6.0fµs  conns %d  queues %d",
+			rate(cur.Pushed, prev.Pushed), rate(cur.Popped, prev.Popped), rate(cur.Acked, prev.Acked),
+			rate(cur.DeadLettered, prev.DeadLettered), fsync, cur.Connections, cur.Queues)
+		prev, at = cur, time.Now()
+	}
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/regentmq/regent/client"
+)
+
+func init() {
+	register(command{"push", "QUEUE [PAYLOAD | -]", "push a message (or, with -, one per line of stdin)", cmdPush})
+	register(command{"pop", "QUEUE", "pop messages (and ack them with --ack)", cmdPop})
+	register(command{"tail", "QUEUE", "follow new messages as a throwaway group", cmdTail})
+}
+
+// pushResultJSON is one pushed message as --json prints it.
+type pushResultJSON struct {
+	Status        string `json:"status"`
+	MessageID     string `json:"messageId,omitempty"`
+	PartitionID   string `json:"partitionId,omitempty"`
+	Offset        uint64 `json:"offset"`
+	TransactionID string `json:"transactionId,omitempty"`
+	Error         string `json:"error,omitempty"`
+}
+
+func cmdPush(args []string, stdout, stderr io.Writer) int {
+	return pushFrom(args, os.Stdin, stdout, stderr)
+}
+
+func pushFrom(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o := newOp("push", "QUEUE [--partition P] [--txn ID] [--trace ID] [PAYLOAD | -]", stdout, stderr)
+	partition := o.fs.String("partition", "", "partition (default: Default)")
+	txn := o.fs.String("txn", "", "transactionId (one message only); the broker answers duplicate for a repeat")
+	trace := o.fs.String("trace", "", "traceId")
+	pos, code, ok := o.parse(args, 1, 2)
+	if !ok {
+		return code
+	}
+	queue := pos[0]
+	var payloads [][]byte
+	switch {
+	case len(pos) == 1 || pos[1] == "-":
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			if line := sc.Text(); line != "" {
+				payloads = append(payloads, []byte(line))
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return o.fail(fmt.Errorf("reading stdin: %w", err))
+		}
+	default:
+		payloads = [][]byte{[]byte(pos[1])}
+	}
+	if len(payloads) == 0 {
+		return o.usageErr("nothing to push: give a PAYLOAD, or lines on stdin")
+	}
+	if *txn != "" && len(payloads) > 1 {
+		return o.usageErr("--txn names one message; stdin gave %d", len(payloads))
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	var all []pushResultJSON
+	failed := 0
+	for start := 0; start < len(payloads); start += 100 {
+		end := min(start+100, len(payloads))
+		items := make([]client.Item, 0, end-start)
+		for _, p := range payloads[start:end] {
+			items = append(items, client.Item{Queue: queue, Partition: *partition, TransactionID: *txn, TraceID: *trace, Payload: p})
+		}
+		ctx, cancel := o.ctx()
+		res, err := c.Push(ctx, items...)
+		cancel()
+		if err != nil {
+			return o.fail(err)
+		}
+		for _, r := range res {
+			j := pushResultJSON{Status: r.Status.String(), Offset: r.Offset, TransactionID: r.TransactionID}
+			if r.Status != client.PushFailed {
+				j.MessageID, j.PartitionID = r.MessageID.String(), r.PartitionID.String()
+			} else {
+				j.Error = r.Err.Error()
+				failed++
+			}
+			all = append(all, j)
+		}
+	}
+	if *o.json {
+		if code := o.emit(all); code != exitOK {
+			return code
+		}
+	} else {
+		for _, r := range all {
+			if r.Error != "" {
+				fmt.Fprintf(stdout, "%-9s %s\n", r.Status, r.Error)
+			} else {
+				fmt.Fprintf(stdout, "%-9s %s  offset %d\n", r.Status, r.MessageID, r.Offset)
+			}
+		}
+	}
+	if failed > 0 {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// messageJSON is a delivered message as --json prints it.
+type messageJSON struct {
+	ID            string `json:"id"`
+	TransactionID string `json:"transactionId"`
+	TraceID       string `json:"traceId,omitempty"`
+	Queue         string `json:"queue"`
+	Partition     string `json:"partition"`
+	PartitionID   string `json:"partitionId"`
+	Offset        uint64 `json:"offset"`
+	CreatedAt     string `json:"createdAt"`
+	LeaseID       string `json:"leaseId,omitempty"`
+	RetryCount    int    `json:"retryCount"`
+	Payload       string `json:"payload"`
+	Acked         string `json:"acked,omitempty"`
+	AckError      string `json:"ackError,omitempty"`
+}
+
+func toMessageJSON(m *client.Message) messageJSON {
+	j := messageJSON{ID: m.ID.String(), TransactionID: m.TransactionID, TraceID: m.TraceID, Queue: m.Queue,
+		Partition: m.Partition, PartitionID: m.PartitionID.String(), Offset: m.Offset, CreatedAt: ts(m.CreatedAt),
+		RetryCount: m.RetryCount, Payload: string(m.Payload)}
+	if !m.LeaseID.IsZero() {
+		j.LeaseID = m.LeaseID.String()
+	}
+	return j
+}
+
+func parseAck(s string) (client.AckStatus, error) {
+	switch strings.ToLower(s) {
+	case "completed", "complete", "ok":
+		return client.Completed, nil
+	case "failed", "fail":
+		return client.Failed, nil
+	case "retry":
+		return client.Retry, nil
+	case "dlq":
+		return client.DLQ, nil
+	}
+	return 0, fmt.Errorf("--ack %q: want completed, failed, retry or dlq", s)
+}
+
+func cmdPop(args []string, stdout, stderr io.Writer) int {
+	o := newOp("pop", "QUEUE [--partition P] [--group G] [--batch N] [--wait] [--ack STATUS]", stdout, stderr)
+	partition := o.fs.String("partition", "", "one partition (default: any)")
+	group := o.fs.String("group", "", "consumer group (default: queue mode)")
+	batch := o.fs.Int("batch", 1, "at most this many messages")
+	wait := o.fs.Bool("wait", false, "wait (up to --wait-time) for a message to come")
+	waitTime := o.fs.Duration("wait-time", 30*time.Second, "long-poll timeout with --wait")
+	ackStatus := o.fs.String("ack", "", "ack what was popped: completed, failed, retry or dlq (without it, the messages stay leased until their lease ends)")
+	ackErr := o.fs.String("error", "", "error text kept with a failed or dlq ack")
+	pos, code, ok := o.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if *batch < 1 {
+		return o.usageErr("--batch must be at least 1")
+	}
+	var status client.AckStatus
+	if *ackStatus != "" {
+		var err error
+		if status, err = parseAck(*ackStatus); err != nil {
+			return o.usageErr("%v", err)
+		}
+	}
+	c, err := o.dial(context.Background())
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	q := c.Queue(pos[0]).Partition(*partition).Group(*group).Batch(*batch)
+	timeout := *o.timeout
+	if *wait {
+		q = q.Wait(true).Timeout(*waitTime)
+		timeout += *waitTime
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	msgs, err := q.Pop(ctx)
+	if err != nil {
+		return o.fail(err)
+	}
+	out := make([]messageJSON, len(msgs))
+	for i := range msgs {
+		out[i] = toMessageJSON(&msgs[i])
+	}
+	if status != 0 && len(msgs) > 0 {
+		actx, acancel := o.ctx()
+		res, err := c.Ack(actx, msgs, status, client.AckOptions{Error: *ackErr})
+		acancel()
+		if err != nil {
+			return o.fail(err)
+		}
+		for i, r := range res {
+			out[i].Acked = status.String()
+			if r.Err != nil {
+				out[i].Acked, out[i].AckError = "refused", r.Err.Error()
+			}
+		}
+	}
+	if *o.json {
+		return o.emit(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(stdout, "(no message)")
+		return exitOK
+	}
+	for _, m := range out {
+		fmt.Fprintf(stdout, "%s/%s @%d  id %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.RetryCount, m.Payload)
+		switch {
+		case m.AckError != "":
+			fmt.Fprintf(stdout, "  ack refused: %s\n", m.AckError)
+		case m.Acked != "":
+			fmt.Fprintf(stdout, "  acked %s\n", m.Acked)
+		default:
+			fmt.Fprintf(stdout, "  leased %s (comes back when the lease ends; --ack to answer)\n", m.LeaseID)
+		}
+	}
+	return exitOK
+}
+
+func cmdTail(args []string, stdout, stderr io.Writer) int {
+	o := newOp("tail", "QUEUE [--partition P]", stdout, stderr)
+	partition := o.fs.String("partition", "", "one partition (default: all)")
+	pos, code, ok := o.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return tail(ctx, o, pos[0], *partition)
+}
+
+// tail follows a queue as a throwaway group that starts at its end and acks
+// at delivery; the group is deleted when tail ends.
+func tail(ctx context.Context, o *opCmd, queue, partition string) int {
+	c, err := o.dial(ctx)
+	if err != nil {
+		return o.fail(err)
+	}
+	defer c.Close()
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	group := "tail-" + hex.EncodeToString(rnd[:])
+	defer func() {
+		dctx, cancel := o.ctx()
+		defer cancel()
+		c.DeleteGroup(dctx, queue, group)
+	}()
+	if !*o.json {
+		fmt.Fprintf(o.stderr, "following %s as group %s (Ctrl-C to stop)\n", queue, group)
+	}
+	q := c.Queue(queue).Partition(partition).Group(group).SubscriptionMode(client.New).
+		Batch(100).Partitions(16).AutoAck(true).Wait(true).Timeout(2 * time.Second)
+	for ctx.Err() == nil {
+		// Not cancelled by ctx: a poll abandoned here could still take
+		// messages on the broker; it ends by its own timeout.
+		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+*o.timeout)
+		msgs, err := q.Pop(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return o.fail(err)
+		}
+		for i := range msgs {
+			m := &msgs[i]
+			if *o.json {
+				o.emitLine(toMessageJSON(m))
+			} else {
+				fmt.Fprintf(o.stdout, "%s %s/%s @%d  %s\n", ts(m.CreatedAt), m.Queue, m.Partition, m.Offset, m.Payload)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return o.fail(err)
+	}
+	return exitOK
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver"
+)
+
+// testBroker is a real broker on 127.0.0.1:0 (temp data dir) for the
+// operator commands.
+func testBroker(t *testing.T) string {
+	t.Helper()
+	j, err := log.Open(log.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1}, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := netserver.NewTCP(netserver.TCPConfig{Addr: "127.0.0.1:0"}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		e.Close()
+		j.Close()
+	})
+	return srv.Addr().String()
+}
+
+// cli runs one command and returns its exit code and output.
+func cli(t *testing.T, addr string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if addr != "" {
+		args = append(args, "--addr", addr)
+	}
+	var code int
+	if args[0] == "push" {
+		code = pushFrom(args[1:], strings.NewReader(stdin), &out, &errb)
+	} else {
+		code = run(args, &out, &errb)
+	}
+	return code, out.String(), errb.String()
+}
+
+func TestOperatorCommands(t *testing.T) {
+	addr := testBroker(t)
+	// configure
+	code, out, errs := cli(t, addr, "", "configure", "orders", "--lease-time", "30s", "--retry-limit", "1", "--retry-delay", "0s", "--json")
+	var cfg struct {
+		Created bool           `json:"created"`
+		Options map[string]any `json:"options"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &cfg) != nil || !cfg.Created || cfg.Options["leaseTime"] != 30.0 || cfg.Options["retryLimit"] != 1.0 {
+		t.Fatalf("configure: %d %s %s", code, out, errs)
+	}
+	// push: one payload, then lines of stdin
+	if code, out, _ := cli(t, addr, "", "push", "orders", `{"id":1}`, "--partition", "eu", "--txn", "o-1"); code != exitOK || !strings.HasPrefix(out, "queued") {
+		t.Fatalf("push: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "push", "orders", `{"id":1}`, "--partition", "eu", "--txn", "o-1", "--json"); code != exitOK || !strings.Contains(out, `"status": "duplicate"`) {
+		t.Fatalf("duplicate push: %d %q", code, out)
+	}
+	code, out, _ = cli(t, addr, "a\nb\n\nc\n", "push", "orders", "-", "--partition", "us", "--json")
+	var pushed []pushResultJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &pushed) != nil || len(pushed) != 3 || pushed[2].Offset != 2 {
+		t.Fatalf("push from stdin: %d %s", code, out)
+	}
+	// pop and ack, per partition
+	code, out, _ = cli(t, addr, "", "pop", "orders", "--partition", "us", "--batch", "2", "--ack", "completed", "--json")
+	var popped []messageJSON
+	if code != exitOK || json.Unmarshal([]byte(out), &popped) != nil || len(popped) != 2 || popped[0].Payload != "a" || popped[1].Acked != "completed" {
+		t.Fatalf("pop --ack: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "pop", "orders", "--partition", "us", "--ack", "dlq", "--error", "bad data"); code != exitOK || !strings.Contains(out, "acked dlq") {
+		t.Fatalf("pop --ack dlq: %d %s", code, out)
+	}
+	// queues, queue
+	if code, out, _ := cli(t, addr, "", "queues"); code != exitOK || !strings.Contains(out, "orders") || !strings.Contains(out, "__QUEUE_MODE__") {
+		t.Fatalf("queues: %d %s", code, out)
+	}
+	code, out, _ = cli(t, addr, "", "queue", "orders", "--json")
+	var qi struct {
+		Messages    float64          `json:"messages"`
+		DeadLetters float64          `json:"deadLetters"`
+		Partitions  []map[string]any `json:"partitions"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &qi) != nil || qi.Messages != 4 || qi.DeadLetters != 1 || len(qi.Partitions) != 3 {
+		t.Fatalf("queue: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "queue", "orders"); code != exitOK || !strings.Contains(out, "PARTITION") || !strings.Contains(out, "leaseTime=30") {
+		t.Fatalf("queue (text): %d %s", code, out)
+	}
+	// dlq list, redrive
+	code, out, _ = cli(t, addr, "", "dlq", "orders", "--json")
+	var dl struct {
+		Total   int              `json:"total"`
+		Entries []map[string]any `json:"entries"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &dl) != nil || dl.Total != 1 || dl.Entries[0]["error"] != "bad data" {
+		t.Fatalf("dlq: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "dlq", "orders", "--redrive"); code != exitOK || !strings.Contains(out, "redriven 1") {
+		t.Fatalf("dlq --redrive: %d %s", code, out)
+	}
+	// groups, seek
+	cli(t, addr, "", "pop", "orders", "--partition", "eu", "--group", "audit")
+	code, out, _ = cli(t, addr, "", "groups", "--json")
+	if code != exitOK || !strings.Contains(out, `"group": "audit"`) {
+		t.Fatalf("groups: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "seek", "audit", "orders", "--to-end"); code != exitOK || !strings.Contains(out, "moved audit") {
+		t.Fatalf("seek: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "pop", "orders", "--group", "audit", "--json"); code != exitOK || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("after seek to end: %d %s", code, out)
+	}
+	// stats (not a terminal: printed once)
+	if code, out, _ := cli(t, addr, "", "stats", "--json"); code != exitOK || !strings.Contains(out, `"pushed": 5`) {
+		t.Fatalf("stats: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, addr, "", "stats"); code != exitOK || !strings.Contains(out, "pushed 5") {
+		t.Fatalf("stats (text): %d %s", code, out)
+	}
+}
+
+func TestOperatorExitCodes(t *testing.T) {
+	addr := testBroker(t)
+	cases := []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"push"}, exitUsage, "wrong number of arguments"},
+		{[]string{"pop", "q", "--batch", "0"}, exitUsage, "--batch"},
+		{[]string{"pop", "q", "--ack", "maybe"}, exitUsage, "want completed"},
+		{[]string{"seek", "g", "q"}, exitUsage, "exactly one"},
+		{[]string{"seek", "g", "q", "--to", "yesterday"}, exitUsage, "RFC 3339"},
+		{[]string{"queue", "nope"}, exitFailure, "queue_not_found"},
+		{[]string{"configure", "q", "--lease-time", "0s"}, exitFailure, "leaseTime"},
+		{[]string{"nosuchcommand"}, exitUsage, "unknown command"},
+	}
+	for _, c := range cases {
+		code, _, errs := cli(t, addr, "", c.args...)
+		if code != c.code || !strings.Contains(errs, c.err) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.err)
+		}
+	}
+	// A refused item is printed with its reason, and the exit code says so.
+	if code, out, _ := cli(t, addr, "", "push", "", "x"); code != exitFailure || !strings.Contains(out, "queue name is empty") {
+		t.Errorf("push to no queue: %d %q", code, out)
+	}
+	// A broker that is not there: a clear failure.
+	code, _, errs := cli(t, "127.0.0.1:1", "", "queues", "--timeout", "300ms")
+	if code != exitFailure || !strings.Contains(errs, "dial") {
+		t.Errorf("no broker: %d %q", code, errs)
+	}
+}
+
+func TestTailFollowsNewMessages(t *testing.T) {
+	addr := testBroker(t)
+	cli(t, addr, "", "push", "events", "old")
+	var out, errb bytes.Buffer
+	o := newOp("tail", "", &out, &errb)
+	o.parse([]string{"--addr", addr, "--json"}, 0, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- tail(ctx, o, "events", "") }()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		cli(t, addr, "", "push", "events", "new")
+		time.Sleep(50 * time.Millisecond) // pushes keep coming until tail shows one
+		if bytes.Contains(out.Bytes(), []byte(`"payload":"new"`)) || time.Now().After(deadline) {
+			break
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("tail exit %d: %s", code, errb.String())
+	}
+	if bytes.Contains(out.Bytes(), []byte(`"payload":"old"`)) || !bytes.Contains(out.Bytes(), []byte(`"payload":"new"`)) {
+		t.Fatalf("tail printed %s", out.String())
+	}
+	// Its throwaway group is gone.
+	if code, q, _ := cli(t, addr, "", "queues", "--json"); code != exitOK || strings.Contains(q, "tail-") {
+		t.Fatalf("the tail group was left behind: %s", q)
+	}
+}
+
+func TestSettingsFromEnvAndFlags(t *testing.T) {
+	t.Setenv("REGENT_DATA", "/from/env")
+	t.Setenv("REGENT_SYNC", "none")
+	var errb bytes.Buffer
+	s := newSettings("regent serve", &errb, serveSettings)
+	if err := s.fs.Parse([]string{"--sync", "interval:5ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.get("data") != "/from/env" || s.get("sync") != "interval:5ms" || s.get("http") != ":6632" {
+		t.Fatalf("data %q sync %q http %q", s.get("data"), s.get("sync"), s.get("http"))
+	}
+	t.Setenv("REGENT_ADDR", "broker:7000")
+	if defaultAddr() != "broker:7000" {
+		t.Fatal("REGENT_ADDR ignored")
+	}
+}
+
+// TestREADMEConfigurationTable: the README's table of serve's settings is
+// the one the code has.
+func TestREADMEConfigurationTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range serveSettings {
+		row := "| `--" + s.flag + "` | `" + s.env + "` |"
+		if !bytes.Contains(readme, []byte(row)) {
+			t.Errorf("README lacks the row of --%s (%s)", s.flag, s.env)
+		}
+	}
+}
