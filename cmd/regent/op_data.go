@@ -160,17 +160,22 @@ func parseAck(s string) (client.AckStatus, error) {
 }
 
 func cmdPop(args []string, stdout, stderr io.Writer) int {
-	o := newOp("pop", "QUEUE [--partition P] [--group G] [--batch N] [--wait] [--ack STATUS]", stdout, stderr)
+	o := newOp("pop", "QUEUE | --namespace NS --task T  [--partition P] [--group G] [--batch N] [--wait] [--ack STATUS]", stdout, stderr)
 	partition := o.fs.String("partition", "", "one partition (default: any)")
+	namespace := o.fs.String("namespace", "", "without QUEUE: pop from any queue with this namespace (higher priority first)")
+	task := o.fs.String("task", "", "without QUEUE: pop from any queue with this task")
 	group := o.fs.String("group", "", "consumer group (default: queue mode)")
 	batch := o.fs.Int("batch", 1, "at most this many messages")
 	wait := o.fs.Bool("wait", false, "wait (up to --wait-time) for a message to come")
 	waitTime := o.fs.Duration("wait-time", 30*time.Second, "long-poll timeout with --wait")
 	ackStatus := o.fs.String("ack", "", "ack what was popped: completed, failed, retry or dlq (without it, the messages stay leased until their lease ends)")
 	ackErr := o.fs.String("error", "", "error text kept with a failed or dlq ack")
-	pos, code, ok := o.parse(args, 1, 1)
+	pos, code, ok := o.parse(args, 0, 1)
 	if !ok {
 		return code
+	}
+	if (len(pos) == 1) == (*namespace != "" || *task != "") {
+		return o.usageErr("name a QUEUE, or --namespace and/or --task (not both)")
 	}
 	if *batch < 1 {
 		return o.usageErr("--batch must be at least 1")
@@ -187,7 +192,13 @@ func cmdPop(args []string, stdout, stderr io.Writer) int {
 		return o.fail(err)
 	}
 	defer c.Close()
-	q := c.Queue(pos[0]).Partition(*partition).Group(*group).Batch(*batch)
+	var q client.QueueBuilder
+	if len(pos) == 1 {
+		q = c.Queue(pos[0])
+	} else {
+		q = c.Labels(*namespace, *task)
+	}
+	q = q.Partition(*partition).Group(*group).Batch(*batch)
 	timeout := *o.timeout
 	if *wait {
 		q = q.Wait(true).Timeout(*waitTime)

@@ -131,11 +131,20 @@ func TestOperatorCommands(t *testing.T) {
 	if code, out, _ := cli(t, addr, "", "pop", "orders", "--group", "audit", "--json"); code != exitOK || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("after seek to end: %d %s", code, out)
 	}
+	// pop by namespace and task
+	cli(t, addr, "", "configure", "media.resize", "--namespace", "media", "--task", "resize")
+	cli(t, addr, "", "push", "media.resize", "photo-1")
+	if code, out, _ := cli(t, addr, "", "pop", "--namespace", "media", "--task", "resize", "--ack", "completed", "--json"); code != exitOK || !strings.Contains(out, `"payload": "photo-1"`) {
+		t.Fatalf("pop by labels: %d %s", code, out)
+	}
+	if code, _, _ := cli(t, addr, "", "pop", "orders", "--task", "x"); code != exitUsage {
+		t.Fatalf("pop with a queue and a task: %d", code)
+	}
 	// stats (not a terminal: printed once)
-	if code, out, _ := cli(t, addr, "", "stats", "--json"); code != exitOK || !strings.Contains(out, `"pushed": 5`) {
+	if code, out, _ := cli(t, addr, "", "stats", "--json"); code != exitOK || !strings.Contains(out, `"pushed": 6`) {
 		t.Fatalf("stats: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, addr, "", "stats"); code != exitOK || !strings.Contains(out, "pushed 5") {
+	if code, out, _ := cli(t, addr, "", "stats"); code != exitOK || !strings.Contains(out, "pushed 6") {
 		t.Fatalf("stats (text): %d %s", code, out)
 	}
 }
