@@ -16,20 +16,28 @@ func long() bool { return os.Getenv("REGENT_LONG") == "1" }
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds regent once per test process.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "regent-crash-bin-")
-		if err != nil {
-			buildErr = err
+		binDir, buildErr = os.MkdirTemp("", "regent-crash-bin-")
+		if buildErr != nil {
 			return
 		}
-		binPath, buildErr = Build(dir)
+		binPath, buildErr = Build(binDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
