@@ -125,6 +125,11 @@
 // journal at the first bad entry, removing the later segment files and the
 // snapshots at or after the cut, and logs what it dropped.
 //
+// A snapshot covering entries the WAL does not hold (its tail was lost: a
+// machine crash under SyncNone or SyncInterval) is removed at Open, loudly:
+// the entries written next would otherwise get positions below it and be
+// skipped by the recovery after.
+//
 // EnvUnsafeAckBeforeWrite is a test hook that breaks durability on purpose
 // (the crash harness must catch it); see debug.go.
 //

@@ -174,6 +174,10 @@ func Open(cfg Config) (_ *Log, err error) {
 	if err := l.openWAL(); err != nil {
 		return nil, err
 	}
+	if err := l.dropSnapshotsAhead(); err != nil {
+		l.wal.Close()
+		return nil, err
+	}
 	l.open = &group{index: l.last.Load() + 1}
 	if cfg.Sync == SyncAlways {
 		// Unbuffered: the committer hands a written group over only when the

@@ -302,13 +302,13 @@ func salvageOld(walDir, snapDir string, logger *slog.Logger) error {
 func dropSnapshotsFrom(snapDir string, index uint64) ([]string, error) {
 	snaps, err := readSnapshots(snapDir)
 	if err != nil {
-		return nil, fmt.Errorf("log: salvage: %w", err)
+		return nil, fmt.Errorf("log: snapshots: %w", err)
 	}
 	var dropped []string
 	for _, s := range snaps {
 		if PosIndex(s.pos) >= index {
 			if err := os.Remove(s.path); err != nil {
-				return nil, fmt.Errorf("log: salvage: %w", err)
+				return nil, fmt.Errorf("log: snapshots: %w", err)
 			}
 			dropped = append(dropped, filepath.Base(s.path))
 		}
@@ -319,6 +319,25 @@ func dropSnapshotsFrom(snapDir string, index uint64) ([]string, error) {
 		}
 	}
 	return dropped, nil
+}
+
+// dropSnapshotsAhead removes the snapshots that cover entries the WAL does
+// not hold: its tail was lost (a machine crash under SyncNone or
+// SyncInterval, or files removed by hand). Kept, such a snapshot would hide
+// the entries written next from recovery, their positions being below its
+// own. It says so loudly; recovery then uses an older snapshot, or fails
+// with ErrNotFound if the WAL no longer reaches back to one.
+func (l *Log) dropSnapshotsAhead() error {
+	last := l.last.Load()
+	dropped, err := dropSnapshotsFrom(l.snapDir, last+1)
+	if err != nil {
+		return err
+	}
+	if len(dropped) > 0 {
+		l.logger.Error("journal: snapshots cover entries the WAL does not hold (its tail was lost); removing them",
+			"dir", l.dir, "last_index", last, "dropped_snapshots", dropped)
+	}
+	return nil
 }
 
 // snapInfo is a snapshot file and whether its checks hold.
