@@ -206,6 +206,9 @@ func (l *Log) recycle(g *group) {
 func (l *Log) commit(g *group) {
 	err := l.stickyErr()
 	if err == nil {
+		if l.unsafeEarlyAck {
+			time.Sleep(unsafeWriteDelay) // see EnvUnsafeAckBeforeWrite
+		}
 		err = l.write(g)
 		if errors.Is(err, ErrNoSpace) {
 			err = l.waitForSpace(g)
