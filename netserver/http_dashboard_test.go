@@ -37,9 +37,9 @@ func TestDashboardFiles(t *testing.T) {
 	if r := get("/", map[string]string{"If-None-Match": etag}); r.StatusCode != http.StatusNotModified {
 		t.Errorf("conditional GET /: %d", r.StatusCode)
 	}
-	r = get("/dashboard/app.js", map[string]string{"Accept-Encoding": "gzip"})
+	r = get("/dashboard/live.js", map[string]string{"Accept-Encoding": "gzip"})
 	if r.StatusCode != 200 || r.Header.Get("Content-Encoding") != "gzip" || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/javascript") {
-		t.Fatalf("GET app.js: %d %q %q", r.StatusCode, r.Header.Get("Content-Encoding"), r.Header.Get("Content-Type"))
+		t.Fatalf("GET live.js: %d %q %q", r.StatusCode, r.Header.Get("Content-Encoding"), r.Header.Get("Content-Type"))
 	}
 	zr, err := gzip.NewReader(r.Body)
 	if err != nil {
@@ -47,7 +47,7 @@ func TestDashboardFiles(t *testing.T) {
 	}
 	js, _ := io.ReadAll(zr)
 	if !strings.Contains(string(js), "api/v1/dashboard/system") {
-		t.Error("app.js does not read the system feed")
+		t.Error("live.js does not read the system feed")
 	}
 	for _, p := range []string{"/dashboard/nope.js", "/dashboard/", "/api/v1/nope", "/index.htm"} {
 		if r := get(p, nil); r.StatusCode != 404 {

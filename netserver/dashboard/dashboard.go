@@ -9,7 +9,10 @@
 // serves only two kinds of path:
 //
 //	GET /                    index.html
-//	GET /dashboard/NAME      the page's files (app.js, app.css, favicon.svg)
+//	GET /dashboard/NAME      the page's files: app.css, favicon.svg, and the
+//	                         JavaScript modules app.js (router, polling loop),
+//	                         live.js (shared polls, history), pages.js (the
+//	                         pages) and lib.js (DOM, formats, API, charts)
 //
 // Every file is answered with an ETag and Cache-Control: no-cache (a reload
 // costs a 304), gzip-compressed when the client takes it, and the page with

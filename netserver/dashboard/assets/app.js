@@ -1,7 +1,7 @@
-// Regent dashboard: plain JavaScript, no dependencies. It reads the HTTP
-// bridge's JSON routes only, polls them every POLL_MS, keeps the last
-// minutes of figures in memory for its charts, and draws those as inline
-// SVG. Pages are chosen by the URL's fragment:
+// Regent dashboard: plain JavaScript modules, no dependencies. It reads the
+// HTTP bridge's JSON routes only, polls them every POLL_MS, keeps the last
+// minutes of figures in memory for its charts (live.js), and draws those as
+// inline SVG (lib.js). Pages (pages.js) are chosen by the URL's fragment:
 //
 //   #/                   overview
 //   #/queues             queues
@@ -10,1048 +10,109 @@
 //   #/dlq                dead-letter queue
 //   #/message/PID/TXN    one message
 //
-// Every piece of data reaches the page through textContent or attributes
-// (the h helper), never as HTML.
-'use strict';
-(() => {
-  const POLL_MS = 1500;
-  const HISTORY_MS = 10 * 60 * 1000;
-  const QUEUE_MODE = '__QUEUE_MODE__';
-  const main = document.getElementById('main');
+// This file routes, runs the polling loop, and wires the top bar.
 
-  // ---------------------------------------------------------------- DOM
+import { $, $$, POLL_MS, signOut } from './lib.js';
+import { hooks, pollGlobal, seedThroughput } from './live.js';
+import { pages } from './pages.js';
 
-  function h(tag, attrs, ...kids) {
-    const el = document.createElement(tag);
-    setAttrs(el, attrs);
-    append(el, kids);
-    return el;
-  }
-  function svg(tag, attrs, ...kids) {
-    const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
-    setAttrs(el, attrs);
-    append(el, kids);
-    return el;
-  }
-  function setAttrs(el, attrs) {
-    if (!attrs) return;
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v == null || v === false) continue;
-      if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
-      else if (k === 'class') el.setAttribute('class', v);
-      else if (v === true) el.setAttribute(k, '');
-      else el.setAttribute(k, String(v));
-    }
-  }
-  function append(el, kids) {
-    for (const k of kids.flat(Infinity)) {
-      if (k == null || k === false) continue;
-      el.append(k instanceof Node ? k : String(k));
-    }
-  }
-  const $ = (sel, root = document) => root.querySelector(sel);
-  const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
-  const enc = encodeURIComponent;
+const main = document.getElementById('main');
 
-  // fill replaces a container's children unless the data they were drawn
-  // from has not changed; open <details> with a data-key stay open.
-  function fill(box, data, build) {
-    const sig = JSON.stringify(data);
-    if (box._sig === sig) return;
-    box._sig = sig;
-    const open = new Set($$('details[open][data-key]', box).map(d => d.dataset.key));
-    box.replaceChildren(...[build()].flat());
-    for (const d of $$('details[data-key]', box)) if (open.has(d.dataset.key)) d.open = true;
-  }
+// --------------------------------------------------------------- router
 
-  // ----------------------------------------------------------- formats
+let current = null;
+function route() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [path, qs] = raw.split('?');
+  const parts = path.split('/').filter(Boolean).map(s => { try { return decodeURIComponent(s); } catch { return s; } });
+  const name = parts[0] || 'overview';
+  const page = pages[name] && name !== 'notfound' ? pages[name] : pages.notfound;
+  current = { name: pages[name] ? name : 'notfound', page, ctx: {}, loaded: false };
+  main.replaceChildren();
+  main.dataset.page = current.name;
+  delete main.dataset.loaded;
+  page.mount(main, current.ctx, parts.slice(1), new URLSearchParams(qs || ''));
+  for (const a of $$('#nav a')) a.classList.toggle('active', a.dataset.page === page.nav);
+  document.title = (name === 'overview' ? '' : ($('#nav a.active')?.textContent || 'Not found') + ' · ') + 'Regent';
+  window.scrollTo(0, 0);
+  refreshNow();
+}
 
-  const fmtInt = n => (n == null ? '–' : Math.round(Number(n)).toLocaleString('en-US'));
-  function fmtNum(v) {
-    if (v == null || isNaN(v)) return '–';
-    const a = Math.abs(v);
-    if (a === 0) return '0';
-    if (a >= 1e9) return (v / 1e9).toFixed(a >= 1e10 ? 0 : 1) + 'G';
-    if (a >= 1e6) return (v / 1e6).toFixed(a >= 1e7 ? 0 : 1) + 'M';
-    if (a >= 1e4) return (v / 1e3).toFixed(a >= 1e5 ? 0 : 1) + 'k';
-    if (a >= 100) return Math.round(v).toString();
-    if (a >= 10) return v.toFixed(1).replace(/\.0$/, '');
-    return v.toFixed(2).replace(/\.?0+$/, '');
-  }
-  function fmtBytes(b) {
-    if (b == null) return '–';
-    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    let i = 0;
-    while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
-    return (i === 0 ? b : b.toFixed(b >= 100 ? 0 : 1)) + ' ' + u[i];
-  }
-  function fmtSecs(s) {
-    if (s == null || isNaN(s)) return '–';
-    if (s === 0) return '0';
-    const trim = v => (v.includes('.') ? v.replace(/\.?0+$/, '') : v);
-    if (s < 1e-3) return trim((s * 1e6).toFixed(s < 1e-5 ? 1 : 0)) + ' µs';
-    if (s < 1) return trim((s * 1e3).toFixed(s < 1e-2 ? 2 : s < 0.1 ? 1 : 0)) + ' ms';
-    if (s < 60) return s.toFixed(s < 10 ? 1 : 0).replace(/\.0$/, '') + ' s';
-    if (s < 3600) return Math.floor(s / 60) + ' min' + (s < 600 && s % 60 >= 1 ? ' ' + Math.floor(s % 60) + ' s' : '');
-    if (s < 86400) return (s / 3600).toFixed(1).replace(/\.0$/, '') + ' h';
-    return (s / 86400).toFixed(1).replace(/\.0$/, '') + ' d';
-  }
-  function fmtAgo(iso) {
-    if (!iso) return '–';
-    const d = (Date.now() - Date.parse(iso)) / 1000;
-    if (isNaN(d)) return '–';
-    if (Math.abs(d) < 1) return 'now';
-    return d > 0 ? fmtSecs(d) + ' ago' : 'in ' + fmtSecs(-d);
-  }
-  function fmtStamp(iso) {
-    if (!iso) return '–';
-    const d = new Date(iso);
-    if (isNaN(d)) return iso;
-    const p = n => String(n).padStart(2, '0');
-    const t = `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
-    return new Date().toDateString() === d.toDateString() ? t : `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${t}`;
-  }
-  const when = iso => h('span', { title: iso || '' }, fmtStamp(iso));
-  const ago = iso => h('span', { title: iso || '' }, fmtAgo(iso));
-  const groupName = g => (g === QUEUE_MODE ? h('span', { class: 'badge info', title: QUEUE_MODE }, 'queue mode') : g);
-  function pretty(v) {
-    if (typeof v === 'string') return v;
-    try { return JSON.stringify(v, null, 2); } catch { return String(v); }
-  }
-  function statusBadge(st) {
-    const cls = { completed: 'ok', processing: 'info', pending: '', dead_letter: 'bad', Stable: 'ok', Lagging: 'warn', Dead: 'bad' }[st] || '';
-    return h('span', { class: 'badge ' + cls }, String(st || '–').replace('_', ' '));
-  }
-  // toLocalInput and fromLocalInput convert between ISO times and
-  // <input type=datetime-local> values.
-  function toLocalInput(ms) {
-    const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
-    return d.toISOString().slice(0, 19);
-  }
-  const fromLocalInput = v => (v ? new Date(v).toISOString() : '');
-
-  // ---------------------------------------------------------------- API
-
-  class ApiError extends Error {
-    constructor(status, msg) { super(msg); this.status = status; }
-  }
-  let token = localStorage.getItem('regent.token') || sessionStorage.getItem('regent.token') || '';
-  let asking = null;
-
-  async function request(path, opts = {}, tok = token) {
-    const headers = { Accept: 'application/json' };
-    if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
-    if (tok) headers.Authorization = 'Bearer ' + tok;
-    return fetch(new URL(path, document.baseURI), {
-      method: opts.method || 'GET', headers, cache: 'no-store',
-      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-    });
-  }
-
-  // api calls a route and returns its JSON; a 401 asks for a token and
-  // tries again, any other failure throws an ApiError with the broker's
-  // words.
-  async function api(path, opts = {}) {
-    for (;;) {
-      let res;
-      try {
-        res = await request(path, opts);
-      } catch (e) {
-        throw new ApiError(0, 'cannot reach the broker (' + e.message + ')');
+// tick polls and redraws, then schedules the next tick. A forced tick
+// (a page change, or after the user's own action) runs while paused too.
+let paused = false, running = false, again = false, timer = 0, rev = 0;
+async function tick(force = false) {
+  clearTimeout(timer);
+  if (running) { again = true; return; }
+  running = true;
+  const cur = current;
+  try {
+    if ((force || !paused) && !document.hidden) {
+      await pollGlobal();
+      await cur.page.refresh(cur.ctx);
+      if (cur === current) {
+        cur.page.draw(main, cur.ctx);
+        main.dataset.loaded = '1';
+        main.dataset.rev = String(++rev);
       }
-      if (res.status === 401) {
-        await askToken(token ? 'The broker refused the token.' : 'This broker requires a token.');
-        continue;
-      }
-      const text = await res.text();
-      let data = null;
-      try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-      if (!res.ok) {
-        let msg = (data && (data.error || data.message)) || text || res.statusText;
-        if (res.status === 403) msg = 'your token does not allow this (' + msg + ')';
-        throw new ApiError(res.status, msg);
-      }
-      return data;
+      setDown(null);
     }
+  } catch (e) {
+    setDown(e);
+  } finally {
+    running = false;
+    if (again) { again = false; tick(true); } else timer = setTimeout(tick, POLL_MS);
   }
+}
+const refreshNow = () => tick(true);
+hooks.refresh = refreshNow;
 
-  function askToken(why) {
-    if (asking) return asking;
-    const input = h('input', { type: 'password', name: 'token', autocomplete: 'current-password', placeholder: 'JWT', required: true });
-    const remember = h('input', { type: 'checkbox', name: 'remember', checked: true });
-    asking = dialog({
-      title: 'Sign in', ok: 'Sign in', cancel: false,
-      body: [h('p', null, why, ' Paste a token (a JWT whose role may read).'),
-        h('div', { class: 'field' }, h('label', null, 'Token'), input),
-        h('label', { class: 'radio' }, remember, 'Remember on this device')],
-      action: async () => {
-        const t = input.value.trim().replace(/^bearer\s+/i, '');
-        const res = await request('api/v1/dashboard/system', {}, t);
-        if (res.status === 401) throw new Error('The broker refused this token.');
-        token = t;
-        localStorage.removeItem('regent.token');
-        sessionStorage.removeItem('regent.token');
-        (remember.checked ? localStorage : sessionStorage).setItem('regent.token', t);
-        $('#signout').hidden = false;
-      },
-    }).finally(() => { asking = null; });
-    return asking;
+function setDown(err) {
+  const b = $('#banner'), live = $('#live');
+  if (err) {
+    b.textContent = (err.status ? `Error ${err.status}: ` : 'Error: ') + err.message;
+    b.hidden = false;
+    live.className = 'live down';
+    live.textContent = 'error';
+  } else {
+    b.hidden = true;
+    live.className = 'live' + (paused ? ' paused' : '');
+    live.textContent = paused ? 'paused' : 'live';
   }
+}
 
-  // ---------------------------------------------------- dialogs, toasts
+// ---------------------------------------------------------------- theme
 
-  // dialog shows a modal; action runs on OK (its error stays in the
-  // dialog). It resolves with action's result, or null when cancelled.
-  function dialog({ title, body, ok = 'OK', danger = false, cancel = true, action }) {
-    return new Promise(resolve => {
-      const err = h('p', { class: 'error', hidden: true });
-      const okBtn = h('button', { type: 'submit', class: danger ? 'primary danger' : 'primary', 'data-role': 'ok' }, ok);
-      const cancelBtn = cancel && h('button', { type: 'button', 'data-role': 'cancel' }, 'Cancel');
-      const form = h('form', { method: 'dialog' }, h('h2', null, title), body, err,
-        h('div', { class: 'dlg-buttons' }, cancelBtn, okBtn));
-      const dlg = h('dialog', null, form);
-      document.body.append(dlg);
-      const close = v => { dlg.close(); dlg.remove(); resolve(v); };
-      if (cancelBtn) cancelBtn.addEventListener('click', () => close(null));
-      dlg.addEventListener('cancel', e => { e.preventDefault(); if (cancel) close(null); });
-      form.addEventListener('submit', async e => {
-        e.preventDefault();
-        okBtn.disabled = true;
-        err.hidden = true;
-        try {
-          const r = await action(form);
-          close(r === undefined ? true : r);
-        } catch (ex) {
-          err.textContent = ex.message;
-          err.hidden = false;
-          okBtn.disabled = false;
-        }
-      });
-      dlg.showModal();
-      (form.querySelector('input[type=password], input[type=text]') || okBtn).focus();
-    });
-  }
+function applyTheme(t) {
+  if (t) document.documentElement.dataset.theme = t;
+  else delete document.documentElement.dataset.theme;
+}
+const darkNow = () => (document.documentElement.dataset.theme || (matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light')) === 'dark';
+applyTheme(localStorage.getItem('regent.theme'));
 
-  let toastTimer = 0;
-  function toast(msg, bad = false) {
-    const t = $('#toast');
-    t.textContent = msg;
-    t.className = 'toast' + (bad ? ' bad' : '');
-    t.hidden = false;
-    clearTimeout(toastTimer);
-    toastTimer = setTimeout(() => { t.hidden = true; }, 4000);
-  }
+$('#theme').addEventListener('click', () => {
+  const t = darkNow() ? 'light' : 'dark';
+  localStorage.setItem('regent.theme', t);
+  applyTheme(t);
+});
+$('#pause').addEventListener('click', () => {
+  paused = !paused;
+  $('#pause').textContent = paused ? 'Resume' : 'Pause';
+  $('#pause').title = paused ? 'Resume live updates' : 'Pause live updates';
+  setDown(null);
+  if (!paused) refreshNow();
+});
+$('#signout').addEventListener('click', () => {
+  signOut();
+  $('#signout').hidden = true;
+  refreshNow();
+});
+let resizeTimer = 0;
+window.addEventListener('resize', () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => { if (current && main.dataset.loaded) current.page.draw(main, current.ctx); }, 150);
+});
+document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshNow(); });
+window.addEventListener('hashchange', route);
 
-  // ------------------------------------------------------------- charts
-
-  function niceCeil(v) {
-    if (!(v > 0)) return 1;
-    const e = Math.pow(10, Math.floor(Math.log10(v)));
-    const f = v / e;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * e;
-  }
-
-  // chart draws series [{name, points: [[ms, value|null]]}] over the last
-  // opts.span ms into box, as an SVG line chart with a hover read-out.
-  function chart(box, series, opts) {
-    const W = Math.max(Math.floor(box.clientWidth) || 600, 260);
-    const H = 190, L = 50, R = 12, T = 10, B = 22;
-    // The span grows with the history the page has, from one minute up to
-    // HISTORY_MS.
-    const now = Date.now();
-    let first = now;
-    for (const s of series) for (const [t, v] of s.points) if (v != null && t < first) first = t;
-    const span = opts.span || Math.min(HISTORY_MS, Math.max(60000, now - first)), t0 = now - span;
-    let top = opts.min || 0;
-    for (const s of series) for (const [t, v] of s.points) if (t >= t0 && v != null && v > top) top = v;
-    top = niceCeil(top * 1.05);
-    const x = t => L + ((t - t0) / span) * (W - L - R);
-    const y = v => T + (1 - v / top) * (H - T - B);
-    const fmt = opts.fmt || fmtNum;
-    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', 'aria-label': opts.label || 'chart' });
-    for (let i = 0; i <= 4; i++) {
-      const v = (top * i) / 4, yy = y(v).toFixed(1);
-      root.append(svg('line', { class: 'gridline', x1: L, x2: W - R, y1: yy, y2: yy }));
-      root.append(svg('text', { class: 'axis', x: L - 6, y: (+yy + 3.5).toFixed(1), 'text-anchor': 'end' }, fmt(v)));
-    }
-    const most = W < 420 ? 4 : 8;
-    const step = [10, 15, 30, 60, 120, 300, 600].find(st => span / 1000 / st <= most) || 600;
-    for (let sec = 0; sec * 1000 <= span; sec += step) {
-      const xx = x(now - sec * 1000);
-      if (xx < L - 1) break;
-      root.append(svg('text', { class: 'axis', x: xx.toFixed(1), y: H - 6, 'text-anchor': sec === 0 ? 'end' : 'middle' },
-        sec === 0 ? 'now' : '−' + fmtSecs(sec)));
-    }
-    series.forEach((s, i) => {
-      let d = '', last = null;
-      for (const [t, v] of s.points) {
-        if (t < t0 - 60000) continue;
-        if (v == null) { last = null; continue; }
-        const gap = last != null && t - last > Math.max(6 * POLL_MS, s.gapMs || 0);
-        d += (last == null || gap ? 'M' : 'L') + x(Math.max(t, t0)).toFixed(1) + ',' + y(v).toFixed(1);
-        last = t;
-      }
-      if (d) root.append(svg('path', { class: `line s${(s.color ?? i) % 6}`, d, 'data-series': s.name }));
-    });
-    const cursor = svg('line', { class: 'cursor', y1: T, y2: H - B, visibility: 'hidden' });
-    root.append(cursor);
-    const tip = h('div', { class: 'tip', hidden: true });
-    const show = px => {
-      const t = t0 + ((px - L) / (W - L - R)) * span;
-      if (px < L || px > W - R) { cursor.setAttribute('visibility', 'hidden'); tip.hidden = true; return; }
-      const rows = [];
-      let at = null;
-      series.forEach((s, i) => {
-        let best = null;
-        for (const p of s.points) if (p[1] != null && (best == null || Math.abs(p[0] - t) < Math.abs(best[0] - t))) best = p;
-        if (best && Math.abs(best[0] - t) < Math.max(span / 40, 3 * POLL_MS)) {
-          at = at ?? best[0];
-          rows.push(h('div', null, h('i', { class: `s${(s.color ?? i) % 6}` }), ' ', s.name, ': ', h('b', null, fmt(best[1]))));
-        }
-      });
-      if (!rows.length) { cursor.setAttribute('visibility', 'hidden'); tip.hidden = true; return; }
-      cursor.setAttribute('x1', px); cursor.setAttribute('x2', px); cursor.setAttribute('visibility', 'visible');
-      tip.replaceChildren(h('div', { class: 'muted' }, fmtStamp(new Date(at).toISOString())), ...rows);
-      tip.hidden = false;
-      tip.style.left = Math.min(px + 10, W - 170) + 'px';
-      tip.style.top = '8px';
-    };
-    root.addEventListener('mousemove', e => {
-      const r = root.getBoundingClientRect();
-      box._hover = ((e.clientX - r.left) / r.width) * W;
-      show(box._hover);
-    });
-    root.addEventListener('mouseleave', () => { box._hover = null; show(-1); });
-    box.replaceChildren(root, tip);
-    if (box._hover != null) show(box._hover);
-  }
-
-  // legend shows each series' name and its latest value.
-  function legend(box, series, fmt = fmtNum) {
-    box.replaceChildren(...series.map((s, i) => {
-      let v = null;
-      for (let k = s.points.length - 1; k >= 0; k--) if (s.points[k][1] != null) { v = s.points[k][1]; break; }
-      return h('span', null, h('i', { class: `s${(s.color ?? i) % 6}` }), s.name, ' ', h('b', null, v == null ? '–' : fmt(v)));
-    }));
-  }
-
-  function spark(points, cls = 's0') {
-    const W = 90, H = 22, t1 = Date.now();
-    const span = Math.min(HISTORY_MS, Math.max(60000, t1 - (points.length ? points[0][0] : t1))), t0 = t1 - span;
-    let top = 1;
-    for (const [, v] of points) if (v > top) top = v;
-    let d = '';
-    for (const [t, v] of points) {
-      if (t < t0) continue;
-      d += (d ? 'L' : 'M') + (((t - t0) / span) * W).toFixed(1) + ',' + (H - 2 - (v / top) * (H - 4)).toFixed(1);
-    }
-    return svg('svg', { class: 'spark', viewBox: `0 0 ${W} ${H}`, 'aria-hidden': 'true' }, d ? svg('path', { class: cls, d }) : null);
-  }
-
-  function chartPanel(title, label) {
-    const legendBox = h('div', { class: 'legend' });
-    const box = h('div', { class: 'chart', 'data-chart': label });
-    return { el: h('section', { class: 'panel' }, h('h2', null, title), legendBox, box), box, legend: legendBox };
-  }
-
-  // -------------------------------------------- polling and history
-
-  const store = {
-    sys: null,        // GET /api/v1/dashboard/system, latest
-    groups: [],       // GET /api/v1/consumer-groups, latest
-    samples: [],      // {t, in, out, ack, fsync, fsyncP99, depth, dead}
-    seed: [],         // per-minute throughput the broker kept before the page opened
-    lag: new Map(),   // "queue\u0000group" -> [[t, lag]]
-  };
-
-  // quantile over the delta of two fsync histograms.
-  function deltaQuantile(prev, cur, bounds, q) {
-    if (!prev || !cur || !bounds || !bounds.length) return null;
-    const d = cur.map((n, i) => n - (prev[i] || 0));
-    const total = d.reduce((a, b) => a + b, 0);
-    if (total <= 0) return null;
-    const rank = Math.max(1, Math.round(q * total));
-    let cum = 0;
-    for (let i = 0; i < d.length; i++) {
-      cum += d[i];
-      if (cum >= rank) return bounds[Math.min(i, bounds.length - 1)];
-    }
-    return bounds[bounds.length - 1];
-  }
-
-  async function pollGlobal() {
-    const [sys, groups] = await Promise.all([api('api/v1/dashboard/system'), api('api/v1/consumer-groups')]);
-    const t = Date.now();
-    const prev = store.sys, prevT = store.sysT;
-    store.sys = sys;
-    store.sysT = t;
-    store.groups = groups || [];
-    if (prev && t - prevT > 200) {
-      const dt = (t - prevT) / 1000, c = sys.counters, p = prev.counters;
-      const j = sys.journal, pj = prev.journal;
-      let fsync = null, p99 = null;
-      if (j && pj && j.fsyncs > pj.fsyncs) {
-        fsync = (j.fsyncSecondsTotal - pj.fsyncSecondsTotal) / (j.fsyncs - pj.fsyncs);
-        p99 = deltaQuantile(pj.fsyncHistogram, j.fsyncHistogram, j.fsyncBucketsSeconds, 0.99);
-      }
-      store.samples.push({
-        t, in: Math.max(0, (c.pushed - p.pushed) / dt), out: Math.max(0, (c.popped - p.popped) / dt),
-        ack: Math.max(0, (c.acked - p.acked) / dt), fsync, fsyncP99: p99, depth: sys.depth, dead: sys.messages.deadLetter,
-        disk: j ? j.diskBytes : null,
-      });
-    }
-    for (const g of store.groups) {
-      const k = g.queueName + '\u0000' + g.name;
-      if (!store.lag.has(k)) store.lag.set(k, []);
-      store.lag.get(k).push([t, Number(g.totalLag) || 0]);
-    }
-    const cut = t - HISTORY_MS - 60000;
-    while (store.samples.length && store.samples[0].t < cut) store.samples.shift();
-    const live = new Set(store.groups.map(g => g.queueName + '\u0000' + g.name));
-    for (const [k, pts] of store.lag) {
-      while (pts.length && pts[0][0] < cut) pts.shift();
-      if (!pts.length || (!live.has(k) && pts[pts.length - 1][0] < t - 30000)) store.lag.delete(k);
-    }
-    $('#version').textContent = `Regent ${sys.version} · up ${fmtSecs(sys.uptimeSeconds)}`;
-    $('#signout').hidden = !token;
-  }
-
-  async function seedThroughput() {
-    try {
-      const st = await api('api/v1/status?from=' + enc(new Date(Date.now() - HISTORY_MS).toISOString()));
-      store.seed = (st.throughput || []).map(p => ({
-        t: Date.parse(p.timestamp) + 30000, in: p.ingestedPerSecond, out: (p.popped || 0) / 60, ack: p.processedPerSecond,
-      }));
-    } catch { store.seed = []; }
-  }
-
-  // throughputSeries joins the broker's per-minute figures (before the
-  // page opened) with the page's own samples.
-  function throughputSeries() {
-    const first = store.samples.length ? store.samples[0].t : Infinity;
-    const pts = store.seed.filter(p => p.t < first - 30000).concat(store.samples);
-    const s = key => pts.map(p => [p.t, p[key]]);
-    return [
-      { name: 'in (pushed)', points: s('in'), gapMs: 120000 },
-      { name: 'out (delivered)', points: s('out'), gapMs: 120000 },
-      { name: 'acked', points: s('ack'), gapMs: 120000 },
-    ];
-  }
-
-  // lagSeries returns the lag history of the groups (of one queue, or of
-  // all), the largest first, at most max of them.
-  function lagSeries(queue, max = 6) {
-    const out = [];
-    for (const [k, pts] of store.lag) {
-      const [q, g] = k.split('\u0000');
-      if (queue != null && q !== queue) continue;
-      out.push({ name: (g === QUEUE_MODE ? 'queue mode' : g) + (queue == null ? ' @ ' + q : ''), points: pts, key: k });
-    }
-    out.sort((a, b) => (b.points.at(-1)?.[1] || 0) - (a.points.at(-1)?.[1] || 0) || a.name.localeCompare(b.name));
-    return out.slice(0, max);
-  }
-
-  // --------------------------------------------------------------- pages
-
-  const card = (key, label) => h('div', { class: 'card', 'data-stat': key },
-    h('div', { class: 'label' }, label), h('div', { class: 'value' }, '–'), h('div', { class: 'hint' }, '\u00a0'));
-  function setCard(root, key, value, hint, bad) {
-    const c = $(`[data-stat="${key}"]`, root);
-    if (!c) return;
-    $('.value', c).textContent = value;
-    $('.hint', c).textContent = hint || '\u00a0';
-    c.classList.toggle('bad', !!bad);
-  }
-  const head = (title, ...sub) => h('div', { class: 'head' }, h('div', null, h('h1', null, title), h('div', { class: 'sub' }, sub)));
-  const table = (cols, rows, empty = 'Nothing here yet.') => h('div', { class: 'scroll' }, h('table', null,
-    h('thead', null, h('tr', null, cols.map(c => (typeof c === 'string' ? h('th', null, c) : h('th', { class: c.cls }, c.t))))),
-    h('tbody', null, rows.length ? rows : h('tr', null, h('td', { class: 'empty', colspan: cols.length }, empty)))));
-
-  const pages = {};
-
-  // Overview: live rates, depth, dead letters, journal; charts of
-  // throughput, lag and fsync latency; the deepest queues.
-  pages.overview = {
-    nav: 'overview',
-    mount(root, ctx) {
-      ctx.tp = chartPanel('Throughput (messages/s)', 'throughput');
-      ctx.lag = chartPanel('Consumer lag (messages behind)', 'lag');
-      ctx.fs = chartPanel('Journal fsync latency', 'fsync');
-      ctx.deep = h('div');
-      ctx.lagBox = h('div');
-      root.append(head('Overview', 'Live figures of this broker, refreshed every 1.5 s.'),
-        h('div', { class: 'grid cards' },
-          card('in', 'Messages in /s'), card('out', 'Messages out /s'), card('acked', 'Acked /s'),
-          card('depth', 'Total depth'), card('stored', 'Stored messages'), card('dlq', 'Dead letters'),
-          card('journal', 'Journal size'), card('fsync', 'fsync latency'), card('queues', 'Queues'),
-          card('partitions', 'Partitions'), card('groups', 'Consumer groups'), card('conns', 'Connections')),
-        h('div', { class: 'grid two' }, ctx.tp.el, ctx.lag.el),
-        h('div', { class: 'grid two' }, ctx.fs.el,
-          h('section', { class: 'panel' }, h('h2', null, 'Deepest queues'), ctx.deep, h('h3', { class: 'spaced' }, 'Lag spread'), ctx.lagBox)));
-    },
-    async refresh(ctx) {
-      ctx.ov = await api('api/v1/resources/overview');
-      ctx.queues = (await api('api/v1/dashboard/queues')).queues;
-    },
-    draw(root, ctx) {
-      const sys = store.sys, ov = ctx.ov, last = store.samples.at(-1);
-      if (!sys || !ov) return;
-      setCard(root, 'in', last ? fmtNum(last.in) : fmtNum(sys.rates.pushPerSecond), `${fmtInt(sys.counters.pushed)} pushed`);
-      setCard(root, 'out', last ? fmtNum(last.out) : fmtNum(sys.rates.popPerSecond), `${fmtInt(sys.counters.popped)} delivered`);
-      setCard(root, 'acked', last ? fmtNum(last.ack) : fmtNum(sys.rates.ackPerSecond), `${fmtInt(sys.counters.acked)} acked`);
-      setCard(root, 'depth', fmtInt(sys.depth), `${fmtInt(sys.messages.pending)} pending · ${fmtInt(sys.messages.processing)} in flight`);
-      setCard(root, 'stored', fmtInt(sys.messages.total), `${fmtInt(sys.messages.completed)} passed by every group`);
-      setCard(root, 'dlq', fmtInt(sys.messages.deadLetter), `${fmtInt(sys.counters.deadLettered)} filed since start`, sys.messages.deadLetter > 0);
-      const j = sys.journal;
-      setCard(root, 'journal', j ? fmtBytes(j.diskBytes) : 'n/a', j ? `${fmtBytes(j.bytesWritten)} written since start` : 'no journal figures');
-      setCard(root, 'fsync', j ? fmtSecs(last && last.fsync != null ? last.fsync : j.lastFsyncSeconds) : 'n/a',
-        j ? `avg ${fmtSecs(j.avgFsyncSeconds)} · p99 ${fmtSecs(j.fsyncP99Seconds)}` : '');
-      setCard(root, 'queues', fmtInt(sys.queues), `${fmtInt(ov.namespaces)} namespaces · ${fmtInt(ov.tasks)} tasks`);
-      setCard(root, 'partitions', fmtInt(sys.partitions));
-      setCard(root, 'groups', fmtInt(sys.groups), `${fmtInt(store.groups.filter(g => g.state === 'Lagging').length)} lagging`);
-      setCard(root, 'conns', fmtInt((sys.connections.http || 0) + (sys.connections.tcp || 0)),
-        `${fmtInt(sys.connections.http)} HTTP · ${sys.connections.tcp == null ? '–' : fmtInt(sys.connections.tcp)} TCP`);
-
-      const tp = throughputSeries();
-      legend(ctx.tp.legend, tp);
-      chart(ctx.tp.box, tp, { label: 'throughput' });
-      const lg = lagSeries(null);
-      legend(ctx.lag.legend, lg, fmtInt);
-      if (lg.length) chart(ctx.lag.box, lg, { label: 'lag', fmt: fmtNum });
-      else ctx.lag.box.replaceChildren(h('p', { class: 'empty' }, 'No consumer group has read yet.'));
-      const fs = [
-        { name: 'average', points: store.samples.map(s => [s.t, s.fsync]) },
-        { name: 'p99', points: store.samples.map(s => [s.t, s.fsyncP99]), color: 2 },
-      ];
-      legend(ctx.fs.legend, fs, fmtSecs);
-      if (j) chart(ctx.fs.box, fs, { label: 'fsync', fmt: fmtSecs, min: 1e-4 });
-      else ctx.fs.box.replaceChildren(h('p', { class: 'empty' }, 'This broker reports no journal figures.'));
-
-      const deep = [...ctx.queues].sort((a, b) => b.depth - a.depth || a.name.localeCompare(b.name)).slice(0, 6);
-      fill(ctx.deep, deep, () => table(['Queue', { t: 'Depth', cls: 'num' }, { t: 'Dead', cls: 'num' }, 'Worst lag'],
-        deep.map(q => {
-          const worst = [...q.groups].sort((a, b) => b.offsetLag - a.offsetLag)[0];
-          return h('tr', { 'data-queue': q.name }, h('td', null, h('a', { href: '#/queue/' + enc(q.name) }, q.name)),
-            h('td', { class: 'num' }, fmtInt(q.depth)), h('td', { class: 'num' }, fmtInt(q.deadLetters)),
-            h('td', null, worst ? [groupName(worst.name), ' ', h('b', null, fmtInt(worst.offsetLag))] : h('span', { class: 'muted' }, 'no group')));
-        }), 'No queue yet.'));
-      fill(ctx.lagBox, ov.lag, () => h('dl', { class: 'kv' },
-        h('dt', null, 'Messages behind'), h('dd', null, `avg ${fmtNum(ov.lag.offset.avg)} · median ${fmtNum(ov.lag.offset.median)} · max ${fmtInt(ov.lag.offset.max)}`),
-        h('dt', null, 'Time behind'), h('dd', null, `avg ${fmtSecs(ov.lag.time.avg)} · median ${fmtSecs(ov.lag.time.median)} · max ${fmtSecs(ov.lag.time.max)}`)));
-    },
-  };
-
-  const optionRows = [
-    ['leaseTimeSeconds', 'lease time', v => fmtSecs(v)], ['retryLimit', 'retry limit', fmtInt],
-    ['retryDelayMs', 'retry delay', v => fmtSecs(v / 1000)], ['delayedProcessingSeconds', 'delayed processing', fmtSecs],
-    ['windowBufferSeconds', 'window buffer', fmtSecs], ['maxSize', 'max size', v => (v ? fmtInt(v) : 'unlimited')],
-    ['retentionEnabled', 'retention', v => (v ? 'on' : 'off')], ['retentionSeconds', 'retention after', v => (v ? fmtSecs(v) : '–')],
-    ['completedRetentionSeconds', 'completed retention', v => (v ? fmtSecs(v) : '–')],
-    ['maxWaitTimeSeconds', 'max wait', v => (v ? fmtSecs(v) : '–')], ['priority', 'priority', String],
-    ['encryptionEnabled', 'encryption', v => (v ? 'on' : 'off')], ['maxPartitions', 'max partitions', v => (v ? fmtInt(v) : 'unlimited')],
-    ['dedupWindowSeconds', 'dedup window', v => (v ? fmtSecs(v) : 'default')], ['ttlSeconds', 'ttl', fmtSecs],
-  ];
-  const optionsGrid = o => h('div', { class: 'opts' }, optionRows.map(([k, label, f]) =>
-    h('div', { 'data-option': k }, h('span', null, label), h('span', null, f(o[k])))));
-  const optionsLine = o => `lease ${fmtSecs(o.leaseTimeSeconds)} · ${o.retryLimit} retries · delay ${fmtSecs(o.retryDelayMs / 1000)}` +
-    (o.maxSize ? ` · max ${fmtInt(o.maxSize)}` : '') + (o.retentionEnabled ? ' · retention' : '') + (o.encryptionEnabled ? ' · encrypted' : '');
-
-  // Queues: every queue with its depth, partitions, groups and their lag,
-  // and its options.
-  pages.queues = {
-    nav: 'queues',
-    mount(root, ctx) {
-      ctx.filter = h('input', { type: 'search', placeholder: 'Filter by name, namespace or task', 'aria-label': 'Filter queues' });
-      ctx.filter.addEventListener('input', () => this.draw(root, ctx));
-      ctx.box = h('div');
-      root.append(head('Queues', 'Depth counts the messages the slowest group has not finished.'),
-        h('section', { class: 'panel' }, h('div', { class: 'filters' }, h('div', { class: 'field' }, ctx.filter)), ctx.box));
-    },
-    async refresh(ctx) { ctx.queues = (await api('api/v1/dashboard/queues')).queues; },
-    draw(root, ctx) {
-      if (!ctx.queues) return;
-      const f = ctx.filter.value.trim().toLowerCase();
-      const qs = ctx.queues.filter(q => !f || [q.name, q.namespace, q.task].some(s => s && s.toLowerCase().includes(f)));
-      fill(ctx.box, qs, () => table(['Queue', { t: 'Partitions', cls: 'num' }, { t: 'Depth', cls: 'num' },
-        { t: 'Stored', cls: 'num' }, { t: 'In flight', cls: 'num' }, { t: 'Dead', cls: 'num' }, 'Groups (lag)', 'Options'],
-      qs.map(q => h('tr', { 'data-queue': q.name },
-        h('td', null, h('a', { href: '#/queue/' + enc(q.name) }, q.name),
-          q.namespace || q.task ? h('div', { class: 'muted' }, [q.namespace, q.task].filter(Boolean).join(' / ')) : null),
-        h('td', { class: 'num', 'data-col': 'partitions' }, fmtInt(q.partitions)),
-        h('td', { class: 'num', 'data-col': 'depth' }, fmtInt(q.depth)),
-        h('td', { class: 'num', 'data-col': 'stored' }, fmtInt(q.messages.total)),
-        h('td', { class: 'num', 'data-col': 'processing' }, fmtInt(q.messages.processing)),
-        h('td', { class: 'num', 'data-col': 'dead' }, q.deadLetters ? h('span', { class: 'error' }, fmtInt(q.deadLetters)) : '0'),
-        h('td', { 'data-col': 'groups' }, q.groups.length ? h('div', { class: 'chips' }, q.groups.map(g =>
-          h('span', { class: 'chip', 'data-group': g.name, title: `${g.partitionsWithLag} of ${g.partitions} partitions behind; up to ${fmtSecs(g.maxTimeLagSeconds)}` },
-            groupName(g.name), h('b', null, fmtInt(g.offsetLag))))) : h('span', { class: 'muted' }, 'none')),
-        h('td', null, h('details', { 'data-key': q.name }, h('summary', null, optionsLine(q.options)), optionsGrid(q.options))))),
-      f ? 'No queue matches.' : 'No queue yet: push a message or configure one.'));
-    },
-  };
-
-  function leaseCell(c) {
-    if (!c.lease) {
-      if (c.blockedUntil) return h('span', { class: 'badge warn', title: c.blockedUntil }, 'retry wait ' + fmtAgo(c.blockedUntil).replace('in ', ''));
-      return h('span', { class: 'muted' }, 'free');
-    }
-    const l = c.lease;
-    return h('span', { title: 'lease ' + l.id },
-      h('span', { class: 'badge info' }, 'leased'), ` ${fmtInt(l.from)}–${fmtInt(l.to - 1)} · ${l.acked} acked · expires ${fmtAgo(l.expiresAt)}`);
-  }
-
-  // One queue: its groups, options, partitions with every group's cursor
-  // and lease, and its newest messages.
-  pages.queue = {
-    nav: 'queues',
-    mount(root, ctx, args) {
-      ctx.name = args[0] || '';
-      ctx.title = h('div');
-      ctx.groups = h('div');
-      ctx.opts = h('div');
-      ctx.parts = h('div');
-      ctx.newest = h('div');
-      ctx.lag = chartPanel('Lag of this queue\'s groups', 'queue-lag');
-      root.append(ctx.title,
-        h('div', { class: 'grid cards' }, card('depth', 'Depth'), card('stored', 'Stored'), card('processing', 'In flight'),
-          card('dead', 'Dead letters'), card('partitions', 'Partitions'), card('groupsN', 'Groups')),
-        h('div', { class: 'grid two' }, h('section', { class: 'panel' }, h('h2', null, 'Consumer groups'), ctx.groups), ctx.lag.el),
-        h('section', { class: 'panel' }, h('h2', null, 'Options'), ctx.opts),
-        h('section', { class: 'panel' }, h('h2', null, 'Partitions'), ctx.parts),
-        h('section', { class: 'panel' }, h('h2', null, 'Newest messages'), ctx.newest));
-    },
-    async refresh(ctx) { ctx.q = await api('api/v1/dashboard/queues/' + enc(ctx.name) + '?messages=20'); },
-    draw(root, ctx) {
-      const q = ctx.q;
-      if (!q) return;
-      fill(ctx.title, [q.name, q.namespace, q.task, q.id], () => head(q.name,
-        [q.namespace && `namespace ${q.namespace}`, q.task && `task ${q.task}`, `created ${fmtStamp(q.createdAt)}`].filter(Boolean).join(' · '),
-        ' · ', h('a', { href: '#/dlq?queue=' + enc(q.name) }, 'dead letters'), ' · ', h('a', { href: '#/groups?q=' + enc(q.name) }, 'manage groups')));
-      setCard(root, 'depth', fmtInt(q.depth), `${fmtInt(q.messages.pending)} pending`);
-      setCard(root, 'stored', fmtInt(q.messages.total));
-      setCard(root, 'processing', fmtInt(q.messages.processing));
-      setCard(root, 'dead', fmtInt(q.deadLetters), null, q.deadLetters > 0);
-      setCard(root, 'partitions', fmtInt(q.partitionsTotal));
-      setCard(root, 'groupsN', fmtInt(q.groups.length));
-      fill(ctx.groups, q.groups, () => table(['Group', 'Mode', { t: 'Lag', cls: 'num' }, { t: 'Behind', cls: 'num' }, { t: 'Leases', cls: 'num' }, { t: 'Retrying', cls: 'num' }],
-        q.groups.map(g => h('tr', { 'data-group': g.name }, h('td', null, groupName(g.name)), h('td', null, g.subscriptionMode),
-          h('td', { class: 'num', 'data-col': 'lag' }, fmtInt(g.offsetLag)), h('td', { class: 'num' }, fmtSecs(g.maxTimeLagSeconds)),
-          h('td', { class: 'num' }, fmtInt(g.leases)), h('td', { class: 'num' }, fmtInt(g.retrying)))), 'No group has read this queue.'));
-      const lg = lagSeries(q.name);
-      legend(ctx.lag.legend, lg, fmtInt);
-      if (lg.length) chart(ctx.lag.box, lg, { label: 'lag', fmt: fmtNum });
-      else ctx.lag.box.replaceChildren(h('p', { class: 'empty' }, 'No group yet.'));
-      fill(ctx.opts, q.options, () => optionsGrid(q.options));
-      fill(ctx.parts, q.partitions, () => {
-        const rows = [];
-        for (const p of q.partitions) {
-          const n = Math.max(p.cursors.length, 1);
-          const lead = [
-            h('td', { rowspan: n }, h('b', null, p.name), h('div', { class: 'muted mono', title: 'partition id ' + p.id }, '…' + p.id.slice(-8))),
-            h('td', { rowspan: n, class: 'num' }, p.next > p.low
-              ? [`${fmtInt(p.low)}–${fmtInt(p.next - 1)}`, h('div', { class: 'muted' }, `next ${fmtInt(p.next)}`)]
-              : h('span', { class: 'muted' }, 'empty')),
-            h('td', { rowspan: n, class: 'num' }, fmtInt(p.stats.total)),
-            h('td', { rowspan: n, class: 'hide-sm' }, ago(p.newestAt)),
-          ];
-          if (!p.cursors.length) {
-            rows.push(h('tr', { 'data-partition': p.name }, lead, h('td', { colspan: 4, class: 'muted' }, 'no group has read it')));
-            continue;
-          }
-          p.cursors.forEach((c, i) => rows.push(h('tr', { 'data-partition': p.name, 'data-group': c.group },
-            i === 0 ? lead : null, h('td', null, groupName(c.group)),
-            h('td', { class: 'num', 'data-col': 'cursor' }, fmtInt(c.cursor)),
-            h('td', { class: 'num', 'data-col': 'lag' }, fmtInt(c.offsetLag), c.timeLagSeconds ? h('div', { class: 'muted' }, fmtSecs(c.timeLagSeconds)) : null),
-            h('td', { 'data-col': 'lease' }, leaseCell(c), c.retrying ? h('div', { class: 'muted' }, `${c.retrying} retrying`) : null))));
-        }
-        const t = table(['Partition', { t: 'Offsets', cls: 'num' }, { t: 'Stored', cls: 'num' }, { t: 'Newest', cls: 'hide-sm' }, 'Group',
-          { t: 'Cursor', cls: 'num' }, { t: 'Lag', cls: 'num' }, 'Lease'], rows, 'No partition yet.');
-        return q.partitionsTotal > q.partitions.length
-          ? [t, h('p', { class: 'muted' }, `Showing the ${q.partitions.length} partitions with the most lag of ${fmtInt(q.partitionsTotal)}.`)] : t;
-      });
-      fill(ctx.newest, q.newest, () => table(['Created', 'Partition', { t: 'Offset', cls: 'num' }, 'Transaction', 'Status', 'Payload', { t: 'Size', cls: 'num hide-sm' }],
-        q.newest.map(m => h('tr', { 'data-message': m.transactionId },
-          h('td', null, ago(m.createdAt)), h('td', null, m.partition), h('td', { class: 'num' }, fmtInt(m.offset)),
-          h('td', { class: 'mono' }, h('a', { href: `#/message/${m.partitionId}/${enc(m.transactionId)}`, title: 'open the message' }, m.transactionId)),
-          h('td', null, statusBadge(m.status), h('div', { class: 'muted' }, `${m.consumedBy}/${m.totalGroups} groups`)),
-          h('td', null, h('div', { class: 'preview', title: m.preview }, m.preview + (m.truncated ? '…' : ''))),
-          h('td', { class: 'num hide-sm' }, fmtBytes(m.size)))), 'No message yet.'));
-    },
-  };
-
-  // Consumer groups: lag, state, and seek and delete (confirmed first).
-  pages.groups = {
-    nav: 'groups',
-    mount(root, ctx, args, query) {
-      ctx.filter = h('input', { type: 'search', placeholder: 'Filter by group or queue', 'aria-label': 'Filter groups', value: query.get('q') || '' });
-      ctx.filter.addEventListener('input', () => this.draw(root, ctx));
-      ctx.lag = chartPanel('Lag (messages behind)', 'groups-lag');
-      ctx.box = h('div');
-      ctx.box.addEventListener('click', e => {
-        const b = e.target.closest('button[data-action]');
-        if (b) (b.dataset.action === 'seek' ? seekGroup : deleteGroup)(b.dataset.group, b.dataset.queue);
-      });
-      root.append(head('Consumer groups', 'One row per group and queue. Lagging: behind by more than 5 minutes.'),
-        ctx.lag.el, h('section', { class: 'panel' }, h('div', { class: 'filters' }, h('div', { class: 'field' }, ctx.filter)), ctx.box));
-    },
-    async refresh() {},
-    draw(root, ctx) {
-      const f = ctx.filter.value.trim().toLowerCase();
-      const gs = store.groups.filter(g => !f || g.name.toLowerCase().includes(f) || g.queueName.toLowerCase().includes(f));
-      const lg = lagSeries(null).filter(s => gs.some(g => s.key === g.queueName + '\u0000' + g.name));
-      legend(ctx.lag.legend, lg, fmtInt);
-      if (lg.length) chart(ctx.lag.box, lg, { label: 'lag', fmt: fmtNum });
-      else ctx.lag.box.replaceChildren(h('p', { class: 'empty' }, 'No consumer group yet.'));
-      const rows = gs.map(g => {
-        const hist = store.lag.get(g.queueName + '\u0000' + g.name) || [];
-        return h('tr', { 'data-group': g.name, 'data-queue': g.queueName },
-          h('td', null, groupName(g.name)), h('td', null, h('a', { href: '#/queue/' + enc(g.queueName) }, g.queueName)),
-          h('td', { 'data-col': 'state' }, statusBadge(g.state)),
-          h('td', { class: 'num', 'data-col': 'lag' }, fmtInt(g.totalLag)),
-          h('td', { class: 'num' }, fmtInt(g.partitionsWithLag)),
-          h('td', { class: 'num' }, fmtSecs(g.maxTimeLag)),
-          h('td', { class: 'num hide-sm' }, fmtInt(g.members)),
-          h('td', { class: 'hide-sm' }, g.subscriptionMode, g.subscriptionTimestamp ? h('div', { class: 'muted' }, fmtStamp(g.subscriptionTimestamp)) : null),
-          h('td', { class: 'hide-sm' }, spark(hist, 's' + (Number(g.totalLag) > 0 ? 2 : 1))),
-          h('td', { class: 'actions' },
-            h('button', { type: 'button', class: 'small', 'data-action': 'seek', 'data-group': g.name, 'data-queue': g.queueName, title: 'Move this group\'s cursors' }, 'Seek…'),
-            h('button', { type: 'button', class: 'small danger', 'data-action': 'delete', 'data-group': g.name, 'data-queue': g.queueName, title: 'Delete this group from the queue' }, 'Delete…')));
-      });
-      fill(ctx.box, [gs, gs.map(g => (store.lag.get(g.queueName + '\u0000' + g.name) || []).length)], () =>
-        table(['Group', 'Queue', 'State', { t: 'Lag', cls: 'num' }, { t: 'Partitions behind', cls: 'num' }, { t: 'Max time lag', cls: 'num' },
-          { t: 'Leases', cls: 'num hide-sm' }, { t: 'Subscription', cls: 'hide-sm' }, { t: 'Trend', cls: 'hide-sm' }, ''], rows,
-        f ? 'No group matches.' : 'No consumer group yet: a pop creates one.'));
-    },
-  };
-
-  function seekGroup(group, queue) {
-    const toEnd = h('input', { type: 'radio', name: 'to', value: 'end', checked: true });
-    const toTime = h('input', { type: 'radio', name: 'to', value: 'time' });
-    const time = h('input', { type: 'datetime-local', name: 'timestamp', step: 1, value: toLocalInput(Date.now() - 5 * 60000) });
-    time.addEventListener('input', () => { toTime.checked = true; });
-    dialog({
-      title: 'Seek consumer group', ok: 'Seek',
-      body: [h('p', null, 'Move the cursor of ', h('b', null, group === QUEUE_MODE ? 'queue mode' : group), ' on every partition of ',
-        h('b', null, queue), '. Its leases there are released and its retry counts forgotten.'),
-      h('label', { class: 'radio' }, toEnd, 'To the end: skip every message stored now'),
-      h('label', { class: 'radio' }, toTime, 'To a time: skip the messages created at or before it'),
-      h('div', { class: 'field' }, time)],
-      action: async () => {
-        let body = { toEnd: true };
-        if (toTime.checked) {
-          if (!time.value) throw new Error('Choose a time.');
-          body = { timestamp: fromLocalInput(time.value) };
-        }
-        const r = await api(`api/v1/consumer-groups/${enc(group)}/queues/${enc(queue)}/seek`, { method: 'POST', body });
-        toast(`Moved ${group === QUEUE_MODE ? 'queue mode' : group} on ${r.partitionsUpdated} partition${r.partitionsUpdated === 1 ? '' : 's'} of ${queue}.`);
-      },
-    }).then(done => done && refreshNow());
-  }
-
-  function deleteGroup(group, queue) {
-    dialog({
-      title: 'Delete consumer group', ok: 'Delete', danger: true,
-      body: h('p', null, 'Delete ', h('b', null, group === QUEUE_MODE ? 'queue mode' : group), ' from queue ', h('b', null, queue),
-        '? Its cursors, leases and retry counts are removed. If it reads again it starts over by its subscription. This cannot be undone.'),
-      action: async () => {
-        await api(`api/v1/consumer-groups/${enc(group)}/queues/${enc(queue)}`, { method: 'DELETE' });
-        toast(`Deleted ${group === QUEUE_MODE ? 'queue mode' : group} from ${queue}.`);
-      },
-    }).then(done => done && refreshNow());
-  }
-
-  // Dead-letter queue: filters, each entry's error and payload, redrive and
-  // purge (enabled when the broker serves them).
-  const NO_REDRIVE = 'Not available yet: this broker cannot put dead letters back (the engine has no redrive). The button turns on when the broker serves it.';
-  const NO_PURGE = 'Not available yet: this broker cannot remove dead letters (the engine has no purge). The button turns on when the broker serves it.';
-  pages.dlq = {
-    nav: 'dlq',
-    mount(root, ctx, args, query) {
-      const field = (label, el) => h('div', { class: 'field' }, h('label', null, label), el);
-      ctx.f = {
-        queue: h('select', { name: 'queue', 'aria-label': 'Queue' }, h('option', { value: '' }, 'every queue')),
-        consumerGroup: h('input', { name: 'consumerGroup', list: 'dlq-groups', placeholder: 'any group' }),
-        partition: h('input', { name: 'partition', placeholder: 'any partition' }),
-        from: h('input', { name: 'from', type: 'datetime-local', step: 1 }),
-        to: h('input', { name: 'to', type: 'datetime-local', step: 1 }),
-        limit: h('select', { name: 'limit', 'aria-label': 'Page size' }, [25, 50, 100].map(n => h('option', { value: n, selected: n === 25 }, n))),
-      };
-      ctx.want = query.get('queue') || '';
-      ctx.f.consumerGroup.value = query.get('consumerGroup') || '';
-      ctx.offset = 0;
-      ctx.groupsList = h('datalist', { id: 'dlq-groups' });
-      for (const el of Object.values(ctx.f)) el.addEventListener('change', () => { ctx.offset = 0; refreshNow(); });
-      ctx.redriveAll = h('button', { type: 'button', 'data-action': 'redrive-shown' }, 'Redrive shown');
-      ctx.purgeAll = h('button', { type: 'button', class: 'danger', 'data-action': 'purge-shown' }, 'Purge shown');
-      ctx.note = h('p', { class: 'muted', hidden: true });
-      ctx.count = h('span', { class: 'muted' });
-      ctx.box = h('div');
-      ctx.pager = h('div', { class: 'pager' });
-      const act = e => {
-        const b = e.target.closest('button[data-action]');
-        if (!b || b.disabled) return;
-        const shown = ctx.list ? ctx.list.messages : [];
-        if (b.dataset.action === 'prev') { ctx.offset = Math.max(0, ctx.offset - ctx.limit); refreshNow(); }
-        if (b.dataset.action === 'next') { ctx.offset += ctx.limit; refreshNow(); }
-        if (b.dataset.action === 'redrive') dlqAction('redrive', shown.filter(m => m.entryId === b.dataset.id));
-        if (b.dataset.action === 'purge') dlqAction('purge', shown.filter(m => m.entryId === b.dataset.id));
-        if (b.dataset.action === 'redrive-shown') dlqAction('redrive', shown);
-        if (b.dataset.action === 'purge-shown') dlqAction('purge', shown);
-      };
-      const wrap = h('div');
-      wrap.addEventListener('click', act);
-      root.append(wrap);
-      wrap.append(head('Dead-letter queue', 'Messages a group gave up on: the error, the retries, and the payload.'),
-        h('section', { class: 'panel' },
-          h('div', { class: 'filters' }, field('Queue', ctx.f.queue), field('Consumer group', ctx.f.consumerGroup), field('Partition', ctx.f.partition),
-            field('Failed from', ctx.f.from), field('Failed to', ctx.f.to), field('Page size', ctx.f.limit), ctx.groupsList),
-          h('div', { class: 'bar' }, ctx.count, h('span', { class: 'grow' }), ctx.redriveAll, ctx.purgeAll), ctx.note),
-        h('div', { class: 'spaced' }, ctx.box), ctx.pager);
-    },
-    async refresh(ctx) {
-      const qs = (await api('api/v1/dashboard/queues')).queues.map(q => q.name);
-      const sel = ctx.f.queue;
-      const cur = sel.value || ctx.want;
-      const names = [...new Set([...qs, cur].filter(Boolean))];
-      if ((sel._names || []).join('\u0000') !== names.join('\u0000')) {
-        sel.replaceChildren(h('option', { value: '' }, 'every queue'), ...names.map(n => h('option', { value: n }, n)));
-        sel._names = names;
-      }
-      sel.value = cur;
-      ctx.want = '';
-      const p = new URLSearchParams();
-      for (const k of ['queue', 'consumerGroup', 'partition']) if (ctx.f[k].value.trim()) p.set(k, ctx.f[k].value.trim());
-      if (ctx.f.from.value) p.set('from', fromLocalInput(ctx.f.from.value));
-      if (ctx.f.to.value) p.set('to', fromLocalInput(ctx.f.to.value));
-      ctx.limit = Number(ctx.f.limit.value);
-      p.set('limit', ctx.limit);
-      p.set('offset', ctx.offset);
-      ctx.list = await api('api/v1/dlq?' + p);
-    },
-    draw(root, ctx) {
-      const l = ctx.list, sys = store.sys;
-      if (!l || !sys) return;
-      const groups = [...new Set(store.groups.map(g => g.name))].sort();
-      fill(ctx.groupsList, groups, () => groups.map(g => h('option', { value: g })));
-      const feat = sys.features || {};
-      const canRedrive = !!feat.dlqRedrive, canPurge = !!feat.dlqPurge;
-      const ids = l.messages.every(m => m.entryId);
-      ctx.redriveAll.disabled = !canRedrive || !ids || !l.messages.length;
-      ctx.redriveAll.title = canRedrive ? 'Put every entry shown back at the end of its partition' : NO_REDRIVE;
-      ctx.purgeAll.disabled = !canPurge || !ids || !l.messages.length;
-      ctx.purgeAll.title = canPurge ? 'Remove every entry shown' : NO_PURGE;
-      ctx.note.hidden = canRedrive && canPurge;
-      ctx.note.textContent = !canRedrive && !canPurge ? 'Redrive and purge are not available on this broker yet.'
-        : !canRedrive ? 'Redrive is not available on this broker yet.' : 'Purge is not available on this broker yet.';
-      const total = l.total ?? l.messages.length;
-      ctx.count.textContent = total ? `${fmtInt(ctx.offset + 1)}–${fmtInt(ctx.offset + l.messages.length)} of ${fmtInt(total)} entries` : 'No entries';
-      fill(ctx.pager, [ctx.offset, l.messages.length, total], () => total > ctx.limit ? [
-        h('button', { type: 'button', 'data-action': 'prev', disabled: ctx.offset === 0 }, '← Newer'),
-        h('button', { type: 'button', 'data-action': 'next', disabled: ctx.offset + l.messages.length >= total }, 'Older →')] : []);
-      fill(ctx.box, [l.messages, canRedrive, canPurge], () => l.messages.length ? l.messages.map(m => {
-        const text = pretty(m.data), long = text.length > 400 || text.split('\n').length > 8;
-        const pre = h('pre', { class: 'payload short' }, text);
-        return h('article', { class: 'entry', 'data-dlq': m.transactionId, 'data-group': m.consumerGroup },
-          h('div', { class: 'meta' },
-            h('span', null, 'failed ', h('b', { title: m.failedAt }, fmtStamp(m.failedAt))),
-            h('span', null, 'queue ', h('b', null, h('a', { href: '#/queue/' + enc(m.queue) }, m.queue)), ' / ', h('b', null, m.partition)),
-            h('span', null, 'group ', h('b', null, groupName(m.consumerGroup))),
-            h('span', { 'data-col': 'retries' }, 'retries ', h('b', null, fmtInt(m.retryCount))),
-            h('span', null, 'transaction ', h('b', { class: 'mono' }, m.transactionId))),
-          h('div', { class: 'err', 'data-col': 'error' }, m.errorMessage || h('span', { class: 'muted' }, 'no error text')),
-          long ? h('details', { 'data-key': m.id + m.consumerGroup }, h('summary', null, `payload (${fmtBytes(text.length)})`), pre) : pre,
-          h('div', { class: 'bar' },
-            h('a', { href: `#/message/${m.partitionId}/${enc(m.transactionId)}` }, 'Open message'), h('span', { class: 'grow' }),
-            h('button', { type: 'button', class: 'small', 'data-action': 'redrive', 'data-id': m.entryId || '', disabled: !canRedrive || !m.entryId,
-              title: canRedrive ? (m.entryId ? 'Put it back at the end of its partition' : 'The broker gives no entry id') : NO_REDRIVE }, 'Redrive'),
-            h('button', { type: 'button', class: 'small danger', 'data-action': 'purge', 'data-id': m.entryId || '', disabled: !canPurge || !m.entryId,
-              title: canPurge ? (m.entryId ? 'Remove this entry' : 'The broker gives no entry id') : NO_PURGE }, 'Purge')));
-      }) : h('p', { class: 'panel empty' }, 'No dead letters match.'));
-    },
-  };
-
-  function dlqAction(kind, entries) {
-    if (!entries.length) return;
-    const n = entries.length, what = n === 1 ? 'this dead letter' : `these ${n} dead letters`;
-    dialog({
-      title: kind === 'redrive' ? 'Redrive dead letters' : 'Purge dead letters', ok: kind === 'redrive' ? 'Redrive' : 'Purge', danger: kind === 'purge',
-      body: h('p', null, kind === 'redrive' ? `Put ${what} back, each as a new message at the end of its partition?`
-        : `Remove ${what} for good? This cannot be undone.`),
-      action: async () => {
-        const r = await api(`api/v1/dlq/${kind}`, { method: 'POST', body: { ids: entries.map(m => m.entryId) } });
-        const done = r && (r.redriven ?? r.purged ?? r.count);
-        toast(`${kind === 'redrive' ? 'Redrove' : 'Purged'} ${done ?? n} dead letter${(done ?? n) === 1 ? '' : 's'}.`);
-      },
-    }).then(ok => ok && refreshNow());
-  }
-
-  // A message: payload, status, which groups have passed it, its traces.
-  pages.message = {
-    nav: 'message',
-    mount(root, ctx, args) {
-      ctx.pid = args[0] || '';
-      ctx.txn = args.slice(1).join('/');
-      const pid = h('input', { name: 'partitionId', placeholder: 'partition id (UUID)', value: ctx.pid, 'aria-label': 'Partition id' });
-      const txn = h('input', { name: 'transactionId', placeholder: 'transaction id', value: ctx.txn, 'aria-label': 'Transaction id' });
-      const form = h('form', { class: 'filters' }, h('div', { class: 'field' }, h('label', null, 'Partition id'), pid),
-        h('div', { class: 'field' }, h('label', null, 'Transaction id'), txn), h('button', { type: 'submit', class: 'primary' }, 'Open'));
-      form.addEventListener('submit', e => {
-        e.preventDefault();
-        if (pid.value.trim() && txn.value.trim()) location.hash = `#/message/${enc(pid.value.trim())}/${enc(txn.value.trim())}`;
-      });
-      ctx.box = h('div');
-      root.append(head('Message', 'Open one from a queue\'s newest messages or a dead letter, or by its ids.'),
-        h('section', { class: 'panel' }, form), ctx.box);
-    },
-    async refresh(ctx) {
-      if (!ctx.pid || !ctx.txn) return;
-      const base = `${enc(ctx.pid)}/${enc(ctx.txn)}`;
-      try {
-        const [m, tr] = await Promise.all([api('api/v1/messages/' + base), api('api/v1/traces/' + base)]);
-        ctx.m = m; ctx.traces = tr.traces || []; ctx.err = null;
-      } catch (e) {
-        if (e.status !== 404) throw e;
-        ctx.m = null; ctx.err = 'No message with these ids (retention may have removed it).';
-      }
-    },
-    draw(root, ctx) {
-      if (!ctx.pid || !ctx.txn) return;
-      if (ctx.err) { fill(ctx.box, ctx.err, () => h('p', { class: 'panel error' }, ctx.err)); return; }
-      const m = ctx.m;
-      if (!m) return;
-      fill(ctx.box, [m, ctx.traces], () => {
-        const passed = m.consumerGroups.filter(g => g.consumed).length;
-        const kv = [['Status', statusBadge(m.status)], ['Queue', h('a', { href: '#/queue/' + enc(m.queue) }, m.queue)], ['Partition', m.partition],
-          ['Message id', h('span', { class: 'mono' }, m.id)], ['Transaction id', h('span', { class: 'mono' }, m.transactionId)],
-          ['Partition id', h('span', { class: 'mono' }, m.partitionId)], ['Created', [when(m.createdAt), ' (', fmtAgo(m.createdAt), ')']],
-          ['Trace id', m.traceId || '–'], ['Producer', m.producerSub || '–'], ['Encrypted at rest', m.isEncrypted ? 'yes' : 'no']];
-        if (m.errorMessage) kv.push(['Error', h('span', { class: 'error' }, m.errorMessage)], ['Retries', fmtInt(m.retryCount)]);
-        if (m.leaseExpiresAt) kv.push(['Lease expires', ago(m.leaseExpiresAt)]);
-        return [
-          h('div', { class: 'grid two' },
-            h('section', { class: 'panel' }, h('h2', null, 'Details'), h('dl', { class: 'kv' }, kv.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]))),
-            h('section', { class: 'panel' }, h('h2', null, `Consumer groups · passed by ${passed} of ${m.consumerGroups.length}`),
-              table(['Group', 'Passed', 'Lease'], m.consumerGroups.map(g => h('tr', { 'data-group': g.name },
-                h('td', null, groupName(g.name)),
-                h('td', { 'data-col': 'passed' }, g.consumed ? h('span', { class: 'badge ok' }, 'passed') : h('span', { class: 'badge' }, 'not yet')),
-                h('td', null, g.leaseExpiresAt ? ['leased, expires ', ago(g.leaseExpiresAt)] : h('span', { class: 'muted' }, '–')))),
-              'No group reads this partition yet.'))),
-          h('section', { class: 'panel' }, h('h2', null, 'Payload'), h('pre', { class: 'payload', 'data-col': 'payload' }, pretty(m.payload))),
-          h('section', { class: 'panel' }, h('h2', null, `Traces (${ctx.traces.length})`),
-            ctx.traces.length ? h('ol', { class: 'timeline' }, ctx.traces.map(t => h('li', { class: t.event_type === 'error' ? 'error' : '', 'data-trace': t.id },
-              h('div', null, h('b', null, t.event_type), ' · ', when(t.created_at), ' · ', groupName(t.consumer_group),
-                t.trace_names && t.trace_names.length ? [' · ', t.trace_names.join(', ')] : null),
-              h('pre', { class: 'payload short' }, pretty(t.data)))))
-              : h('p', { class: 'muted' }, 'No trace recorded for this message.')),
-        ];
-      });
-    },
-  };
-
-  pages.notfound = {
-    nav: '',
-    mount(root) { root.append(head('Not found'), h('p', null, 'No such page. ', h('a', { href: '#/' }, 'Back to the overview.'))); },
-    async refresh() {},
-    draw() {},
-  };
-
-  // --------------------------------------------------------------- router
-
-  let current = null;
-  function route() {
-    const raw = location.hash.replace(/^#\/?/, '');
-    const [path, qs] = raw.split('?');
-    const parts = path.split('/').filter(Boolean).map(s => { try { return decodeURIComponent(s); } catch { return s; } });
-    const name = parts[0] || 'overview';
-    const page = pages[name] && name !== 'notfound' ? pages[name] : pages.notfound;
-    current = { name: pages[name] ? name : 'notfound', page, ctx: {}, loaded: false };
-    main.replaceChildren();
-    main.dataset.page = current.name;
-    delete main.dataset.loaded;
-    page.mount(main, current.ctx, parts.slice(1), new URLSearchParams(qs || ''));
-    for (const a of $$('#nav a')) a.classList.toggle('active', a.dataset.page === page.nav);
-    document.title = (name === 'overview' ? '' : ($('#nav a.active')?.textContent || 'Not found') + ' · ') + 'Regent';
-    window.scrollTo(0, 0);
-    refreshNow();
-  }
-
-  // tick polls and redraws, then schedules the next tick. A forced tick
-  // (a page change, or after the user's own action) runs while paused too.
-  let paused = false, running = false, again = false, timer = 0, rev = 0;
-  async function tick(force = false) {
-    clearTimeout(timer);
-    if (running) { again = true; return; }
-    running = true;
-    const cur = current;
-    try {
-      if ((force || !paused) && !document.hidden) {
-        await pollGlobal();
-        await cur.page.refresh(cur.ctx);
-        if (cur === current) {
-          cur.page.draw(main, cur.ctx);
-          main.dataset.loaded = '1';
-          main.dataset.rev = String(++rev);
-        }
-        setDown(null);
-      }
-    } catch (e) {
-      setDown(e);
-    } finally {
-      running = false;
-      if (again) { again = false; tick(true); } else timer = setTimeout(tick, POLL_MS);
-    }
-  }
-  const refreshNow = () => tick(true);
-
-  function setDown(err) {
-    const b = $('#banner'), live = $('#live');
-    if (err) {
-      b.textContent = (err.status ? `Error ${err.status}: ` : 'Error: ') + err.message;
-      b.hidden = false;
-      live.className = 'live down';
-      live.textContent = 'error';
-    } else {
-      b.hidden = true;
-      live.className = 'live' + (paused ? ' paused' : '');
-      live.textContent = paused ? 'paused' : 'live';
-    }
-  }
-
-  // ---------------------------------------------------------------- theme
-
-  function applyTheme(t) {
-    if (t) document.documentElement.dataset.theme = t;
-    else delete document.documentElement.dataset.theme;
-  }
-  const darkNow = () => (document.documentElement.dataset.theme || (matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light')) === 'dark';
-  applyTheme(localStorage.getItem('regent.theme'));
-
-  $('#theme').addEventListener('click', () => {
-    const t = darkNow() ? 'light' : 'dark';
-    localStorage.setItem('regent.theme', t);
-    applyTheme(t);
-  });
-  $('#pause').addEventListener('click', () => {
-    paused = !paused;
-    $('#pause').textContent = paused ? 'Resume' : 'Pause';
-    $('#pause').title = paused ? 'Resume live updates' : 'Pause live updates';
-    setDown(null);
-    if (!paused) refreshNow();
-  });
-  $('#signout').addEventListener('click', () => {
-    token = '';
-    localStorage.removeItem('regent.token');
-    sessionStorage.removeItem('regent.token');
-    $('#signout').hidden = true;
-    refreshNow();
-  });
-  let resizeTimer = 0;
-  window.addEventListener('resize', () => {
-    clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(() => { if (current && main.dataset.loaded) current.page.draw(main, current.ctx); }, 150);
-  });
-  document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshNow(); });
-  window.addEventListener('hashchange', route);
-
-  seedThroughput().finally(route);
-})();
+seedThroughput().finally(route);

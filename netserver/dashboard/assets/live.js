@@ -1,0 +1,104 @@
+// Regent dashboard, the live figures: the polls every page shares (the
+// system feed and the consumer groups), and the history of the last minutes
+// that the charts draw, kept in memory since the page opened (plus the
+// per-minute throughput the broker kept before that).
+
+import { $, api, enc, fmtSecs, hasToken, HISTORY_MS, QUEUE_MODE } from './lib.js';
+
+// hooks lets the pages ask the poller for a refresh now (app.js sets it).
+export const hooks = { refresh: () => {} };
+
+export const store = {
+  sys: null,        // GET /api/v1/dashboard/system, latest
+  groups: [],       // GET /api/v1/consumer-groups, latest
+  samples: [],      // {t, in, out, ack, fsync, fsyncP99, depth, dead}
+  seed: [],         // per-minute throughput the broker kept before the page opened
+  lag: new Map(),   // "queue\u0000group" -> [[t, lag]]
+};
+
+// quantile over the delta of two fsync histograms.
+function deltaQuantile(prev, cur, bounds, q) {
+  if (!prev || !cur || !bounds || !bounds.length) return null;
+  const d = cur.map((n, i) => n - (prev[i] || 0));
+  const total = d.reduce((a, b) => a + b, 0);
+  if (total <= 0) return null;
+  const rank = Math.max(1, Math.round(q * total));
+  let cum = 0;
+  for (let i = 0; i < d.length; i++) {
+    cum += d[i];
+    if (cum >= rank) return bounds[Math.min(i, bounds.length - 1)];
+  }
+  return bounds[bounds.length - 1];
+}
+
+export async function pollGlobal() {
+  const [sys, groups] = await Promise.all([api('api/v1/dashboard/system'), api('api/v1/consumer-groups')]);
+  const t = Date.now();
+  const prev = store.sys, prevT = store.sysT;
+  store.sys = sys;
+  store.sysT = t;
+  store.groups = groups || [];
+  if (prev && t - prevT > 200) {
+    const dt = (t - prevT) / 1000, c = sys.counters, p = prev.counters;
+    const j = sys.journal, pj = prev.journal;
+    let fsync = null, p99 = null;
+    if (j && pj && j.fsyncs > pj.fsyncs) {
+      fsync = (j.fsyncSecondsTotal - pj.fsyncSecondsTotal) / (j.fsyncs - pj.fsyncs);
+      p99 = deltaQuantile(pj.fsyncHistogram, j.fsyncHistogram, j.fsyncBucketsSeconds, 0.99);
+    }
+    store.samples.push({
+      t, in: Math.max(0, (c.pushed - p.pushed) / dt), out: Math.max(0, (c.popped - p.popped) / dt),
+      ack: Math.max(0, (c.acked - p.acked) / dt), fsync, fsyncP99: p99, depth: sys.depth, dead: sys.messages.deadLetter,
+      disk: j ? j.diskBytes : null,
+    });
+  }
+  for (const g of store.groups) {
+    const k = g.queueName + '\u0000' + g.name;
+    if (!store.lag.has(k)) store.lag.set(k, []);
+    store.lag.get(k).push([t, Number(g.totalLag) || 0]);
+  }
+  const cut = t - HISTORY_MS - 60000;
+  while (store.samples.length && store.samples[0].t < cut) store.samples.shift();
+  const live = new Set(store.groups.map(g => g.queueName + '\u0000' + g.name));
+  for (const [k, pts] of store.lag) {
+    while (pts.length && pts[0][0] < cut) pts.shift();
+    if (!pts.length || (!live.has(k) && pts[pts.length - 1][0] < t - 30000)) store.lag.delete(k);
+  }
+  $('#version').textContent = `Regent ${sys.version} · up ${fmtSecs(sys.uptimeSeconds)}`;
+  $('#signout').hidden = !hasToken();
+}
+
+export async function seedThroughput() {
+  try {
+    const st = await api('api/v1/status?from=' + enc(new Date(Date.now() - HISTORY_MS).toISOString()));
+    store.seed = (st.throughput || []).map(p => ({
+      t: Date.parse(p.timestamp) + 30000, in: p.ingestedPerSecond, out: (p.popped || 0) / 60, ack: p.processedPerSecond,
+    }));
+  } catch { store.seed = []; }
+}
+
+// throughputSeries joins the broker's per-minute figures (before the
+// page opened) with the page's own samples.
+export function throughputSeries() {
+  const first = store.samples.length ? store.samples[0].t : Infinity;
+  const pts = store.seed.filter(p => p.t < first - 30000).concat(store.samples);
+  const s = key => pts.map(p => [p.t, p[key]]);
+  return [
+    { name: 'in (pushed)', points: s('in'), gapMs: 120000 },
+    { name: 'out (delivered)', points: s('out'), gapMs: 120000 },
+    { name: 'acked', points: s('ack'), gapMs: 120000 },
+  ];
+}
+
+// lagSeries returns the lag history of the groups (of one queue, or of
+// all), the largest first, at most max of them.
+export function lagSeries(queue, max = 6) {
+  const out = [];
+  for (const [k, pts] of store.lag) {
+    const [q, g] = k.split('\u0000');
+    if (queue != null && q !== queue) continue;
+    out.push({ name: (g === QUEUE_MODE ? 'queue mode' : g) + (queue == null ? ' @ ' + q : ''), points: pts, key: k });
+  }
+  out.sort((a, b) => (b.points.at(-1)?.[1] || 0) - (a.points.at(-1)?.[1] || 0) || a.name.localeCompare(b.name));
+  return out.slice(0, max);
+}
