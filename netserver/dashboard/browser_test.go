@@ -7,8 +7,8 @@ package dashboard_test
 // say. Screenshots of every page go to $REGENT_DASHBOARD_SCREENSHOTS (default
 // a temporary directory).
 //
-// The tests skip when no Chromium is found (set REGENT_CHROMIUM to a
-// binary to choose one).
+// The tests skip when no Chromium is found (REGENT_CHROMIUM names the
+// binary to use; one that does not exist skips them too).
 
 import (
 	"bytes"
@@ -38,7 +38,10 @@ import (
 
 func chromiumPath() string {
 	if p := os.Getenv("REGENT_CHROMIUM"); p != "" {
-		return p
+		if p, err := exec.LookPath(p); err == nil {
+			return p
+		}
+		return ""
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell"} {
 		if p, err := exec.LookPath(name); err == nil {
