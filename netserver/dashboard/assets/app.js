@@ -29,6 +29,7 @@ function route() {
   const page = pages[name] && name !== 'notfound' ? pages[name] : pages.notfound;
   current = { name: pages[name] ? name : 'notfound', page, ctx: {}, loaded: false };
   main.replaceChildren();
+  $('#toast').hidden = true;
   main.dataset.page = current.name;
   delete main.dataset.loaded;
   page.mount(main, current.ctx, parts.slice(1), new URLSearchParams(qs || ''));
