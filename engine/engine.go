@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -414,19 +415,45 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 	if max := q.options().MaxPartitions; max > 0 && q.byName.len() >= max {
 		return nil, false, fmt.Errorf("%w: queue %q has its maximum of %d partitions", ErrInvalid, q.name, max)
 	}
-	p = e.addPartition(q, uint64(len(q.parts)), name)
+	p = e.addPartition(q, q.next, name)
 	return p, true, nil
 }
 
-// addPartition creates partition seq of q; q.mu must be held.
+// addPartition creates partition seq of q; q.mu must be held. Sequence
+// numbers are never reused, but q.parts holds only live partitions, so a
+// queue that created and forgot many partitions (or a corrupt record naming
+// partition 2^40) costs nothing for the numbers in between.
 func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
 	p := &partition{q: q, seq: seq, name: strings.Clone(name)}
-	for uint64(len(q.parts)) <= seq {
-		q.parts = append(q.parts, nil)
+	if n := len(q.parts); n == 0 || q.parts[n-1].seq < seq {
+		q.parts = append(q.parts, p)
+	} else {
+		// Out of order (recovery: partitions created together may be
+		// journaled in either order). Copy, since callers may hold q.parts.
+		i := sort.Search(n, func(i int) bool { return q.parts[i].seq >= seq })
+		parts := make([]*partition, 0, n+1)
+		parts = append(parts, q.parts[:i]...)
+		parts = append(parts, p)
+		if i < n && q.parts[i].seq == seq {
+			i++ // replaces a partition of the same number
+		}
+		q.parts = append(parts, q.parts[i:]...)
 	}
-	q.parts[seq] = p
+	if seq >= q.next {
+		q.next = seq + 1
+	}
 	q.byName.put(p)
 	return p
+}
+
+// partAt finds partition seq of q (nil if there is none); q.mu must be held
+// (or recovery running).
+func (q *queue) partAt(seq uint64) *partition {
+	i := sort.Search(len(q.parts), func(i int) bool { return q.parts[i].seq >= seq })
+	if i < len(q.parts) && q.parts[i].seq == seq {
+		return q.parts[i]
+	}
+	return nil
 }
 
 // partitionByID finds a partition from its id.
@@ -443,8 +470,5 @@ func (e *Engine) partitionByID(id UUID) *partition {
 	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	if seq >= uint64(len(q.parts)) {
-		return nil
-	}
-	return q.parts[seq]
+	return q.partAt(seq)
 }

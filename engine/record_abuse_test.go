@@ -173,3 +173,39 @@ func TestRecoverFromDamagedRecords(t *testing.T) {
 		recoverFrom(bad, nil)
 	}
 }
+
+// TestHugePartitionNumberCostsNothing: a push record naming partition 2^40
+// (forged, or a partition created after a long churn of forgotten ones)
+// recovers at once, holds one partition, and new partitions number after it.
+func TestHugePartitionNumberCostsNothing(t *testing.T) {
+	f := newFixture(t)
+	f.push("q", "p0", "a")
+	q := f.e.queue("q")
+	fake := &partition{q: q, seq: 1 << 40, name: "far"}
+	rec := appendPushHeader(nil, recPush, fake, 0, 1, 0, "", 0)
+	f.j.mu.Lock()
+	f.j.recs = append(f.j.recs, rec)
+	f.j.mu.Unlock()
+	start := time.Now()
+	f.restart()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("recovery took %v", d)
+	}
+	q = f.e.queue("q")
+	q.mu.RLock()
+	n, far := len(q.parts), q.partAt(1<<40)
+	q.mu.RUnlock()
+	if n != 2 || far == nil || far.name != "far" {
+		t.Fatalf("after recovery: %d partitions, far=%v", n, far)
+	}
+	f.push("q", "p1", "b")
+	q.mu.RLock()
+	p1 := q.byName.get("p1")
+	q.mu.RUnlock()
+	if p1 == nil || p1.seq != 1<<40+1 {
+		t.Fatalf("new partition after the far one: %+v", p1)
+	}
+	f.restart()
+	wantPayloads(t, f.pop(PopRequest{Queue: "q", Partition: "p1", Batch: 10}), "b")
+	wantPayloads(t, f.pop(PopRequest{Queue: "q", Partition: "p0", Batch: 10}), "a")
+}

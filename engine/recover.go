@@ -141,8 +141,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
-			p := q.parts[seq]
+		if q := e.queuesID[qid]; q != nil && q.partAt(seq) != nil {
+			p := q.partAt(seq)
 			p.st().mu.Lock()
 			e.applyLow(p, low)
 			p.st().mu.Unlock()
@@ -168,8 +168,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
-			e.forget(q.parts[seq])
+		if q := e.queuesID[qid]; q != nil && q.partAt(seq) != nil {
+			e.forget(q.partAt(seq))
 		}
 	case recTomb:
 		qid := r.u64()
@@ -178,8 +178,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		if q := e.queuesID[qid]; q != nil && seq < uint64(len(q.parts)) && q.parts[seq] != nil {
-			q.addTomb(q.parts[seq], off)
+		if q := e.queuesID[qid]; q != nil && q.partAt(seq) != nil {
+			q.addTomb(q.partAt(seq), off)
 		}
 	case recBarrier:
 	default:
@@ -194,10 +194,7 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 		return nil // its queue was deleted (and the deletion is behind a snapshot)
 	}
 	q.mu.Lock()
-	var p *partition
-	if pr.seq < uint64(len(q.parts)) {
-		p = q.parts[pr.seq]
-	}
+	p := q.partAt(pr.seq)
 	if p == nil {
 		p = e.addPartition(q, pr.seq, pr.part)
 	}
@@ -221,10 +218,13 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 // replayMove points a chunk at its copy (the original segment may be gone).
 func (e *Engine) replayMove(pos uint64, pr *pushRecord) {
 	q := e.queuesID[pr.queueID]
-	if q == nil || pr.seq >= uint64(len(q.parts)) || q.parts[pr.seq] == nil {
+	if q == nil {
 		return
 	}
-	p := q.parts[pr.seq]
+	p := q.partAt(pr.seq)
+	if p == nil {
+		return
+	}
 	p.st().mu.Lock()
 	defer p.st().mu.Unlock()
 	if i := p.chunkFor(pr.first); i >= 0 && p.chunks[i].first == pr.first {
@@ -238,10 +238,7 @@ func (e *Engine) replayEffect(ef *effect) {
 		return
 	}
 	q.mu.RLock()
-	var p *partition
-	if ef.seq < uint64(len(q.parts)) {
-		p = q.parts[ef.seq]
-	}
+	p := q.partAt(ef.seq)
 	g := q.gnames[ef.group]
 	q.mu.RUnlock()
 	if p == nil || g == nil {

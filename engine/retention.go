@@ -195,8 +195,15 @@ func encodeForget(p *partition) []byte {
 func (e *Engine) forget(p *partition) {
 	q := p.q
 	q.mu.Lock()
-	if p.seq < uint64(len(q.parts)) && q.parts[p.seq] == p {
-		q.parts[p.seq] = nil
+	if q.partAt(p.seq) == p {
+		// A new slice: callers may hold the old one.
+		parts := make([]*partition, 0, len(q.parts)-1)
+		for _, o := range q.parts {
+			if o != p {
+				parts = append(parts, o)
+			}
+		}
+		q.parts = parts
 		q.byName.del(p.name)
 	}
 	q.mu.Unlock()

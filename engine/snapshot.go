@@ -290,8 +290,8 @@ func (e *Engine) loadSnapshot(data []byte) error {
 			if g == nil {
 				g = &group{q: q, name: gname}
 			}
-			if seq < uint64(len(q.parts)) && q.parts[seq] != nil {
-				e.fileDead(q.parts[seq], g, []deadEntry{d})
+			if p := q.partAt(seq); p != nil {
+				e.fileDead(p, g, []deadEntry{d})
 			}
 		}
 		if r.err == nil {
@@ -305,7 +305,7 @@ func (e *Engine) loadSnapshot(data []byte) error {
 func (e *Engine) readPartition(r *reader, q *queue) {
 	seq := r.uvarint()
 	name := r.str()
-	if r.err != nil || seq > 1<<40 {
+	if r.err != nil {
 		r.fail()
 		return
 	}

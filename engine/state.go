@@ -17,7 +17,8 @@ type queue struct {
 
 	mu     sync.RWMutex
 	byName nameIndex
-	parts  []*partition // by sequence number
+	parts  []*partition // live partitions in sequence order (see partAt)
+	next   uint64       // the sequence number the next new partition gets
 	gnames map[string]*group
 	groups atomic.Pointer[[]*group] // copy on write; index = group.idx; nil = deleted
 
