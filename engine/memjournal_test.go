@@ -17,6 +17,9 @@ type memJournal struct {
 	queue   chan memEntry
 	stopped chan struct{}
 	failErr error
+	// appendErr, when set, fails Append only (a write that passed the
+	// engine's check and then found the disk full).
+	appendErr error
 	// hold, when set, keeps commits back until released (to observe
 	// pre-commit states).
 	hold chan struct{}
@@ -64,8 +67,10 @@ func (j *memJournal) reopen() *memJournal {
 
 func (j *memJournal) Append(rec []byte, done func(error)) (uint64, error) {
 	j.mu.Lock()
-	if j.failErr != nil {
-		err := j.failErr
+	if err := j.failErr; err != nil || j.appendErr != nil {
+		if err == nil {
+			err = j.appendErr
+		}
 		j.mu.Unlock()
 		return 0, err
 	}

@@ -69,6 +69,34 @@ func TestDiskFullIsRefusedThenAccepted(t *testing.T) {
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Batch: 10}), "b,c")
 }
 
+// TestMaxSizeRoomComesBackAfterARefusedAppend: a push that reserved room
+// under maxSize and then had its append refused (disk full) gives the room
+// back, so the queue does not shrink by every refused push.
+func TestMaxSizeRoomComesBackAfterARefusedAppend(t *testing.T) {
+	f := newFixture(t)
+	f.configure("small", func(o *QueueOptions) { o.MaxSize = 3 })
+	f.push("small", "", "a", "b")
+	f.j.mu.Lock()
+	f.j.appendErr = fmt.Errorf("log: no space left: %w", syscall.ENOSPC)
+	f.j.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		res, err := f.e.Push(context.Background(), []PushItem{{Queue: "small", Payload: []byte("x")}})
+		if err == nil && res[0].Status != Failed {
+			t.Fatalf("push while appends are refused: %+v", res[0])
+		}
+	}
+	f.j.mu.Lock()
+	f.j.appendErr = nil
+	f.j.mu.Unlock()
+	if d, _ := f.e.Depth("small"); d != 2 {
+		t.Fatalf("depth after refused appends = %d, want 2", d)
+	}
+	res := f.push("small", "", "c", "d")
+	if res[0].Status != Queued || res[1].Status != Failed || !errors.Is(res[1].Err, ErrQueueFull) {
+		t.Fatalf("after space returned: %+v", res)
+	}
+}
+
 // TestOtherJournalErrorsAreSticky: any other journal failure stops changes
 // until a restart, even when the journal no longer reports it.
 func TestOtherJournalErrorsAreSticky(t *testing.T) {

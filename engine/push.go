@@ -199,6 +199,9 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 				res[i] = PushResult{Status: Failed, Err: err}
 			}
 		}
+		if maxSize > 0 {
+			q.depth.Add(-int64(n)) // give back what reserve counted
+		}
 		return pushTouch{}, false
 	}
 	e.applyPushMem(p, pos, first, ts, b, refs, flags, sub, false)
