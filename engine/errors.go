@@ -32,7 +32,9 @@ var (
 	ErrQueueFull = errors.New("queue full")
 	// ErrClosed: the engine is closed.
 	ErrClosed = errors.New("engine closed")
-	// ErrJournal: the journal failed; the engine refuses changes until restarted.
+	// ErrJournal: the journal cannot take changes: refused until restarted after
+	// a write or fsync failure, or until space is freed when the disk is full
+	// (the error then also wraps syscall.ENOSPC).
 	ErrJournal = errors.New("journal failed")
 	// ErrTxnAborted: a transaction was not applied because one of its
 	// operations was refused.

@@ -27,7 +27,7 @@ const (
 	CodeTooLarge          Code = 10 // a payload or request above the broker's limits
 	CodeQueueFull         Code = 11 // the queue is at its maxSize
 	CodeClosed            Code = 12 // the broker is shutting down
-	CodeJournal           Code = 13 // the journal failed; the broker refuses changes until restarted
+	CodeJournal           Code = 13 // the journal cannot take changes (failed: until restarted; disk full: until space is freed)
 	CodeTxnAborted        Code = 14 // a transaction was not applied because one of its operations was refused
 	CodeUnknownOp         Code = 15 // the frame's opcode is not one this server knows
 	CodeFrameTooLarge     Code = 16 // the frame is above the maximum frame size
