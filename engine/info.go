@@ -203,7 +203,7 @@ type Stats struct {
 	Queues       int
 	Pushed       uint64
 	Popped       uint64
-	Acked        uint64
+	Acked        uint64 // acks that completed or failed messages, and autoAck deliveries
 	DeadLettered uint64
 	Retained     uint64 // messages removed by retention
 	Evicted      uint64 // of them, messages some group never consumed

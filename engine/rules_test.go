@@ -431,6 +431,9 @@ func TestAutoAckMovesCursorAtDelivery(t *testing.T) {
 		t.Fatal("autoAck pop returned a lease")
 	}
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Batch: 2, AutoAck: true}), "c")
+	if st := f.e.Stats(); st.Popped != 3 || st.Acked != 3 {
+		t.Fatalf("stats after autoAck pops: popped %d acked %d, want 3 and 3", st.Popped, st.Acked)
+	}
 	f.restart()
 	if got := f.pop(PopRequest{Queue: "q", AutoAck: true}); len(got) != 0 {
 		t.Fatalf("autoAck delivery undone by restart: %v", payloads(got))
