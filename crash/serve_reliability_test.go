@@ -146,12 +146,12 @@ func TestCorruptJournalRefusedUnlessSalvaged(t *testing.T) {
 	flipMidWAL(t, b.dataDir)
 
 	err, out := runServe(t, cfg.Binary, b.dataDir)
-	if err == nil || !strings.Contains(out, "mid-log corruption") || !strings.Contains(out, "refusing to open") {
+	if err == nil || !strings.Contains(out, "mid-log corruption") || !strings.Contains(out, "refusing to open") || !strings.Contains(out, "--salvage starts") {
 		t.Fatalf("serve on a corrupt journal: %v\n%s", err, out)
 	}
 	t.Logf("without --salvage:\n%s", out)
 
-	cfg.Args = []string{"--salvage=true"}
+	cfg.Args = []string{"--salvage"}
 	if err := b.start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
 )
 
 // setting is one configuration value: a flag, the environment variable that
@@ -32,9 +34,38 @@ func newSettings(name string, out io.Writer, list []setting) *settings {
 		if st.env != "" {
 			help += " (env " + st.env + ")"
 		}
-		s.vals[st.flag] = s.fs.String(st.flag, def, help)
+		v := new(string)
+		*v = def
+		if st.def == "true" || st.def == "false" {
+			// A switch: a bare --flag means true, as with any Go bool flag.
+			s.fs.Var(boolSetting{v}, st.flag, help)
+		} else {
+			s.fs.StringVar(v, st.flag, def, help)
+		}
+		s.vals[st.flag] = v
 	}
 	return s
 }
+
+// boolSetting is a boolean setting kept as its string ("true" or "false").
+type boolSetting struct{ v *string }
+
+func (b boolSetting) String() string {
+	if b.v == nil {
+		return ""
+	}
+	return *b.v
+}
+
+func (b boolSetting) Set(s string) error {
+	ok, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*b.v = strconv.FormatBool(ok)
+	return nil
+}
+
+func (b boolSetting) IsBoolFlag() bool { return true }
 
 func (s *settings) get(name string) string { return *s.vals[name] }

@@ -72,6 +72,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, logger: logger})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
+		if errors.Is(err, log.ErrCorrupt) && !salvage {
+			fmt.Fprintln(stderr, "regent serve: the journal is corrupt. Keep a copy of the data directory, then --salvage starts by truncating the journal at the first bad entry (what follows is dropped, and logged).")
+		}
 		return exitFailure
 	}
 	abs, _ := filepath.Abs(s.get("data"))
