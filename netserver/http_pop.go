@@ -1,6 +1,7 @@
 package netserver
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -91,13 +92,21 @@ func (s *HTTPServer) handlePop(w http.ResponseWriter, r *http.Request) {
 // popRequest reads a pop's path and query.
 func popRequest(r *http.Request) (engine.PopRequest, error) {
 	raw := r.URL.RawQuery
+	batch, err := queryCount(raw, "batch", 1)
+	if err != nil {
+		return engine.PopRequest{}, err
+	}
+	timeout, err := queryCount(raw, "timeout", 30000)
+	if err != nil {
+		return engine.PopRequest{}, err
+	}
 	req := engine.PopRequest{
 		Queue:     r.PathValue("queue"),
 		Partition: r.PathValue("partition"),
 		Group:     queryParam(raw, "consumerGroup"),
-		Batch:     queryInt(raw, "batch", 1),
+		Batch:     batch,
 		Wait:      queryBool(raw, "wait"),
-		Timeout:   time.Duration(queryInt(raw, "timeout", 30000)) * time.Millisecond,
+		Timeout:   time.Duration(timeout) * time.Millisecond,
 		AutoAck:   queryBool(raw, "autoAck"),
 	}
 	if req.Group == "" {
@@ -110,7 +119,9 @@ func popRequest(r *http.Request) (engine.PopRequest, error) {
 		}
 	}
 	if req.Partition == "" {
-		req.Partitions = queryInt(raw, "partitions", 1)
+		if req.Partitions, err = queryCount(raw, "partitions", 1); err != nil {
+			return req, err
+		}
 	}
 	if req.Timeout <= 0 {
 		req.Timeout = 30 * time.Second
@@ -264,6 +275,23 @@ func queryInt(raw, key string, def int) int {
 		return def
 	}
 	return n
+}
+
+// queryCount reads a count that may be left out (def) but, when given, must
+// be a whole number of at least 0 (0 also means def, as in Queen's clients).
+func queryCount(raw, key string, def int) (int, error) {
+	v := queryParam(raw, key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest(fmt.Sprintf("%s: want a whole number of at least 0, not %q", key, v))
+	}
+	if n == 0 {
+		return def, nil
+	}
+	return n, nil
 }
 
 // queryBool is true only for "true" or "1" (as Queen does).

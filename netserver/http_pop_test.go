@@ -2,6 +2,7 @@ package netserver
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,11 @@ func TestHTTPPopBatchPartitionsAndSubscription(t *testing.T) {
 	}
 	if code, b := h.do("GET", "/api/v1/pop/queue/multi?batch=1000000", nil); code != 400 {
 		t.Errorf("batch above the engine's cap: %d %s", code, b)
+	}
+	for _, q := range []string{"batch=-1", "batch=ten", "timeout=-5", "partitions=-2", "batch=1.5"} {
+		if code, b := h.do("GET", "/api/v1/pop/queue/multi?"+q, nil); code != 400 || !strings.Contains(string(b), "whole number") {
+			t.Errorf("%s: %d %s, want 400 naming the parameter", q, code, b)
+		}
 	}
 }
 
