@@ -46,6 +46,10 @@ type TCPConfig struct {
 	FrameTimeout time.Duration
 	// Loops is the number of gnet event loops; default one per CPU.
 	Loops int
+	// FixedProcs leaves GOMAXPROCS alone. By default a running server adds
+	// one P per event loop (see procs.go), unless the GOMAXPROCS environment
+	// variable is set.
+	FixedProcs bool
 	// JournalStats, when set, adds the journal's figures to Stats replies.
 	JournalStats func() JournalStats
 	// Logger; nil means slog.Default().
@@ -101,6 +105,8 @@ type TCPServer struct {
 	nconns   atomic.Int64
 	inflight atomic.Int64
 	draining atomic.Bool
+
+	releaseProcs func()
 }
 
 // NewTCP returns a server for e; Start runs it.
@@ -121,6 +127,9 @@ func NewTCP(cfg TCPConfig, e *engine.Engine) (*TCPServer, error) {
 // Start listens and serves in the background; it returns once the server
 // accepts connections (or failed to start).
 func (s *TCPServer) Start() error {
+	if !s.cfg.FixedProcs {
+		s.releaseProcs = reserveProcs(s.cfg.Loops)
+	}
 	go func() {
 		s.done <- gnet.Run(s, "tcp://"+s.cfg.Addr,
 			gnet.WithMulticore(true),
@@ -139,6 +148,7 @@ func (s *TCPServer) Start() error {
 		if err == nil {
 			err = errors.New("netserver: gnet stopped at start")
 		}
+		s.release()
 		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, err)
 	}
 }
@@ -162,6 +172,7 @@ func (s *TCPServer) Shutdown(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.eng.Stop(context.Background())
+			s.release()
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -173,7 +184,15 @@ func (s *TCPServer) Shutdown(ctx context.Context) error {
 	})
 	err := s.eng.Stop(ctx)
 	<-s.done
+	s.release()
 	return err
+}
+
+// release gives back the Ps Start reserved.
+func (s *TCPServer) release() {
+	if s.releaseProcs != nil {
+		s.releaseProcs()
+	}
 }
 
 // OnBoot records the engine and the bound address.
