@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -279,6 +280,11 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	// Open every payload before anything changes: a message that does not
 	// open (a key that changed) is never delivered, and the pop fails.
 	start := len(out)
+	if cap(out)-len(out) < len(ms) {
+		// One allocation for this partition's run (not one per power of
+		// two), and at least doubling across the partitions of a pop.
+		out = slices.Grow(out, max(len(ms), len(out)))
+	}
 	tombs := p.q.tombsOf(p)
 	for i := range ms {
 		if len(tombs) > 0 && p.q.tombstoned(p, from+uint64(i)) {
