@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // Ack states kept per message inside a lease: the status asked for, plus a
@@ -109,6 +110,7 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
 	changed := false
 	var dead []deadEntry
 	var cache leaseMsgs
+	defer cache.release()
 	for i := range items {
 		r := &res[i]
 		*r = AckResult{Queue: p.q.name, Partition: p.name}
@@ -236,8 +238,19 @@ func statusName(s uint8) string {
 type leaseMsgs struct {
 	l    *lease
 	ms   []msg
-	next int // acks usually come in delivery order: look from the last match
-	buf  [64]msg
+	next int       // acks usually come in delivery order: look from the last match
+	buf  *[128]msg // from msgBufs, taken when an ack first needs the messages
+}
+
+var msgBufs = sync.Pool{New: func() any { return new([128]msg) }}
+
+// release gives the buffer back (call once the run is over).
+func (c *leaseMsgs) release() {
+	if c.buf != nil {
+		clear(c.buf[:]) // keep no payloads alive
+		msgBufs.Put(c.buf)
+		c.buf, c.ms, c.l = nil, nil, nil
+	}
 }
 
 // findInLease resolves the message an ack names to an offset inside l.
@@ -249,6 +262,9 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 		return 0, false
 	}
 	if c.l != l {
+		if c.buf == nil {
+			c.buf = msgBufs.Get().(*[128]msg)
+		}
 		ms, err := e.msgsRange(p, l.from, l.to, c.buf[:0])
 		if err != nil {
 			return 0, false

@@ -271,7 +271,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	if want := uint64(c.req.Batch - len(out)); to-from > want {
 		to = from + want
 	}
-	var buf [64]msg
+	var buf [128]msg // on the stack: a batch of up to 128 allocates nothing here
 	ms, err := e.msgsRange(p, from, to, buf[:0])
 	if err != nil {
 		e.log.Error("pop: cannot read messages", "queue", p.q.name, "partition", p.name, "err", err)

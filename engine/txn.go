@@ -154,6 +154,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 	saves := map[pair]*saved{}
 	dead := map[pair][]deadEntry{}
 	var cache leaseMsgs
+	defer cache.release()
 	for i := range acks {
 		pr := pair{t.ackT[i].p, t.ackT[i].g}
 		pg := e.pgFor(pr.p, pr.g)
