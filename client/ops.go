@@ -73,20 +73,26 @@ func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
 // Ack gives every message in msgs the same answer; use AckEach for an answer
 // per message. Refused acks are per-message results, not an error.
 func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
-	acks := make([]Ack, len(msgs))
-	for i, m := range msgs {
+	items := make([]protocol.AckItem, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		group := m.Group
 		if opt.Group != "" {
-			m.Group = opt.Group
+			group = opt.Group
 		}
-		acks[i] = Ack{Message: m, Status: status, Error: opt.Error}
+		items[i] = ackItem(m, group, status, opt.Error)
 	}
-	return c.AckEach(ctx, acks...)
+	return c.ack(ctx, items)
 }
 
 // AckEach acks a batch with an answer (and error text) per message, in one
 // request; the broker applies them in order, per partition.
 func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) {
-	req := protocol.AckRequest{Items: ackItems(acks)}
+	return c.ack(ctx, ackItems(acks))
+}
+
+func (c *Client) ack(ctx context.Context, items []protocol.AckItem) ([]AckResult, error) {
+	req := protocol.AckRequest{Items: items}
 	var reply protocol.AckReply
 	err := c.do(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte { return protocol.AppendAckRequest(dst, id, &req) }, &reply)
 	if err != nil {
@@ -97,13 +103,17 @@ func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) 
 
 func ackItems(acks []Ack) []protocol.AckItem {
 	items := make([]protocol.AckItem, len(acks))
-	for i, a := range acks {
-		m := &a.Message
-		items[i] = protocol.AckItem{PartitionID: protocol.UUID(m.PartitionID), HasOffset: true, Offset: m.Offset,
-			MessageID: protocol.UUID(m.ID), LeaseID: protocol.UUID(m.LeaseID), Group: m.Group,
-			Status: protocol.AckStatus(a.Status), Error: a.Error}
+	for i := range acks {
+		a := &acks[i]
+		items[i] = ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
 	}
 	return items
+}
+
+func ackItem(m *Message, group string, status AckStatus, errText string) protocol.AckItem {
+	return protocol.AckItem{PartitionID: protocol.UUID(m.PartitionID), HasOffset: true, Offset: m.Offset,
+		MessageID: protocol.UUID(m.ID), LeaseID: protocol.UUID(m.LeaseID), Group: group,
+		Status: protocol.AckStatus(status), Error: errText}
 }
 
 func ackResults(in []protocol.AckResult) []AckResult {
