@@ -122,14 +122,17 @@ const probeBytes = 4 << 10
 
 // compressible tells, from a sample of its start, whether compressing body
 // is worth the time: encrypted payloads never compress, and zstd spends a
-// third of a push's CPU finding that out on a whole group.
+// third of a push's CPU finding that out on a whole group. The bar is a
+// fifth saved: a record of 100 sealed 128-byte payloads still shrinks by
+// 8% (its ids and framing), which is not worth zstd's time, while the same
+// record in clear (JSON payloads) shrinks to 12%.
 func compressible(body []byte) bool {
 	if len(body) < 4*probeBytes {
 		return true // small: just try
 	}
 	sample := body[:probeBytes]
 	out := mustCodecs().enc.EncodeAll(sample, make([]byte, 0, probeBytes+64))
-	return len(out) < len(sample)*19/20
+	return len(out) < len(sample)*4/5
 }
 
 // entryHeader is the parsed fixed header of an entry.
