@@ -399,9 +399,10 @@ func TestBadInputTable(t *testing.T) {
 		{"configure: invalid queue name", "POST", "/api/v1/configure", `{"queue":"bad\u0001name"}`, nil, 400, "control"},
 		{"pop: batch of a billion", "GET", "/api/v1/pop/queue/popq?batch=1000000000", "", nil, 400, "limit"},
 		{"pop: queue name with a control character", "GET", "/api/v1/pop/queue/a%01b", "", nil, 400, "control"},
-		// Queen's HTTP API reads a negative or unparsable batch or timeout
-		// as its default (batch 1, timeout 30 s); the bridge does the same.
-		{"pop: negative batch and timeout (Queen's defaults)", "GET", "/api/v1/pop/queue/nothing-here?batch=-5&timeout=-5", "", nil, 204, ""},
+		// A negative or unparsable batch or timeout is refused, naming it
+		// (Queen's server passes it on to its SQL unchecked).
+		{"pop: negative batch", "GET", "/api/v1/pop/queue/nothing-here?batch=-5", "", nil, 400, "batch: want a whole number"},
+		{"pop: unparsable timeout", "GET", "/api/v1/pop/queue/nothing-here?timeout=soon", "", nil, 400, "timeout: want a whole number"},
 		{"lease extend: not JSON", "POST", "/api/v1/lease/00000000-0000-7000-8000-000000000001/extend", "{x", nil, 400, "Invalid JSON"},
 		{"unknown route", "GET", "/api/v1/nothing-here", "", nil, 404, "Not Found"},
 	}
