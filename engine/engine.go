@@ -420,24 +420,27 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 }
 
 // addPartition creates partition seq of q; q.mu must be held. Sequence
-// numbers are never reused, but q.parts holds only live partitions, so a
-// queue that created and forgot many partitions (or a corrupt record naming
-// partition 2^40) costs nothing for the numbers in between.
+// numbers are never reused, and q.parts is indexed by position, not by
+// number, so a queue that created and forgot many partitions (or a corrupt
+// record naming partition 2^40) costs nothing for the numbers in between.
 func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
 	p := &partition{q: q, seq: seq, name: strings.Clone(name)}
-	if n := len(q.parts); n == 0 || q.parts[n-1].seq < seq {
-		q.parts = append(q.parts, p)
-	} else {
-		// Out of order (recovery: partitions created together may be
-		// journaled in either order). Copy, since callers may hold q.parts.
-		i := sort.Search(n, func(i int) bool { return q.parts[i].seq >= seq })
-		parts := make([]*partition, 0, n+1)
-		parts = append(parts, q.parts[:i]...)
-		parts = append(parts, p)
-		if i < n && q.parts[i].seq == seq {
-			i++ // replaces a partition of the same number
+	n := len(q.parts)
+	switch i := q.search(seq); {
+	case i == n:
+		q.parts, q.seqs = append(q.parts, p), append(q.seqs, seq)
+	case q.seqs[i] == seq:
+		if q.parts[i] == nil {
+			q.holes--
 		}
-		q.parts = append(parts, q.parts[i:]...)
+		q.parts[i] = p
+	default:
+		// Out of order (recovery: partitions created together may be
+		// journaled in either order). New slices: callers may hold q.parts.
+		parts, seqs := make([]*partition, 0, n+1), make([]uint64, 0, n+1)
+		parts = append(append(append(parts, q.parts[:i]...), p), q.parts[i:]...)
+		seqs = append(append(append(seqs, q.seqs[:i]...), seq), q.seqs[i:]...)
+		q.parts, q.seqs = parts, seqs
 	}
 	if seq >= q.next {
 		q.next = seq + 1
@@ -446,14 +449,44 @@ func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
 	return p
 }
 
+// search returns the position of the first entry numbered seq or higher.
+func (q *queue) search(seq uint64) int {
+	if n := len(q.seqs); n == 0 || q.seqs[n-1] < seq {
+		return n // the common case: a new partition
+	}
+	return sort.Search(len(q.seqs), func(i int) bool { return q.seqs[i] >= seq })
+}
+
 // partAt finds partition seq of q (nil if there is none); q.mu must be held
 // (or recovery running).
 func (q *queue) partAt(seq uint64) *partition {
-	i := sort.Search(len(q.parts), func(i int) bool { return q.parts[i].seq >= seq })
-	if i < len(q.parts) && q.parts[i].seq == seq {
+	if i := q.search(seq); i < len(q.seqs) && q.seqs[i] == seq {
 		return q.parts[i]
 	}
 	return nil
+}
+
+// dropPartition forgets p's entry; q.mu must be held. The entry becomes
+// nil in place (O(1), like a forgotten slot always was); once holes are most
+// of the table, it is compacted into new slices.
+func (q *queue) dropPartition(p *partition) bool {
+	i := q.search(p.seq)
+	if i == len(q.seqs) || q.parts[i] != p {
+		return false
+	}
+	q.parts[i] = nil
+	q.holes++
+	if q.holes > 32 && 2*q.holes > len(q.parts) {
+		n := len(q.parts) - q.holes
+		parts, seqs := make([]*partition, 0, n), make([]uint64, 0, n)
+		for k, o := range q.parts {
+			if o != nil {
+				parts, seqs = append(parts, o), append(seqs, q.seqs[k])
+			}
+		}
+		q.parts, q.seqs, q.holes = parts, seqs, 0
+	}
+	return true
 }
 
 // partitionByID finds a partition from its id.

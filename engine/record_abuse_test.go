@@ -209,3 +209,37 @@ func TestHugePartitionNumberCostsNothing(t *testing.T) {
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Partition: "p1", Batch: 10}), "b")
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Partition: "p0", Batch: 10}), "a")
 }
+
+// TestForgottenPartitionsAreCompacted: forgetting leaves a hole found by
+// number as nil; once holes are most of the table it is compacted; new
+// partitions keep numbering after the highest ever given.
+func TestForgottenPartitionsAreCompacted(t *testing.T) {
+	f := newFixture(t)
+	for i := 0; i < 100; i++ {
+		f.push("q", fmt.Sprint("p", i), "m")
+	}
+	q := f.e.queue("q")
+	q.mu.RLock()
+	all := append([]*partition(nil), q.parts...)
+	q.mu.RUnlock()
+	for _, p := range all[:60] {
+		f.e.forget(p)
+	}
+	q.mu.RLock()
+	n, holes := len(q.parts), q.holes
+	gone, kept := q.partAt(all[10].seq), q.partAt(all[70].seq)
+	q.mu.RUnlock()
+	if gone != nil || kept != all[70] {
+		t.Fatalf("partAt after forgetting: %v, %v", gone, kept)
+	}
+	if n != 40+holes || holes >= 51 {
+		t.Fatalf("%d entries with %d holes: not compacted", n, holes)
+	}
+	f.push("q", "p10", "again") // the name is free: a new partition
+	q.mu.RLock()
+	p := q.byName.get("p10")
+	q.mu.RUnlock()
+	if p == nil || p.seq != all[99].seq+1 {
+		t.Fatalf("recreated p10: %+v", p)
+	}
+}

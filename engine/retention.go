@@ -195,15 +195,7 @@ func encodeForget(p *partition) []byte {
 func (e *Engine) forget(p *partition) {
 	q := p.q
 	q.mu.Lock()
-	if q.partAt(p.seq) == p {
-		// A new slice: callers may hold the old one.
-		parts := make([]*partition, 0, len(q.parts)-1)
-		for _, o := range q.parts {
-			if o != p {
-				parts = append(parts, o)
-			}
-		}
-		q.parts = parts
+	if q.dropPartition(p) {
 		q.byName.del(p.name)
 	}
 	q.mu.Unlock()

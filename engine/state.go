@@ -17,7 +17,9 @@ type queue struct {
 
 	mu     sync.RWMutex
 	byName nameIndex
-	parts  []*partition // live partitions in sequence order (see partAt)
+	parts  []*partition // in sequence order; nil = forgotten (see partAt)
+	seqs   []uint64     // parts[i]'s sequence number, kept for forgotten ones too
+	holes  int          // nil entries in parts
 	next   uint64       // the sequence number the next new partition gets
 	gnames map[string]*group
 	groups atomic.Pointer[[]*group] // copy on write; index = group.idx; nil = deleted
