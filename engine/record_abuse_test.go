@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -241,5 +243,36 @@ func TestForgottenPartitionsAreCompacted(t *testing.T) {
 	q.mu.RUnlock()
 	if p == nil || p.seq != all[99].seq+1 {
 		t.Fatalf("recreated p10: %+v", p)
+	}
+}
+
+// TestPartitionCreatedFarBackIsRefused: a record creating a partition far
+// behind the newest (never written by the engine: creations are reordered
+// only by as many as run at once) is reported as damage, not inserted at a
+// cost of a table copy per record.
+func TestPartitionCreatedFarBackIsRefused(t *testing.T) {
+	f := newFixture(t)
+	items := make([]PushItem, maxCreationReorder+10)
+	for i := range items {
+		items[i] = PushItem{Queue: "q", Partition: fmt.Sprint("p", i), Payload: []byte("m")}
+	}
+	if _, err := f.e.Push(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	q := f.e.queue("q")
+	q.mu.RLock()
+	old := q.parts[0]
+	q.mu.RUnlock()
+	f.e.forget(old)
+	fake := &partition{q: q, seq: old.seq, name: "back"}
+	f.j.mu.Lock()
+	f.j.recs = append(f.j.recs, encodeForget(old), appendPushHeader(nil, recPush, fake, 0, 1, 0, "", 0))
+	f.j.mu.Unlock()
+	j := f.j.reopen()
+	f.e.Close()
+	defer j.close()
+	_, err := New(Config{Clock: f.clock, NoTicker: true, Logger: silent}, j)
+	if !errors.Is(err, errCorruptRecord) || !strings.Contains(err.Error(), "places back") {
+		t.Fatalf("recovery: %v, want a corrupt record created far back", err)
 	}
 }

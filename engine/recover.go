@@ -188,6 +188,10 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 	return nil
 }
 
+// maxCreationReorder bounds how far out of order the creation of a partition
+// may reach the journal: as many creations as can run at once.
+const maxCreationReorder = 4096
+
 func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	q := e.queuesID[pr.queueID]
 	if q == nil {
@@ -196,6 +200,14 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	q.mu.Lock()
 	p := q.partAt(pr.seq)
 	if p == nil {
+		// A partition created after the snapshot. Partitions created at the
+		// same time may be journaled out of order, but never far apart:
+		// anything else is a damaged record (and inserting far back would
+		// cost a copy of the table per record).
+		if i := q.search(pr.seq); len(q.seqs)-i > maxCreationReorder {
+			q.mu.Unlock()
+			return fmt.Errorf("%w: %s: partition %d is created %d places back", errCorruptRecord, q.name, pr.seq, len(q.seqs)-i)
+		}
 		p = e.addPartition(q, pr.seq, pr.part)
 	}
 	q.mu.Unlock()

@@ -305,7 +305,8 @@ func (e *Engine) loadSnapshot(data []byte) error {
 func (e *Engine) readPartition(r *reader, q *queue) {
 	seq := r.uvarint()
 	name := r.str()
-	if r.err != nil {
+	// A snapshot lists a queue's partitions in ascending order.
+	if n := len(q.seqs); r.err != nil || (n > 0 && q.seqs[n-1] >= seq) {
 		r.fail()
 		return
 	}
