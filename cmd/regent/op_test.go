@@ -223,6 +223,19 @@ func TestSettingsFromEnvAndFlags(t *testing.T) {
 	if s.get("data") != "/from/env" || s.get("sync") != "interval:5ms" || s.get("http") != ":6632" {
 		t.Fatalf("data %q sync %q http %q", s.get("data"), s.get("sync"), s.get("http"))
 	}
+	// A boolean setting is a switch: bare means true, =false turns it off,
+	// anything else is refused.
+	for _, c := range []struct {
+		args []string
+		want string
+		ok   bool
+	}{{[]string{"--salvage"}, "true", true}, {[]string{"--salvage=false"}, "false", true}, {nil, "false", true}, {[]string{"--salvage=maybe"}, "", false}} {
+		s := newSettings("regent serve", &errb, serveSettings)
+		err := s.fs.Parse(c.args)
+		if (err == nil) != c.ok || (c.ok && s.get("salvage") != c.want) {
+			t.Fatalf("%v: salvage %q, err %v", c.args, s.get("salvage"), err)
+		}
+	}
 	t.Setenv("REGENT_ADDR", "broker:7000")
 	if defaultAddr() != "broker:7000" {
 		t.Fatal("REGENT_ADDR ignored")
