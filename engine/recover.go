@@ -204,6 +204,10 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 		// same time may be journaled out of order, but never far apart:
 		// anything else is a damaged record (and inserting far back would
 		// cost a copy of the table per record).
+		if pr.seq > maxPartitionSeq {
+			q.mu.Unlock()
+			return fmt.Errorf("%w: %s: partition number %d is beyond what an id holds", errCorruptRecord, q.name, pr.seq)
+		}
 		if i := q.search(pr.seq); len(q.seqs)-i > maxCreationReorder {
 			q.mu.Unlock()
 			return fmt.Errorf("%w: %s: partition %d is created %d places back", errCorruptRecord, q.name, pr.seq, len(q.seqs)-i)

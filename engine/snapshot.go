@@ -306,7 +306,7 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 	seq := r.uvarint()
 	name := r.str()
 	// A snapshot lists a queue's partitions in ascending order.
-	if n := len(q.seqs); r.err != nil || (n > 0 && q.seqs[n-1] >= seq) {
+	if n := len(q.seqs); r.err != nil || seq > maxPartitionSeq || (n > 0 && q.seqs[n-1] >= seq) {
 		r.fail()
 		return
 	}

@@ -107,6 +107,10 @@ func partitionID(queueID uint64, seq uint64) UUID {
 	return u
 }
 
+// maxPartitionSeq is the highest partition number a partition id holds (62
+// bits: the rest of its half carries the UUID variant).
+const maxPartitionSeq = 1<<62 - 1
+
 // splitPartitionID is the inverse of partitionID: the queue id (with its
 // version nibble) and the sequence number.
 func splitPartitionID(u UUID) (queueID uint64, seq uint64, ok bool) {
