@@ -276,3 +276,32 @@ func TestPartitionCreatedFarBackIsRefused(t *testing.T) {
 		t.Fatalf("recovery: %v, want a corrupt record created far back", err)
 	}
 }
+
+// TestDedupPastOffset2To32SurvivesASnapshot: a partition whose remembered
+// transactionIds sit past offset 2^32 keeps answering duplicates with the
+// right offset after a snapshot is loaded.
+func TestDedupPastOffset2To32SurvivesASnapshot(t *testing.T) {
+	f := newFixture(t)
+	f.push("q", "p", "a")
+	q := f.e.queue("q")
+	p := q.byName.get("p")
+	p.st().mu.Lock()
+	p.dedup = &dedupIndex{}
+	p.dedup.put(fingerprint("far"), 5<<32, 5<<32)
+	p.st().mu.Unlock()
+	b, _, _ := f.e.encodeSnapshot()
+	j2 := newMemJournal()
+	defer j2.close()
+	e2, err := New(Config{Clock: f.clock, NoTicker: true, Logger: silent}, j2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if err := e2.loadSnapshot(b); err != nil {
+		t.Fatal(err)
+	}
+	p2 := e2.queue("q").byName.get("p")
+	if off, ok := p2.dedup.get(fingerprint("far")); !ok || off != 5<<32 {
+		t.Fatalf("after loading the snapshot: %d %v, want %d", off, ok, uint64(5<<32))
+	}
+}

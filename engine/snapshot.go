@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -321,13 +322,23 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 	for i := 0; i < nc && r.err == nil; i++ {
 		p.chunks = append(p.chunks, chunk{first: r.uvarint(), pos: r.uvarint(), ts: r.varint()})
 	}
-	nd := r.count(9)
-	if nd > 0 {
+	if nd := r.count(9); nd > 0 {
+		// Offsets are stored relative to the table's base: base it at the
+		// lowest (a partition may be past offset 2^32).
+		type entry struct{ fp, off uint64 }
+		es := make([]entry, 0, nd)
+		low := uint64(math.MaxUint64)
+		for i := 0; i < nd && r.err == nil; i++ {
+			e := entry{fp: r.u64(), off: r.uvarint()}
+			es = append(es, e)
+			low = min(low, e.off)
+		}
 		p.dedup = &dedupIndex{}
-	}
-	for i := 0; i < nd && r.err == nil; i++ {
-		fp := r.u64()
-		p.dedup.put(fp, r.uvarint(), 0)
+		for _, e := range es {
+			if e.off-low < 1<<32 { // a window wider than that cannot be held (never written)
+				p.dedup.put(e.fp, e.off, low)
+			}
+		}
 	}
 	ns := r.count(3)
 	groups := q.groupList()
