@@ -78,7 +78,6 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress)
 		prods[i] = p
 	}
 	var conss []Consumer
-	var groups []string
 	defer func() {
 		for _, c := range conss {
 			c.Close()
@@ -91,7 +90,6 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress)
 				return res, fmt.Errorf("bench: consumer: %w", err)
 			}
 			conss = append(conss, c)
-			groups = append(groups, groupName(g))
 		}
 	}
 	if cfg.IdlePartitions > 0 {

@@ -124,13 +124,6 @@ func ts(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func tsNanos(n int64) string {
-	if n == 0 {
-		return "-"
-	}
-	return ts(time.Unix(0, n))
-}
-
 // emitLine prints v as one line of JSON (streams: one object per line).
 func (o *opCmd) emitLine(v any) {
 	b, err := json.Marshal(v)
