@@ -228,11 +228,20 @@ func (s *HTTPServer) handleDashQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw := r.URL.RawQuery
-	maxParts := queryInt(raw, "partitions", dashPartitionsDefault)
-	if maxParts <= 0 {
+	maxParts, err := queryInt(raw, "partitions", dashPartitionsDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if maxParts == 0 {
 		maxParts = dashPartitionsDefault
 	}
-	nMsgs := min(max(queryInt(raw, "messages", dashMessagesDefault), 0), dashMessagesMax)
+	nMsgs, err := queryInt(raw, "messages", dashMessagesDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	nMsgs = min(nMsgs, dashMessagesMax)
 	now := s.e.Now()
 	dead := s.deadByPartition(v.Name)
 

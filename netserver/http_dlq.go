@@ -19,7 +19,11 @@ func (s *HTTPServer) handleDLQ(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	limit, offset := paging(raw, 100)
+	limit, offset, err := paging(raw, 100)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	f := engine.DLQFilter{
 		Queue: queryParam(raw, "queue"), Group: queryParam(raw, "consumerGroup"), Partition: queryParam(raw, "partition"),
 		Limit: limit, Offset: offset,

@@ -79,7 +79,12 @@ func (s *HTTPServer) handleGroups(w http.ResponseWriter, r *http.Request) {
 
 // GET /api/v1/consumer-groups/lagging?minLagSeconds=3600
 func (s *HTTPServer) handleLagging(w http.ResponseWriter, r *http.Request) {
-	minLag := float64(queryInt(r.URL.RawQuery, "minLagSeconds", 3600))
+	secs, err := queryInt(r.URL.RawQuery, "minLagSeconds", 3600)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	minLag := float64(secs)
 	now := s.e.Now()
 	out := []map[string]any{}
 	for _, v := range s.views() {

@@ -156,7 +156,11 @@ func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	limit, offset := paging(raw, 200)
+	limit, offset, err := paging(raw, 200)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	queue, ns, task := queryParam(raw, "queue"), queryParam(raw, "ns"), queryParam(raw, "task")
 	if ns == "" {
 		ns = queryParam(raw, "namespace")
@@ -194,7 +198,11 @@ func (s *HTTPServer) handleStatusQueueMessages(w http.ResponseWriter, r *http.Re
 		writeError(w, http.StatusNotFound, "Queue not found")
 		return
 	}
-	limit, offset := paging(r.URL.RawQuery, 50)
+	limit, offset, err := paging(r.URL.RawQuery, 50)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	found := s.browse([]engine.QueueView{v}, "", "", 0, 0, limit, offset)
 	msgs := make([]map[string]any, len(found))
 	for i := range found {
@@ -317,15 +325,17 @@ func strOrNil(s string) any {
 	return s
 }
 
-// paging reads limit (default def, at most 10000) and offset.
-func paging(raw string, def int) (limit, offset int) {
-	limit = queryInt(raw, "limit", def)
-	if limit <= 0 {
+// paging reads limit (default def, at most 10000; 0 means def) and offset.
+func paging(raw string, def int) (limit, offset int, err error) {
+	if limit, err = queryInt(raw, "limit", def); err != nil {
+		return 0, 0, err
+	}
+	if limit == 0 {
 		limit = def
 	}
 	limit = min(limit, 10000)
-	offset = max(queryInt(raw, "offset", 0), 0)
-	return limit, offset
+	offset, err = queryInt(raw, "offset", 0)
+	return limit, offset, err
 }
 
 // timeRange reads from and to; from defaults to now-def (0 def: open).

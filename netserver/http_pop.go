@@ -92,11 +92,11 @@ func (s *HTTPServer) handlePop(w http.ResponseWriter, r *http.Request) {
 // popRequest reads a pop's path and query.
 func popRequest(r *http.Request) (engine.PopRequest, error) {
 	raw := r.URL.RawQuery
-	batch, err := queryCount(raw, "batch", 1)
+	batch, err := queryInt(raw, "batch", 1)
 	if err != nil {
 		return engine.PopRequest{}, err
 	}
-	timeout, err := queryCount(raw, "timeout", 30000)
+	timeout, err := queryInt(raw, "timeout", 30000)
 	if err != nil {
 		return engine.PopRequest{}, err
 	}
@@ -119,7 +119,7 @@ func popRequest(r *http.Request) (engine.PopRequest, error) {
 		}
 	}
 	if req.Partition == "" {
-		if req.Partitions, err = queryCount(raw, "partitions", 1); err != nil {
+		if req.Partitions, err = queryInt(raw, "partitions", 1); err != nil {
 			return req, err
 		}
 	}
@@ -263,23 +263,9 @@ func indexByte(s string, c byte) int {
 	return -1
 }
 
-// queryInt reads an integer parameter; absent or malformed values give def
-// (as Queen does).
-func queryInt(raw, key string, def int) int {
-	v := queryParam(raw, key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return def
-	}
-	return n
-}
-
-// queryCount reads a count that may be left out (def) but, when given, must
-// be a whole number of at least 0 (0 also means def, as in Queen's clients).
-func queryCount(raw, key string, def int) (int, error) {
+// queryInt reads a count parameter: def when absent; a value that is not a
+// whole number of at least 0 is refused (ErrInvalid, naming the parameter).
+func queryInt(raw, key string, def int) (int, error) {
 	v := queryParam(raw, key)
 	if v == "" {
 		return def, nil
@@ -287,9 +273,6 @@ func queryCount(raw, key string, def int) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return 0, badRequest(fmt.Sprintf("%s: want a whole number of at least 0, not %q", key, v))
-	}
-	if n == 0 {
-		return def, nil
 	}
 	return n, nil
 }

@@ -93,9 +93,15 @@ func TestHTTPPopBatchPartitionsAndSubscription(t *testing.T) {
 	if code, b := h.do("GET", "/api/v1/pop/queue/multi?batch=1000000", nil); code != 400 {
 		t.Errorf("batch above the engine's cap: %d %s", code, b)
 	}
-	for _, q := range []string{"batch=-1", "batch=ten", "timeout=-5", "partitions=-2", "batch=1.5"} {
-		if code, b := h.do("GET", "/api/v1/pop/queue/multi?"+q, nil); code != 400 || !strings.Contains(string(b), "whole number") {
-			t.Errorf("%s: %d %s, want 400 naming the parameter", q, code, b)
+	// Every route's counts go through queryInt: refused when not a whole
+	// number of at least 0, naming the parameter.
+	for _, u := range []string{"/api/v1/pop/queue/multi?batch=-1", "/api/v1/pop/queue/multi?batch=ten",
+		"/api/v1/pop/queue/multi?timeout=-5", "/api/v1/pop/queue/multi?partitions=-2", "/api/v1/pop/queue/multi?batch=1.5",
+		"/api/v1/messages?limit=-1", "/api/v1/dlq?offset=x", "/api/v1/consumer-groups/lagging?minLagSeconds=-3",
+		"/api/v1/status/queues?limit=lots", "/api/v1/traces/names?offset=-1"} {
+		param := u[strings.LastIndexByte(u, '?')+1 : strings.IndexByte(u, '=')]
+		if code, b := h.do("GET", u, nil); code != 400 || !strings.Contains(string(b), param+": want a whole number") {
+			t.Errorf("%s: %d %s, want 400 naming %s", u, code, b, param)
 		}
 	}
 }

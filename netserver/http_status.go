@@ -99,7 +99,11 @@ func (s *HTTPServer) filterViews(raw string) []engine.QueueView {
 // GET /api/v1/status/queues?namespace=&task=&limit=100&offset=0
 func (s *HTTPServer) handleStatusQueues(w http.ResponseWriter, r *http.Request) {
 	vs := s.filterViews(r.URL.RawQuery)
-	limit, offset := paging(r.URL.RawQuery, 100)
+	limit, offset, err := paging(r.URL.RawQuery, 100)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	total := len(vs)
 	vs = vs[min(offset, len(vs)):]
 	vs = vs[:min(limit, len(vs))]

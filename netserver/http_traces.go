@@ -150,7 +150,11 @@ func (s *HTTPServer) handleTraces(w http.ResponseWriter, r *http.Request) {
 // GET /api/v1/traces/by-name/{traceName}?limit=100&offset=0 (newest first)
 func (s *HTTPServer) handleTracesByName(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("traceName")
-	limit, offset := paging(r.URL.RawQuery, 100)
+	limit, offset, err := paging(r.URL.RawQuery, 100)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	var found []storedTrace
 	s.scanTraces("", func(t *storedTrace) {
 		for _, n := range t.ev.TraceNames {
@@ -186,7 +190,11 @@ func (s *HTTPServer) handleTracesByName(w http.ResponseWriter, r *http.Request) 
 
 // GET /api/v1/traces/names?limit=50&offset=0 (most recently seen first)
 func (s *HTTPServer) handleTraceNames(w http.ResponseWriter, r *http.Request) {
-	limit, offset := paging(r.URL.RawQuery, 50)
+	limit, offset, err := paging(r.URL.RawQuery, 50)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	type agg struct {
 		name     string
 		count    int

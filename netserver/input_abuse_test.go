@@ -400,7 +400,7 @@ func TestBadInputTable(t *testing.T) {
 		{"pop: batch of a billion", "GET", "/api/v1/pop/queue/popq?batch=1000000000", "", nil, 400, "limit"},
 		{"pop: queue name with a control character", "GET", "/api/v1/pop/queue/a%01b", "", nil, 400, "control"},
 		// A negative or unparsable batch or timeout is refused, naming it
-		// (Queen's server passes it on to its SQL unchecked).
+		// (Queen's server reads it with get_query_param_int and passes it on).
 		{"pop: negative batch", "GET", "/api/v1/pop/queue/nothing-here?batch=-5", "", nil, 400, "batch: want a whole number"},
 		{"pop: unparsable timeout", "GET", "/api/v1/pop/queue/nothing-here?timeout=soon", "", nil, 400, "timeout: want a whole number"},
 		{"lease extend: not JSON", "POST", "/api/v1/lease/00000000-0000-7000-8000-000000000001/extend", "{x", nil, 400, "Invalid JSON"},
