@@ -141,8 +141,7 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		if q := e.queuesID[qid]; q != nil && q.partAt(seq) != nil {
-			p := q.partAt(seq)
+		if p := e.replayPart(qid, seq); p != nil {
 			p.st().mu.Lock()
 			e.applyLow(p, low)
 			p.st().mu.Unlock()
@@ -168,8 +167,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		if q := e.queuesID[qid]; q != nil && q.partAt(seq) != nil {
-			e.forget(q.partAt(seq))
+		if p := e.replayPart(qid, seq); p != nil {
+			e.forget(p)
 		}
 	case recTomb:
 		qid := r.u64()
@@ -178,8 +177,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		if q := e.queuesID[qid]; q != nil && q.partAt(seq) != nil {
-			q.addTomb(q.partAt(seq), off)
+		if p := e.replayPart(qid, seq); p != nil {
+			p.q.addTomb(p, off)
 		}
 	case recBarrier:
 	default:
@@ -231,13 +230,18 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	return nil
 }
 
+// replayPart finds partition seq of queue qid during recovery (nil if
+// either is gone).
+func (e *Engine) replayPart(qid, seq uint64) *partition {
+	if q := e.queuesID[qid]; q != nil {
+		return q.partAt(seq)
+	}
+	return nil
+}
+
 // replayMove points a chunk at its copy (the original segment may be gone).
 func (e *Engine) replayMove(pos uint64, pr *pushRecord) {
-	q := e.queuesID[pr.queueID]
-	if q == nil {
-		return
-	}
-	p := q.partAt(pr.seq)
+	p := e.replayPart(pr.queueID, pr.seq)
 	if p == nil {
 		return
 	}
