@@ -302,7 +302,9 @@ func (s *TCPServer) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	tc.mu.Lock()
 	out := tc.out
-	tc.out, tc.spare = tc.spare[:0], nil
+	if len(out) > 0 { // an empty out keeps its capacity where it is
+		tc.out, tc.spare = tc.spare[:0], nil
+	}
 	tc.woke, tc.inLoop = false, false
 	tc.mu.Unlock()
 	if len(out) > 0 {
