@@ -121,7 +121,11 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	// Pass 1: decide each item and size the record.
 	n := 0
 	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 10
-	var ids []UUID
+	var idBuf [128]UUID // a batch's ids without growing a slice (larger ones allocate once)
+	ids := idBuf[:0]
+	if len(items) > len(idBuf) {
+		ids = make([]UUID, 0, len(items))
+	}
 	var seen runTxns
 	for i := range items {
 		it := &items[i]
