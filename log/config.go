@@ -89,7 +89,7 @@ func ParseSync(s string) (SyncPolicy, time.Duration, error) {
 
 // Defaults and limits of Config.
 const (
-	DefaultSegmentBytes  = 64 << 20
+	DefaultSegmentBytes  = 16 << 20
 	DefaultMaxBatchBytes = 4 << 20
 	DefaultMaxEntryBytes = 256 << 20
 	// MaxEntryBytesLimit is the largest MaxEntryBytes accepted (an entry's
@@ -111,7 +111,10 @@ type Config struct {
 	// SyncInterval is the fsync period for SyncInterval; default 10ms.
 	SyncInterval time.Duration
 	// SegmentBytes is the target size of one WAL segment file; default
-	// 64 MiB. tidwall/wal keeps the whole tail segment in memory.
+	// 16 MiB. tidwall/wal keeps the whole tail segment in memory and grows
+	// that buffer by appending, so each write copies the tail again now and
+	// then: with 64 MiB those copies took 9% of the CPU of the TCP push
+	// benchmark (4 producers × 8 in flight), with 16 MiB 7%.
 	SegmentBytes int
 	// MaxBatchBytes is how many uncompressed bytes one group may collect
 	// before Append waits for the committer to seal it; default 4 MiB.
