@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/regentmq/regent/protocol"
@@ -10,23 +13,54 @@ import (
 // Push stores items and answers one result per item, in order. An item
 // answered PushQueued is durable under the broker's sync policy.
 func (c *Client) Push(ctx context.Context, items ...Item) ([]PushResult, error) {
-	req := protocol.PushRequest{Items: make([]protocol.PushItem, len(items))}
-	for i, it := range items {
-		req.Items[i] = protocol.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, TraceID: it.TraceID, Payload: it.Payload}
-	}
-	var reply protocol.PushReply
-	err := c.do(ctx, protocol.OpPush, func(dst []byte, id uint64) []byte { return protocol.AppendPushRequest(dst, id, &req) }, &reply)
+	reply := pushReplies.Get().(*protocol.PushReply)
+	err := c.do(ctx, protocol.OpPush, pushFrame(items), reply)
 	if err != nil {
+		// Not pooled: after a cancelled wait the reply may still be
+		// decoded into it.
 		return nil, err
 	}
-	return pushResults(reply.Items), nil
+	out := pushResults(reply.Items, items)
+	clear(reply.Items)
+	pushReplies.Put(reply)
+	if len(out) != len(items) {
+		return nil, fmt.Errorf("client: push of %d items answered with %d results", len(items), len(out))
+	}
+	return out, nil
 }
 
-func pushResults(in []protocol.PushResult) []PushResult {
+// pushFrame encodes a Push request straight from the caller's items.
+func pushFrame(items []Item) func(dst []byte, id uint64) []byte {
+	return func(dst []byte, id uint64) []byte {
+		dst, start := protocol.AppendPushRequestStart(dst, id, len(items))
+		for i := range items {
+			it := &items[i]
+			dst = protocol.AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
+		}
+		protocol.PatchLength(dst, start)
+		return dst
+	}
+}
+
+// pushReplies keeps decoded push replies (their result slice and string
+// arena) for the next Push: pushResults copies out what it keeps.
+var pushReplies = sync.Pool{New: func() any { return new(protocol.PushReply) }}
+
+// pushResults converts a reply whose strings live in a reused arena: a
+// transactionId is the item's own string when it is the same (the usual
+// case), a copy otherwise.
+func pushResults(in []protocol.PushResult, items []Item) []PushResult {
 	out := make([]PushResult, len(in))
-	for i, r := range in {
+	for i := range in {
+		r := &in[i]
+		txn := r.TransactionID
+		if i < len(items) && items[i].TransactionID == txn {
+			txn = items[i].TransactionID
+		} else {
+			txn = strings.Clone(txn)
+		}
 		out[i] = PushResult{Status: PushStatus(r.Status), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID),
-			Offset: r.Offset, TransactionID: r.TransactionID, Err: codeErr(r.Code, r.Error)}
+			Offset: r.Offset, TransactionID: txn, Err: codeErr(r.Code, strings.Clone(r.Error))}
 	}
 	return out
 }

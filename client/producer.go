@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -105,11 +106,7 @@ func (p *Producer) sendLocked() {
 	p.flights.Add(1)
 	// Queue the batch on the connection now, under p.mu, so batches go out
 	// in order; wait for the answer on another goroutine.
-	req := protocol.PushRequest{Items: make([]protocol.PushItem, len(items))}
-	for i, it := range items {
-		req.Items[i] = protocol.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, TraceID: it.TraceID, Payload: it.Payload}
-	}
-	reply := &protocol.PushReply{}
+	reply := pushReplies.Get().(*protocol.PushReply)
 	ctx := context.Background()
 	var cl *call
 	var err error
@@ -118,7 +115,7 @@ func (p *Producer) sendLocked() {
 	}
 	cn := p.cn
 	if err == nil {
-		cl, err = cn.start(ctx, protocol.OpPush, func(dst []byte, id uint64) []byte { return protocol.AppendPushRequest(dst, id, &req) }, reply)
+		cl, err = cn.start(ctx, protocol.OpPush, pushFrame(items), reply)
 	}
 	go func() {
 		defer p.flights.Done()
@@ -126,8 +123,13 @@ func (p *Producer) sendLocked() {
 			err = cl.wait(ctx)
 		}
 		var res []PushResult
-		if err == nil {
-			res = pushResults(reply.Items)
+		if err == nil { // ctx never ends: the reply is done with after wait
+			res = pushResults(reply.Items, items)
+			clear(reply.Items)
+			pushReplies.Put(reply)
+			if len(res) != len(waits) {
+				err = fmt.Errorf("client: push of %d items answered with %d results", len(waits), len(res))
+			}
 		}
 		for i, w := range waits {
 			if err != nil {

@@ -79,13 +79,20 @@ func appendPushItems(dst []byte, items []PushItem) []byte {
 	dst = appendUv(dst, uint64(len(items)))
 	for i := range items {
 		it := &items[i]
-		dst = appendStr(dst, it.Queue)
-		dst = appendStr(dst, it.Partition)
-		dst = appendStr(dst, it.TransactionID)
-		dst = appendStr(dst, it.TraceID)
-		dst = appendBytes(dst, it.Payload)
+		dst = AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
 	}
 	return dst
+}
+
+// AppendPushItem appends one item of a frame begun with
+// AppendPushRequestStart (a client encodes its own item type straight into
+// the frame, without a PushRequest value).
+func AppendPushItem(dst []byte, queue, partition, transactionID, traceID string, payload []byte) []byte {
+	dst = appendStr(dst, queue)
+	dst = appendStr(dst, partition)
+	dst = appendStr(dst, transactionID)
+	dst = appendStr(dst, traceID)
+	return appendBytes(dst, payload)
 }
 
 func decodePushItems(d *dec, items []PushItem) []PushItem {
@@ -149,6 +156,14 @@ func (r *PushReply) Decode(body []byte) error {
 
 // AppendPushRequest appends a whole Push request frame.
 func AppendPushRequest(dst []byte, id uint64, r *PushRequest) []byte { return AppendFrame(dst, id, r) }
+
+// AppendPushRequestStart begins a Push request frame of count items: append
+// each with AppendPushItem, then call PatchLength(dst, start).
+func AppendPushRequestStart(dst []byte, id uint64, count int) (out []byte, start int) {
+	start = len(dst)
+	dst = AppendHeader(dst, OpPush, 0, id)
+	return appendUv(dst, uint64(count)), start
+}
 
 // AppendPushReply appends a whole Push reply frame.
 func AppendPushReply(dst []byte, id uint64, r *PushReply) []byte { return AppendFrame(dst, id, r) }

@@ -336,3 +336,28 @@ func TestPopReplyStreaming(t *testing.T) {
 		}
 	}
 }
+
+// TestPushRequestStreaming: a request encoded item by item is the same frame
+// as AppendPushRequest's.
+func TestPushRequestStreaming(t *testing.T) {
+	n := 0
+	for _, s := range samples() {
+		r, ok := s.body.(*PushRequest)
+		if !ok {
+			continue
+		}
+		n++
+		dst, start := AppendPushRequestStart([]byte("prefix"), 9, len(r.Items))
+		for i := range r.Items {
+			it := &r.Items[i]
+			dst = AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
+		}
+		PatchLength(dst, start)
+		if want := AppendPushRequest([]byte("prefix"), 9, r); !bytes.Equal(dst, want) {
+			t.Fatalf("%s: streamed frame differs", s.name)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no push request among the samples")
+	}
+}
