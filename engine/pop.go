@@ -271,7 +271,14 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	if want := uint64(c.req.Batch - len(out)); to-from > want {
 		to = from + want
 	}
-	var buf [128]msg // on the stack: a batch of up to 128 allocates nothing here
+	// A pooled buffer, not one on the stack: 13 KiB of stack made the
+	// goroutines that run pops (woken long polls start on fresh ones) grow
+	// their stacks, and fresh stack memory page-faults.
+	buf := msgBufs.Get().(*[128]msg)
+	defer func() {
+		clear(buf[:]) // keep no payloads alive
+		msgBufs.Put(buf)
+	}()
 	ms, err := e.msgsRange(p, from, to, buf[:0])
 	if err != nil {
 		e.log.Error("pop: cannot read messages", "queue", p.q.name, "partition", p.name, "err", err)
