@@ -92,48 +92,74 @@ func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
 	if r.Subscription == From {
 		req.From = r.From.UnixNano()
 	}
-	var reply protocol.PopReply
-	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, &reply)
+	reply := popReplies.Get().(*protocol.PopReply)
+	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, reply)
 	if err != nil {
-		return nil, err
+		return nil, err // not pooled: see Push
 	}
 	out := make([]Message, len(reply.Messages))
 	for i := range reply.Messages {
 		out[i] = messageFromWire(&reply.Messages[i], reply.Queue, reply.Group)
 	}
+	// The messages' strings and payloads stay in the arena, which goes with
+	// them; the message slice is kept for the next Pop.
+	reply.Detach()
+	clear(reply.Messages)
+	reply.Queue, reply.Group = "", ""
+	popReplies.Put(reply)
 	return out, nil
 }
+
+var popReplies = sync.Pool{New: func() any { return new(protocol.PopReply) }}
 
 // Ack gives every message in msgs the same answer; use AckEach for an answer
 // per message. Refused acks are per-message results, not an error.
 func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
-	items := make([]protocol.AckItem, len(msgs))
-	for i := range msgs {
+	return c.ack(ctx, len(msgs), func(dst []byte, i int) []byte {
 		m := &msgs[i]
 		group := m.Group
 		if opt.Group != "" {
 			group = opt.Group
 		}
-		items[i] = ackItem(m, group, status, opt.Error)
-	}
-	return c.ack(ctx, items)
+		it := ackItem(m, group, status, opt.Error)
+		return protocol.AppendAckItem(dst, &it)
+	})
 }
 
 // AckEach acks a batch with an answer (and error text) per message, in one
 // request; the broker applies them in order, per partition.
 func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) {
-	return c.ack(ctx, ackItems(acks))
+	return c.ack(ctx, len(acks), func(dst []byte, i int) []byte {
+		a := &acks[i]
+		it := ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
+		return protocol.AppendAckItem(dst, &it)
+	})
 }
 
-func (c *Client) ack(ctx context.Context, items []protocol.AckItem) ([]AckResult, error) {
-	req := protocol.AckRequest{Items: items}
-	var reply protocol.AckReply
-	err := c.do(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte { return protocol.AppendAckRequest(dst, id, &req) }, &reply)
+// ack sends an Ack of n items, each encoded straight into the frame by item.
+func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []byte) ([]AckResult, error) {
+	reply := ackReplies.Get().(*protocol.AckReply)
+	err := c.do(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte {
+		dst, start := protocol.AppendAckRequestStart(dst, id, n)
+		for i := 0; i < n; i++ {
+			dst = item(dst, i)
+		}
+		protocol.PatchLength(dst, start)
+		return dst
+	}, reply)
 	if err != nil {
-		return nil, err
+		return nil, err // not pooled: see Push
 	}
-	return ackResults(reply.Items), nil
+	out := ackResults(reply.Items) // copies the error texts out of the arena
+	clear(reply.Items)
+	ackReplies.Put(reply)
+	if len(out) != n {
+		return nil, fmt.Errorf("client: ack of %d items answered with %d results", n, len(out))
+	}
+	return out, nil
 }
+
+var ackReplies = sync.Pool{New: func() any { return new(protocol.AckReply) }}
 
 func ackItems(acks []Ack) []protocol.AckItem {
 	items := make([]protocol.AckItem, len(acks))
@@ -153,7 +179,7 @@ func ackItem(m *Message, group string, status AckStatus, errText string) protoco
 func ackResults(in []protocol.AckResult) []AckResult {
 	out := make([]AckResult, len(in))
 	for i, r := range in {
-		out[i] = AckResult{Err: codeErr(r.Code, r.Error), Offset: r.Offset, LeaseReleased: r.LeaseReleased, DeadLettered: r.DeadLettered}
+		out[i] = AckResult{Err: codeErr(r.Code, strings.Clone(r.Error)), Offset: r.Offset, LeaseReleased: r.LeaseReleased, DeadLettered: r.DeadLettered}
 	}
 	return out
 }

@@ -87,18 +87,22 @@ func (*AckReply) IsReply() bool   { return true }
 func appendAckItems(dst []byte, items []AckItem) []byte {
 	dst = appendUv(dst, uint64(len(items)))
 	for i := range items {
-		it := &items[i]
-		dst = appendUUID(dst, it.PartitionID)
-		dst = appendBool(dst, it.HasOffset)
-		dst = appendUv(dst, it.Offset)
-		dst = appendUUID(dst, it.MessageID)
-		dst = appendStr(dst, it.TransactionID)
-		dst = appendUUID(dst, it.LeaseID)
-		dst = appendStr(dst, it.Group)
-		dst = append(dst, byte(it.Status))
-		dst = appendStr(dst, it.Error)
+		dst = AppendAckItem(dst, &items[i])
 	}
 	return dst
+}
+
+// AppendAckItem appends one item of a frame begun with AppendAckRequestStart.
+func AppendAckItem(dst []byte, it *AckItem) []byte {
+	dst = appendUUID(dst, it.PartitionID)
+	dst = appendBool(dst, it.HasOffset)
+	dst = appendUv(dst, it.Offset)
+	dst = appendUUID(dst, it.MessageID)
+	dst = appendStr(dst, it.TransactionID)
+	dst = appendUUID(dst, it.LeaseID)
+	dst = appendStr(dst, it.Group)
+	dst = append(dst, byte(it.Status))
+	return appendStr(dst, it.Error)
 }
 
 func decodeAckItems(d *dec, items []AckItem) []AckItem {
@@ -162,6 +166,15 @@ func (r *AckReply) Decode(body []byte) error {
 
 // AppendAckRequest appends a whole Ack request frame.
 func AppendAckRequest(dst []byte, id uint64, r *AckRequest) []byte { return AppendFrame(dst, id, r) }
+
+// AppendAckRequestStart begins an Ack request frame of count items (a
+// client encodes them one by one, without an AckRequest value): append each
+// with AppendAckItem, then call PatchLength(dst, start).
+func AppendAckRequestStart(dst []byte, id uint64, count int) (out []byte, start int) {
+	start = len(dst)
+	dst = AppendHeader(dst, OpAck, 0, id)
+	return appendUv(dst, uint64(count)), start
+}
 
 // AppendAckReply appends a whole Ack reply frame.
 func AppendAckReply(dst []byte, id uint64, r *AckReply) []byte { return AppendFrame(dst, id, r) }

@@ -361,3 +361,27 @@ func TestPushRequestStreaming(t *testing.T) {
 		t.Fatal("no push request among the samples")
 	}
 }
+
+// TestAckRequestStreaming: a request encoded item by item is the same frame
+// as AppendAckRequest's.
+func TestAckRequestStreaming(t *testing.T) {
+	n := 0
+	for _, s := range samples() {
+		r, ok := s.body.(*AckRequest)
+		if !ok {
+			continue
+		}
+		n++
+		dst, start := AppendAckRequestStart([]byte("prefix"), 9, len(r.Items))
+		for i := range r.Items {
+			dst = AppendAckItem(dst, &r.Items[i])
+		}
+		PatchLength(dst, start)
+		if want := AppendAckRequest([]byte("prefix"), 9, r); !bytes.Equal(dst, want) {
+			t.Fatalf("%s: streamed frame differs", s.name)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no ack request among the samples")
+	}
+}
