@@ -94,6 +94,11 @@ type PopRequest struct {
 	// Subscription and From apply only when the group first reads the queue.
 	Subscription SubMode
 	From         time.Time
+	// Buf, when it has room, holds an answer given during the PopAsync call
+	// (the messages are then Buf[:n]), so that a caller that encodes and
+	// drops them can reuse one buffer. The engine does not touch Buf after
+	// PopAsync returns: a pop that parked answers into memory of its own.
+	Buf []Message
 }
 
 // Message is a delivered message. Payload is shared with the engine's cache

@@ -59,6 +59,9 @@ func (e *Engine) PopAsync(req PopRequest, done func([]Message, error)) *PopWaite
 	if w.loop(ver, false) {
 		return nil
 	}
+	// Parked: a later answer goes into memory of its own, so that the
+	// caller has Buf back now (see PopRequest.Buf).
+	c.req.Buf = nil
 	return &PopWaiter{w}
 }
 
@@ -191,7 +194,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	if c.req.AutoAck {
 		pend = newPending(nil)
 	}
-	var out []Message
+	out := c.req.Buf[:0]
 	var wakes []*waiter
 	var firstErr error
 	// serve takes from p if it is deliverable, reading messages that are
@@ -293,11 +296,12 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		out = slices.Grow(out, max(len(ms), len(out)))
 	}
 	tombs := p.q.tombsOf(p)
+	var ids idText
 	for i := range ms {
 		if len(tombs) > 0 && p.q.tombstoned(p, from+uint64(i)) {
 			continue // deleted: passed as done (below), never delivered
 		}
-		msg, err := e.message(p, from+uint64(i), &ms[i])
+		msg, err := e.message(p, from+uint64(i), &ms[i], &ids, len(ms))
 		if err != nil {
 			e.log.Error("pop: cannot open a message", "queue", p.q.name, "partition", p.name, "err", err)
 			return out[:start], err

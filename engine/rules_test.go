@@ -533,3 +533,55 @@ func TestDeleteQueue(t *testing.T) {
 	f.restart()
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Batch: 5}), "b")
 }
+
+// TestPopBuf: an answer given during PopAsync goes into the caller's Buf; a
+// pop that parked leaves Buf alone (the caller reuses it at once) and
+// answers into memory of its own. Messages pushed without a transactionId
+// carry their id's text as one.
+func TestPopBuf(t *testing.T) {
+	f := newFixture(t)
+	f.push("q", "", "a", "b", "c")
+	buf := make([]Message, 0, 8)
+	var got []Message
+	if w := f.e.PopAsync(PopRequest{Queue: "q", Batch: 8, Buf: buf}, func(m []Message, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		got = m
+	}); w != nil {
+		t.Fatal("a pop with messages waiting parked")
+	}
+	wantPayloads(t, got, "a,b,c")
+	if &got[0] != &buf[:1][0] {
+		t.Fatal("the answer is not in Buf")
+	}
+	for _, m := range got {
+		if m.TransactionID != m.ID.String() {
+			t.Fatalf("transactionId %q, want the id %s", m.TransactionID, m.ID)
+		}
+	}
+	f.ackMsgs(got, Completed)
+
+	ch := make(chan []Message, 1)
+	buf2 := make([]Message, 0, 8)
+	w := f.e.PopAsync(PopRequest{Queue: "q", Batch: 8, Wait: true, Timeout: time.Minute, Buf: buf2},
+		func(m []Message, err error) { ch <- m })
+	if w == nil {
+		t.Fatal("an empty long poll did not park")
+	}
+	sentinel := Message{TransactionID: "caller's"}
+	buf2 = append(buf2, sentinel) // the caller reuses Buf as soon as PopAsync returns
+	f.push("q", "", "d")
+	select {
+	case m := <-ch:
+		wantPayloads(t, m, "d")
+		if &m[0] == &buf2[0] {
+			t.Fatal("a parked pop answered into Buf")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("long poll not woken by a push")
+	}
+	if buf2[0].TransactionID != "caller's" {
+		t.Fatal("the engine wrote into Buf after PopAsync returned")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync/atomic"
+	"unsafe"
 )
 
 // UUID is a 16-byte identifier: message ids and lease ids are UUIDv7 (time
@@ -131,4 +132,24 @@ func newQueueID() uint64 {
 			return id
 		}
 	}
+}
+
+// idText gives the text form of message ids (the transactionId of a message
+// pushed without one) out of one buffer per batch instead of one string per
+// message. A nil *idText makes each its own string.
+type idText struct{ buf []byte }
+
+// of returns id's text; n is how many more ids the batch may ask for (the
+// buffer's size when a new one is needed). Strings point into buffers that
+// are only ever appended to within their capacity, so they never change.
+func (t *idText) of(id UUID, n int) string {
+	if t == nil {
+		return id.String()
+	}
+	if cap(t.buf)-len(t.buf) < 36 {
+		t.buf = make([]byte, 0, 36*max(n, 1))
+	}
+	start := len(t.buf)
+	t.buf = id.Append(t.buf)
+	return unsafe.String(&t.buf[start], 36)
 }
