@@ -99,6 +99,10 @@ type PopRequest struct {
 	// drops them can reuse one buffer. The engine does not touch Buf after
 	// PopAsync returns: a pop that parked answers into memory of its own.
 	Buf []Message
+	// BareTxn leaves TransactionID "" for a message pushed without one
+	// (its transactionId is then its ID's text), for a caller that writes
+	// that text itself instead of receiving a string per message.
+	BareTxn bool
 }
 
 // Message is a delivered message. Payload is shared with the engine's cache

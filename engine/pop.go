@@ -296,7 +296,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		out = slices.Grow(out, max(len(ms), len(out)))
 	}
 	tombs := p.q.tombsOf(p)
-	var ids idText
+	ids := idText{bare: c.req.BareTxn}
 	for i := range ms {
 		if len(tombs) > 0 && p.q.tombstoned(p, from+uint64(i)) {
 			continue // deleted: passed as done (below), never delivered

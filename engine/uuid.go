@@ -137,7 +137,10 @@ func newQueueID() uint64 {
 // idText gives the text form of message ids (the transactionId of a message
 // pushed without one) out of one buffer per batch instead of one string per
 // message. A nil *idText makes each its own string.
-type idText struct{ buf []byte }
+type idText struct {
+	buf  []byte
+	bare bool // give "" instead (PopRequest.BareTxn)
+}
 
 // of returns id's text; n is how many more ids the batch may ask for (the
 // buffer's size when a new one is needed). Strings point into buffers that
@@ -145,6 +148,9 @@ type idText struct{ buf []byte }
 func (t *idText) of(id UUID, n int) string {
 	if t == nil {
 		return id.String()
+	}
+	if t.bare {
+		return ""
 	}
 	if cap(t.buf)-len(t.buf) < 36 {
 		t.buf = make([]byte, 0, 36*max(n, 1))

@@ -419,3 +419,41 @@ func TestTCPClientThatNeverReads(t *testing.T) {
 		t.Fatalf("others not served: %v", err)
 	}
 }
+
+// TestTCPPopTransactionIDs: a message pushed without a transactionId comes
+// out of a pop with its id's text as one (the server writes that text into
+// the reply itself), next to messages that have their own.
+func TestTCPPopTransactionIDs(t *testing.T) {
+	f := newTCP(t)
+	ctx := ctx5(t)
+	items := make([]client.Item, 150)
+	for i := range items {
+		items[i] = client.Item{Queue: "txn", Payload: []byte{byte(i)}}
+		if i%3 == 0 {
+			items[i].TransactionID = fmt.Sprint("own-", i)
+		}
+	}
+	if _, err := f.c.Push(ctx, items...); err != nil {
+		t.Fatal(err)
+	}
+	var got []client.Message
+	for len(got) < len(items) {
+		msgs, err := f.c.Pop(ctx, client.PopRequest{Queue: "txn", Batch: 100})
+		if err != nil || len(msgs) == 0 {
+			t.Fatalf("pop after %d: %v", len(got), err)
+		}
+		got = append(got, msgs...)
+		if _, err := f.c.Ack(ctx, msgs, client.Completed, client.AckOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, m := range got {
+		want := m.ID.String()
+		if i%3 == 0 {
+			want = fmt.Sprint("own-", i)
+		}
+		if m.TransactionID != want || m.Payload[0] != byte(i) {
+			t.Fatalf("message %d: transactionId %q, want %q", i, m.TransactionID, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/protocol"
@@ -166,6 +167,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 		return true
 	}
 	er := toEnginePop(&j.req)
+	er.BareTxn = true // appendTo writes an id's text where the transactionId is the id
 	if n := int(j.req.Batch); n > 0 && n <= maxPooledPop {
 		b := popBufs.Get().(*[]engine.Message)
 		er.Buf = *b
@@ -242,8 +244,12 @@ func (j *popJob) appendTo(dst []byte) []byte {
 	}
 	// Straight from the engine's messages into the frame: no copy of them.
 	dst, start := protocol.AppendPopReplyStart(dst, j.id, queue, group, len(j.msgs))
+	var idText [36]byte
 	for i := range j.msgs {
 		m := fromEngineMessage(&j.msgs[i])
+		if m.TransactionID == "" { // pushed without one: the id's text
+			m.TransactionID = unsafe.String(&j.msgs[i].ID.Append(idText[:0])[0], len(idText))
+		}
 		dst = protocol.AppendPopMessage(dst, &m)
 	}
 	protocol.PatchLength(dst, start)
