@@ -9,13 +9,21 @@ import (
 )
 
 // cacheSlots is how many decoded entries Read keeps, so that reading the
-// consecutive records of one entry decodes it once.
-const cacheSlots = 4
+// records of one entry decodes it once: an entry holds the records of many
+// partitions, and consumers of those partitions come for them at different
+// times (with 4 slots, a consume of 16 cold partitions spent a tenth of the
+// broker's CPU decompressing the same entries again). cacheBudget bounds the
+// decompression buffers the slots keep.
+const (
+	cacheSlots  = 32
+	cacheBudget = 16 << 20
+)
 
 // entryCache holds the last few decoded entries (guarded by Log.readMu).
 type entryCache struct {
-	tick  uint64
-	slots [cacheSlots]struct {
+	tick    uint64
+	decodes uint64 // entries decoded (for tests)
+	slots   [cacheSlots]struct {
 		valid bool
 		used  uint64
 		d     decoded
@@ -48,12 +56,35 @@ func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, erro
 	}
 	s := &c.slots[v]
 	s.valid = false
+	c.decodes++
 	if err := decodeEntry(&s.d, data, index, maxRaw); err != nil {
 		return nil, err
 	}
 	c.tick++
 	s.valid, s.used = true, c.tick
+	c.trim(v)
 	return &s.d, nil
+}
+
+// trim drops the least recently used other slots, buffers and all, while
+// the slots' buffers together hold more than cacheBudget.
+func (c *entryCache) trim(keep int) {
+	for {
+		total, lru := 0, -1
+		for i := range c.slots {
+			s := &c.slots[i]
+			held := s.d.held()
+			total += held
+			if i != keep && held > 0 && (lru < 0 || s.used < c.slots[lru].used) {
+				lru = i
+			}
+		}
+		if total <= cacheBudget || lru < 0 {
+			return
+		}
+		c.slots[lru].valid = false
+		c.slots[lru].d = decoded{}
+	}
 }
 
 func (c *entryCache) reset() { *c = entryCache{} }
@@ -173,4 +204,14 @@ func (l *Log) Replay(after uint64, fn func(pos uint64, rec []byte) error) error 
 		}
 	}
 	return nil
+}
+
+// held is how many bytes d keeps: its decompression buffer, and the body
+// when that is not in the buffer (an uncompressed entry's stored bytes).
+func (d *decoded) held() int {
+	n := cap(d.buf)
+	if cap(d.body) > 0 && (cap(d.buf) == 0 || &d.body[:1][0] != &d.buf[:1][0]) {
+		n += cap(d.body)
+	}
+	return n
 }

@@ -1,0 +1,74 @@
+package log
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestEntryCacheServesInterleavedReaders: readers that each want one record
+// of every entry, at different places in the log (consumers of different
+// partitions), decode each entry once while the entries fit in the slots.
+func TestEntryCacheServesInterleavedReaders(t *testing.T) {
+	const entries, readers = 24, 16
+	data := make([][]byte, entries+1)
+	for i := 1; i <= entries; i++ {
+		recs := make([]string, readers)
+		for r := range recs {
+			recs[r] = fmt.Sprintf("entry %d, record %d: %s", i, r, strings.Repeat("text ", 20))
+		}
+		data[i] = encodeEntry(nil, uint64(i), readers, frameRecords(recs...))
+	}
+	var c entryCache
+	read := func(index uint64, rec int) {
+		d := c.get(index)
+		if d == nil {
+			var err error
+			if d, err = c.fill(index, data[index], 1<<20); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := fmt.Sprintf("entry %d, record %d: ", index, rec); !strings.HasPrefix(string(d.record(rec)), want) {
+			t.Fatalf("entry %d record %d: %.30q", index, rec, d.record(rec))
+		}
+	}
+	// Reader r is r entries behind reader 0 (its partition lags), and all
+	// move forward together.
+	for step := 0; step < entries+readers; step++ {
+		for r := 0; r < readers; r++ {
+			if i := step - r; i >= 0 && i < entries {
+				read(uint64(i+1), r)
+			}
+		}
+	}
+	if c.decodes != entries {
+		t.Fatalf("%d decodes for %d entries", c.decodes, entries)
+	}
+}
+
+// TestEntryCacheBudget: large entries are not all kept; the buffers the
+// slots hold stay within cacheBudget (plus the entry just read).
+func TestEntryCacheBudget(t *testing.T) {
+	big := strings.Repeat("compressible text ", (3<<20)/18) // 3 MiB decoded
+	var c entryCache
+	for i := uint64(1); i <= cacheSlots; i++ {
+		e := encodeEntry(nil, i, 1, frameRecords(big))
+		d, err := c.fill(i, e, 8<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(d.record(0)) != big {
+			t.Fatalf("entry %d does not read back", i)
+		}
+		held := 0
+		for k := range c.slots {
+			held += c.slots[k].d.held()
+		}
+		if held > cacheBudget+len(big)+64 {
+			t.Fatalf("after %d entries the slots hold %d bytes (budget %d)", i, held, cacheBudget)
+		}
+	}
+	if d := c.get(cacheSlots); d == nil {
+		t.Fatal("the entry just read was dropped")
+	}
+}
