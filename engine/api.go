@@ -94,10 +94,12 @@ type PopRequest struct {
 	// Subscription and From apply only when the group first reads the queue.
 	Subscription SubMode
 	From         time.Time
-	// Buf, when it has room, holds an answer given during the PopAsync call
-	// (the messages are then Buf[:n]), so that a caller that encodes and
-	// drops them can reuse one buffer. The engine does not touch Buf after
-	// PopAsync returns: a pop that parked answers into memory of its own.
+	// Buf, when it has room, holds the messages a pop takes during the
+	// PopAsync call (the answer is then Buf[:n]), so that a caller that
+	// encodes and drops them can reuse one buffer. The engine writes Buf
+	// only during the call; the answer may still come later and alias it
+	// (an autoAck pop answers once its cursor move is durable). A pop that
+	// parked answers into memory of its own.
 	Buf []Message
 	// BareTxn leaves TransactionID "" for a message pushed without one
 	// (its transactionId is then its ID's text), for a caller that writes

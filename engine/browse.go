@@ -191,7 +191,7 @@ func (e *Engine) ScanMessages(queueName, partName string, since, until int64, fn
 			if p.q.tombstoned(p, from+uint64(i)) {
 				continue
 			}
-			out, err := e.message(p, from+uint64(i), &buf[i], nil, 0)
+			out, err := e.message(p, from+uint64(i), &buf[i], nil)
 			if err != nil {
 				return err
 			}
@@ -232,7 +232,7 @@ func (e *Engine) FindMessage(partitionID UUID, txn string) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	return e.message(p, off, &m, nil, 0)
+	return e.message(p, off, &m, nil)
 }
 
 // findByID looks for a message by its UUIDv7 id. The id's millisecond

@@ -85,14 +85,14 @@ func (e *Engine) open(m *msg) ([]byte, error) {
 }
 
 // message builds the delivered form of p's message at offset off.
-func (e *Engine) message(p *partition, off uint64, m *msg, ids *idText, n int) (Message, error) {
+func (e *Engine) message(p *partition, off uint64, m *msg, ids *idText) (Message, error) {
 	pl, err := e.open(m)
 	if err != nil {
 		return Message{}, err
 	}
 	txn := m.txn
 	if txn == "" {
-		txn = ids.of(m.id, n)
+		txn = ids.of(m.id)
 	}
 	return Message{
 		ID: m.id, TransactionID: txn, TraceID: m.trace, Payload: pl, CreatedAt: m.ts,

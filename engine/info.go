@@ -72,7 +72,7 @@ func (f *DLQFilter) match(d *dlqItem, from, to int64) bool {
 
 // dlqEntry is the listed form of a dead-letter entry (payload opened).
 func (e *Engine) dlqEntry(d *dlqItem) DLQEntry {
-	m, err := e.message(d.p, d.off, &d.m, nil, 0)
+	m, err := e.message(d.p, d.off, &d.m, nil)
 	if err != nil {
 		// Listed, with the reason in place of a payload nobody can read.
 		m = Message{ID: d.m.id, TransactionID: d.m.txnID(), TraceID: d.m.trace, CreatedAt: d.m.ts,

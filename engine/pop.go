@@ -296,12 +296,12 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		out = slices.Grow(out, max(len(ms), len(out)))
 	}
 	tombs := p.q.tombsOf(p)
-	ids := idText{bare: c.req.BareTxn}
+	ids := idText{n: len(ms), bare: c.req.BareTxn}
 	for i := range ms {
 		if len(tombs) > 0 && p.q.tombstoned(p, from+uint64(i)) {
 			continue // deleted: passed as done (below), never delivered
 		}
-		msg, err := e.message(p, from+uint64(i), &ms[i], &ids, len(ms))
+		msg, err := e.message(p, from+uint64(i), &ms[i], &ids)
 		if err != nil {
 			e.log.Error("pop: cannot open a message", "queue", p.q.name, "partition", p.name, "err", err)
 			return out[:start], err

@@ -139,13 +139,13 @@ func newQueueID() uint64 {
 // message. A nil *idText makes each its own string.
 type idText struct {
 	buf  []byte
+	n    int  // ids in the batch: the buffer is sized for them
 	bare bool // give "" instead (PopRequest.BareTxn)
 }
 
-// of returns id's text; n is how many more ids the batch may ask for (the
-// buffer's size when a new one is needed). Strings point into buffers that
-// are only ever appended to within their capacity, so they never change.
-func (t *idText) of(id UUID, n int) string {
+// of returns id's text. Strings point into buffers that are only ever
+// appended to within their capacity, so they never change.
+func (t *idText) of(id UUID) string {
 	if t == nil {
 		return id.String()
 	}
@@ -153,7 +153,7 @@ func (t *idText) of(id UUID, n int) string {
 		return ""
 	}
 	if cap(t.buf)-len(t.buf) < 36 {
-		t.buf = make([]byte, 0, 36*max(n, 1))
+		t.buf = make([]byte, 0, 36*max(t.n, 1))
 	}
 	start := len(t.buf)
 	t.buf = id.Append(t.buf)

@@ -337,51 +337,41 @@ func TestPopReplyStreaming(t *testing.T) {
 	}
 }
 
-// TestPushRequestStreaming: a request encoded item by item is the same frame
-// as AppendPushRequest's.
-func TestPushRequestStreaming(t *testing.T) {
-	n := 0
+// TestRequestStreaming: push and ack requests begun with
+// Append{Push,Ack}RequestStart, encoded item by item (as the client does) and
+// patched are the same frames as AppendPushRequest's and AppendAckRequest's.
+// Both share the item encoders, so this checks the header, count and length;
+// TestRoundTrip checks the items themselves.
+func TestRequestStreaming(t *testing.T) {
+	push, ack := 0, 0
 	for _, s := range samples() {
-		r, ok := s.body.(*PushRequest)
-		if !ok {
+		var got, want []byte
+		switch r := s.body.(type) {
+		case *PushRequest:
+			push++
+			dst, start := AppendPushRequestStart([]byte("prefix"), 9, len(r.Items))
+			for i := range r.Items {
+				it := &r.Items[i]
+				dst = AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
+			}
+			PatchLength(dst, start)
+			got, want = dst, AppendPushRequest([]byte("prefix"), 9, r)
+		case *AckRequest:
+			ack++
+			dst, start := AppendAckRequestStart([]byte("prefix"), 9, len(r.Items))
+			for i := range r.Items {
+				dst = AppendAckItem(dst, &r.Items[i])
+			}
+			PatchLength(dst, start)
+			got, want = dst, AppendAckRequest([]byte("prefix"), 9, r)
+		default:
 			continue
 		}
-		n++
-		dst, start := AppendPushRequestStart([]byte("prefix"), 9, len(r.Items))
-		for i := range r.Items {
-			it := &r.Items[i]
-			dst = AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
-		}
-		PatchLength(dst, start)
-		if want := AppendPushRequest([]byte("prefix"), 9, r); !bytes.Equal(dst, want) {
+		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: streamed frame differs", s.name)
 		}
 	}
-	if n == 0 {
-		t.Fatal("no push request among the samples")
-	}
-}
-
-// TestAckRequestStreaming: a request encoded item by item is the same frame
-// as AppendAckRequest's.
-func TestAckRequestStreaming(t *testing.T) {
-	n := 0
-	for _, s := range samples() {
-		r, ok := s.body.(*AckRequest)
-		if !ok {
-			continue
-		}
-		n++
-		dst, start := AppendAckRequestStart([]byte("prefix"), 9, len(r.Items))
-		for i := range r.Items {
-			dst = AppendAckItem(dst, &r.Items[i])
-		}
-		PatchLength(dst, start)
-		if want := AppendAckRequest([]byte("prefix"), 9, r); !bytes.Equal(dst, want) {
-			t.Fatalf("%s: streamed frame differs", s.name)
-		}
-	}
-	if n == 0 {
-		t.Fatal("no ack request among the samples")
+	if push == 0 || ack == 0 {
+		t.Fatalf("samples hold %d push and %d ack requests", push, ack)
 	}
 }
