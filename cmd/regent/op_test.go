@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,7 +186,7 @@ func TestOperatorExitCodes(t *testing.T) {
 func TestTailFollowsNewMessages(t *testing.T) {
 	addr := testBroker(t)
 	cli(t, addr, "", "push", "events", "old")
-	var out, errb bytes.Buffer
+	var out, errb lockedBuffer // tail writes them while the test reads
 	o := newOp("tail", "", &out, &errb)
 	o.parse([]string{"--addr", addr, "--json"}, 0, 0)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -211,6 +212,25 @@ func TestTailFollowsNewMessages(t *testing.T) {
 		t.Fatalf("the tail group was left behind: %s", q)
 	}
 }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+func (l *lockedBuffer) String() string { return string(l.Bytes()) }
 
 func TestSettingsFromEnvAndFlags(t *testing.T) {
 	t.Setenv("REGENT_DATA", "/from/env")
