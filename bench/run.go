@@ -331,18 +331,16 @@ func (r *runner) consume(ctx context.Context, c Consumer, i, n int, start time.T
 		acks.Add(1)
 		go func() {
 			defer func() { <-sem; acks.Done() }()
+			nf := 0
+			for k := 0; fail != nil && k < d.Len(); k++ {
+				if fail(k) {
+					nf++
+				}
+			}
 			actx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			got, err := d.Ack(actx, fail)
 			cancel()
-			if fail != nil {
-				nf := 0
-				for k := 0; k < d.Len(); k++ {
-					if fail(k) {
-						nf++
-					}
-				}
-				r.failedOn.Add(int64(nf))
-			}
+			r.failedOn.Add(int64(nf))
 			if err != nil {
 				r.fail(fmt.Errorf("ack: %w", err))
 			}

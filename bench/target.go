@@ -48,6 +48,8 @@ type Delivery interface {
 	Payload(i int) []byte
 	// Ack acks every message: failed where fail(i), completed otherwise
 	// (fail may be nil). It answers how many completed acks took effect.
+	// It is the Delivery's last use: a target may reuse its memory for a
+	// later Pop once Ack has returned.
 	Ack(ctx context.Context, fail func(i int) bool) (int, error)
 }
 

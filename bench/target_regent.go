@@ -63,7 +63,7 @@ func (t *regentTarget) Consumer(ctx context.Context, id int, group string) (Cons
 		return nil, err
 	}
 	return &regentConsumer{c: cl, req: client.PopRequest{Queue: t.queue, Group: group, Partitions: t.multiPart,
-		Wait: true, Timeout: 200 * time.Millisecond}}, nil
+		Wait: true, Timeout: 200 * time.Millisecond}, free: make(chan *regentDelivery, 64)}, nil
 }
 
 func (t *regentTarget) Close() error { return nil }
@@ -99,42 +99,69 @@ func (p *regentProducer) Close() error { return p.c.Close() }
 type regentConsumer struct {
 	c   *client.Client
 	req client.PopRequest
+	// free keeps deliveries whose ack is done, for the next pops: their
+	// client.Batch memory is reused, as a consumer written for speed does.
+	free chan *regentDelivery
 }
 
 func (c *regentConsumer) Pop(ctx context.Context, max int) (Delivery, error) {
 	req := c.req
 	req.Batch = max
-	msgs, err := c.c.Pop(ctx, req)
-	if err != nil {
+	var d *regentDelivery
+	select {
+	case d = <-c.free:
+	default:
+		d = &regentDelivery{c: c}
+	}
+	if err := c.c.PopBatch(ctx, req, &d.b); err != nil {
+		c.recycle(d)
 		return nil, err
 	}
-	return &regentDelivery{c: c.c, msgs: msgs}, nil
+	if len(d.b.Messages) == 0 {
+		c.recycle(d)
+		return emptyDelivery{}, nil
+	}
+	return d, nil
+}
+
+func (c *regentConsumer) recycle(d *regentDelivery) {
+	select {
+	case c.free <- d:
+	default:
+	}
 }
 
 func (c *regentConsumer) Close() error { return c.c.Close() }
 
+type emptyDelivery struct{}
+
+func (emptyDelivery) Len() int                                           { return 0 }
+func (emptyDelivery) Payload(int) []byte                                 { return nil }
+func (emptyDelivery) Ack(context.Context, func(i int) bool) (int, error) { return 0, nil }
+
 type regentDelivery struct {
-	c    *client.Client
-	msgs []client.Message
+	c *regentConsumer
+	b client.Batch
 }
 
-func (d *regentDelivery) Len() int             { return len(d.msgs) }
-func (d *regentDelivery) Payload(i int) []byte { return d.msgs[i].Payload }
+func (d *regentDelivery) Len() int             { return len(d.b.Messages) }
+func (d *regentDelivery) Payload(i int) []byte { return d.b.Messages[i].Payload }
 
 func (d *regentDelivery) Ack(ctx context.Context, fail func(i int) bool) (int, error) {
+	defer d.c.recycle(d)
 	var res []client.AckResult
 	var err error
 	if fail == nil {
-		res, err = d.c.Ack(ctx, d.msgs, client.Completed, client.AckOptions{})
+		res, err = d.c.c.AckBatch(ctx, &d.b, client.Completed, client.AckOptions{})
 	} else {
-		acks := make([]client.Ack, len(d.msgs))
-		for i, m := range d.msgs {
+		acks := make([]client.Ack, len(d.b.Messages))
+		for i, m := range d.b.Messages {
 			acks[i] = client.Ack{Message: m, Status: client.Completed}
 			if fail(i) {
 				acks[i].Status, acks[i].Error = client.Failed, "bench: failed on purpose"
 			}
 		}
-		res, err = d.c.AckEach(ctx, acks...)
+		res, err = d.c.c.AckEach(ctx, acks...)
 		if err == nil {
 			n := 0
 			for i, r := range res {

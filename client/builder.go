@@ -128,5 +128,5 @@ func (t *Txn) Commit(ctx context.Context) (TxnResult, error) {
 	if err != nil {
 		return TxnResult{}, err
 	}
-	return TxnResult{Acks: ackResults(reply.Acks), Pushes: pushResults(reply.Pushes, t.push), Err: codeErr(reply.Code, reply.Error)}, nil
+	return TxnResult{Acks: appendAckResults(nil, reply.Acks), Pushes: pushResults(reply.Pushes, t.push), Err: codeErr(reply.Code, reply.Error)}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
@@ -286,5 +287,66 @@ func TestPopByLabels(t *testing.T) {
 	m, err := c.Labels("media", "resize").AutoAck(true).Pop(ctx)
 	if err != nil || len(m) != 1 || string(m[0].Payload) != "fast" || m[0].Queue != "resize-fast" {
 		t.Fatalf("pop by labels: %+v %v", m, err)
+	}
+}
+
+// TestPopBatchReusesMemory: a Batch popped into again keeps its message
+// slice, its string arena and its ack results, and still answers right.
+func TestPopBatchReusesMemory(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	q := c.Queue("reuse")
+	for i := 0; i < 30; i++ {
+		if _, err := q.Push(ctx, []byte(fmt.Sprintf("payload-%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := client.PopRequest{Queue: "reuse", Batch: 10}
+	var bt client.Batch
+	var msgs0 *client.Message
+	var pay0 *byte
+	var res0 *client.AckResult
+	for round := 0; round < 3; round++ {
+		if err := c.PopBatch(ctx, req, &bt); err != nil {
+			t.Fatal(err)
+		}
+		if len(bt.Messages) != 10 {
+			t.Fatalf("round %d: %d messages", round, len(bt.Messages))
+		}
+		for i, m := range bt.Messages {
+			if want := fmt.Sprintf("payload-%02d", round*10+i); string(m.Payload) != want || m.Queue != "reuse" || m.TransactionID != m.ID.String() {
+				t.Fatalf("round %d message %d: %q %q %q (id %s)", round, i, m.Payload, m.Queue, m.TransactionID, m.ID)
+			}
+		}
+		res, err := c.AckBatch(ctx, &bt, client.Completed, client.AckOptions{})
+		if err != nil || len(res) != 10 {
+			t.Fatal(len(res), err)
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("round %d ack %d: %v", round, i, r.Err)
+			}
+		}
+		if round == 0 {
+			msgs0, pay0, res0 = unsafe.SliceData(bt.Messages), unsafe.SliceData(bt.Messages[0].Payload), &res[0]
+			continue
+		}
+		if unsafe.SliceData(bt.Messages) != msgs0 || unsafe.SliceData(bt.Messages[0].Payload) != pay0 || &res[0] != res0 {
+			t.Fatalf("round %d: the batch's memory was not reused", round)
+		}
+	}
+	// A pop given up on leaves the batch usable.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := c.PopBatch(cctx, client.PopRequest{Queue: "reuse", Batch: 10}, &bt); err == nil {
+		t.Fatal("a cancelled pop answered")
+	}
+	if len(bt.Messages) != 0 {
+		t.Fatalf("a failed pop left %d messages", len(bt.Messages))
+	}
+	q.Push(ctx, []byte("late"))
+	if err := c.PopBatch(ctx, req, &bt); err != nil || len(bt.Messages) != 1 || string(bt.Messages[0].Payload) != "late" {
+		t.Fatalf("after a cancelled pop: %v %d", err, len(bt.Messages))
 	}
 }

@@ -83,24 +83,13 @@ type PopRequest struct {
 
 // Pop asks for messages. An empty answer is normal.
 func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
-	req := protocol.PopRequest{
-		Queue: r.Queue, Partition: r.Partition, Group: r.Group, Subscription: protocol.SubMode(r.Subscription),
-		Batch: uint32(max(r.Batch, 0)), Partitions: uint32(max(r.Partitions, 0)), Wait: r.Wait,
-		TimeoutMs: uint32(max(r.Timeout, 0) / time.Millisecond), AutoAck: r.AutoAck,
-		Namespace: r.Namespace, Task: r.Task,
-	}
-	if r.Subscription == From {
-		req.From = r.From.UnixNano()
-	}
+	req := r.wire()
 	reply := popReplies.Get().(*protocol.PopReply)
 	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, reply)
 	if err != nil {
 		return nil, err // not pooled: see Push
 	}
-	out := make([]Message, len(reply.Messages))
-	for i := range reply.Messages {
-		out[i] = messageFromWire(&reply.Messages[i], reply.Queue, reply.Group)
-	}
+	out := appendMessages(make([]Message, 0, len(reply.Messages)), reply)
 	// The messages' strings and payloads stay in the arena, which goes with
 	// them; the message slice is kept for the next Pop.
 	reply.Detach()
@@ -110,11 +99,78 @@ func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
 	return out, nil
 }
 
+// Batch holds one pop's messages in memory that the next PopBatch into it
+// reuses, so a consumer cycling through a few Batches allocates nothing per
+// pop or ack. The zero Batch is ready to use; a Batch is not safe for
+// concurrent use.
+type Batch struct {
+	// Messages, with their strings and payloads, are valid until the next
+	// PopBatch into this Batch: copy what must outlive it.
+	Messages []Message
+	reply    *protocol.PopReply // its arena holds the messages' strings and payloads
+	results  []AckResult
+}
+
+// PopBatch is Pop into b: b.Messages holds the answer (empty is normal).
+func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
+	req := r.wire()
+	b.Messages = b.Messages[:0]
+	if b.reply == nil {
+		b.reply = new(protocol.PopReply)
+	}
+	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, b.reply)
+	if err != nil {
+		// After a cancelled wait the reply may still be decoded into it:
+		// it is left to the reader.
+		b.reply = nil
+		return err
+	}
+	b.Messages = appendMessages(b.Messages, b.reply)
+	return nil
+}
+
+// AckBatch is Ack of b.Messages. The results live in b until its next
+// AckBatch.
+func (c *Client) AckBatch(ctx context.Context, b *Batch, status AckStatus, opt AckOptions) ([]AckResult, error) {
+	res, err := c.ackMessages(ctx, b.Messages, status, opt, b.results[:0])
+	if err == nil {
+		b.results = res
+	}
+	return res, err
+}
+
+func (r *PopRequest) wire() protocol.PopRequest {
+	req := protocol.PopRequest{
+		Queue: r.Queue, Partition: r.Partition, Group: r.Group, Subscription: protocol.SubMode(r.Subscription),
+		Batch: uint32(max(r.Batch, 0)), Partitions: uint32(max(r.Partitions, 0)), Wait: r.Wait,
+		TimeoutMs: uint32(max(r.Timeout, 0) / time.Millisecond), AutoAck: r.AutoAck,
+		Namespace: r.Namespace, Task: r.Task,
+	}
+	if r.Subscription == From {
+		req.From = r.From.UnixNano()
+	}
+	return req
+}
+
+// appendMessages converts a pop reply's messages; their strings and
+// payloads still point into the reply's arena.
+func appendMessages(dst []Message, reply *protocol.PopReply) []Message {
+	for i := range reply.Messages {
+		dst = append(dst, messageFromWire(&reply.Messages[i], reply.Queue, reply.Group))
+	}
+	return dst
+}
+
 var popReplies = sync.Pool{New: func() any { return new(protocol.PopReply) }}
 
 // Ack gives every message in msgs the same answer; use AckEach for an answer
 // per message. Refused acks are per-message results, not an error.
 func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
+	return c.ackMessages(ctx, msgs, status, opt, nil)
+}
+
+// ackMessages is Ack with its results appended to out.
+func (c *Client) ackMessages(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions, out []AckResult) ([]AckResult, error) {
 	return c.ack(ctx, len(msgs), func(dst []byte, i int) []byte {
 		m := &msgs[i]
 		group := m.Group
@@ -123,7 +179,7 @@ func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt 
 		}
 		it := ackItem(m, group, status, opt.Error)
 		return protocol.AppendAckItem(dst, &it)
-	})
+	}, out)
 }
 
 // AckEach acks a batch with an answer (and error text) per message, in one
@@ -133,11 +189,12 @@ func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) 
 		a := &acks[i]
 		it := ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
 		return protocol.AppendAckItem(dst, &it)
-	})
+	}, nil)
 }
 
-// ack sends an Ack of n items, each encoded straight into the frame by item.
-func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []byte) ([]AckResult, error) {
+// ack sends an Ack of n items, each encoded straight into the frame by
+// item, and appends the results to out.
+func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []byte, out []AckResult) ([]AckResult, error) {
 	reply := ackReplies.Get().(*protocol.AckReply)
 	err := c.do(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte {
 		dst, start := protocol.AppendAckRequestStart(dst, id, n)
@@ -150,7 +207,7 @@ func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []
 	if err != nil {
 		return nil, err // not pooled: see Push
 	}
-	out := ackResults(reply.Items) // copies the error texts out of the arena
+	out = appendAckResults(out, reply.Items) // copies the error texts out of the arena
 	clear(reply.Items)
 	ackReplies.Put(reply)
 	if len(out) != n {
@@ -176,10 +233,12 @@ func ackItem(m *Message, group string, status AckStatus, errText string) protoco
 		Status: protocol.AckStatus(status), Error: errText}
 }
 
-func ackResults(in []protocol.AckResult) []AckResult {
-	out := make([]AckResult, len(in))
-	for i, r := range in {
-		out[i] = AckResult{Err: codeErr(r.Code, strings.Clone(r.Error)), Offset: r.Offset, LeaseReleased: r.LeaseReleased, DeadLettered: r.DeadLettered}
+func appendAckResults(out []AckResult, in []protocol.AckResult) []AckResult {
+	if out == nil {
+		out = make([]AckResult, 0, len(in))
+	}
+	for _, r := range in {
+		out = append(out, AckResult{Err: codeErr(r.Code, strings.Clone(r.Error)), Offset: r.Offset, LeaseReleased: r.LeaseReleased, DeadLettered: r.DeadLettered})
 	}
 	return out
 }
