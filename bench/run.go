@@ -329,15 +329,18 @@ func (r *runner) consume(ctx context.Context, c Consumer, i, n int, start time.T
 		}
 		sem <- struct{}{}
 		acks.Add(1)
+		nf := 0
+		for k := 0; fail != nil && k < d.Len(); k++ {
+			if fail(k) {
+				nf++
+			}
+		}
+		actx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		if s, ok := d.(ackSender); ok && fail == nil {
+			s.SendAck(actx) // before the next pop; Ack waits for its answer
+		}
 		go func() {
 			defer func() { <-sem; acks.Done() }()
-			nf := 0
-			for k := 0; fail != nil && k < d.Len(); k++ {
-				if fail(k) {
-					nf++
-				}
-			}
-			actx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			got, err := d.Ack(actx, fail)
 			cancel()
 			r.failedOn.Add(int64(nf))

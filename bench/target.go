@@ -53,6 +53,13 @@ type Delivery interface {
 	Ack(ctx context.Context, fail func(i int) bool) (int, error)
 }
 
+// ackSender is a Delivery that can send its completed ack at once and wait
+// for the answer in Ack: the consumer sends it before its next pop, so that
+// both go out together.
+type ackSender interface {
+	SendAck(ctx context.Context)
+}
+
 // Endpoints says where a target's server listens.
 type Endpoints struct {
 	RegentTCP  string // host:port of Regent's binary protocol

@@ -140,8 +140,16 @@ func (emptyDelivery) Payload(int) []byte                                 { retur
 func (emptyDelivery) Ack(context.Context, func(i int) bool) (int, error) { return 0, nil }
 
 type regentDelivery struct {
-	c *regentConsumer
-	b client.Batch
+	c       *regentConsumer
+	b       client.Batch
+	sent    bool // SendAck was called; Ack waits for its answer
+	sendErr error
+}
+
+// SendAck sends the completed ack of every message; Ack then waits for it.
+func (d *regentDelivery) SendAck(ctx context.Context) {
+	d.sent = true
+	d.sendErr = d.c.c.SendAck(ctx, &d.b, client.Completed, client.AckOptions{})
 }
 
 func (d *regentDelivery) Len() int             { return len(d.b.Messages) }
@@ -151,9 +159,15 @@ func (d *regentDelivery) Ack(ctx context.Context, fail func(i int) bool) (int, e
 	defer d.c.recycle(d)
 	var res []client.AckResult
 	var err error
-	if fail == nil {
+	switch {
+	case d.sent:
+		d.sent = false
+		if err = d.sendErr; err == nil {
+			res, err = d.c.c.WaitAck(ctx, &d.b)
+		}
+	case fail == nil:
 		res, err = d.c.c.AckBatch(ctx, &d.b, client.Completed, client.AckOptions{})
-	} else {
+	default:
 		acks := make([]client.Ack, len(d.b.Messages))
 		for i, m := range d.b.Messages {
 			acks[i] = client.Ack{Message: m, Status: client.Completed}

@@ -345,8 +345,55 @@ func TestPopBatchReusesMemory(t *testing.T) {
 	if len(bt.Messages) != 0 {
 		t.Fatalf("a failed pop left %d messages", len(bt.Messages))
 	}
-	q.Push(ctx, []byte("late"))
-	if err := c.PopBatch(ctx, req, &bt); err != nil || len(bt.Messages) != 1 || string(bt.Messages[0].Payload) != "late" {
+	// (Another queue: the given-up pop may still reach the broker, after
+	// a push on another of the client's connections.)
+	c.Queue("reuse2").Push(ctx, []byte("late"))
+	if err := c.PopBatch(ctx, client.PopRequest{Queue: "reuse2", Batch: 10}, &bt); err != nil || len(bt.Messages) != 1 || string(bt.Messages[0].Payload) != "late" {
 		t.Fatalf("after a cancelled pop: %v %d", err, len(bt.Messages))
+	}
+}
+
+// TestSendAckThenWait: an ack sent without waiting is answered through
+// WaitAck, once, and a batch takes one SendAck at a time.
+func TestSendAckThenWait(t *testing.T) {
+	b := newBroker(t)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	q := c.Queue("sendack")
+	for i := 0; i < 30; i++ {
+		if _, err := q.Push(ctx, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := client.PopRequest{Queue: "sendack", Batch: 10}
+	var bt client.Batch
+	if _, err := c.WaitAck(ctx, &bt); err == nil {
+		t.Fatal("WaitAck with no ack sent answered")
+	}
+	for round := 0; round < 3; round++ {
+		if err := c.PopBatch(ctx, req, &bt); err != nil {
+			t.Fatal(err)
+		}
+		if len(bt.Messages) != 10 || string(bt.Messages[0].Payload) != fmt.Sprint(round*10) {
+			t.Fatalf("round %d: %d messages; the acks before did not take effect?", round, len(bt.Messages))
+		}
+		if err := c.SendAck(ctx, &bt, client.Completed, client.AckOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SendAck(ctx, &bt, client.Completed, client.AckOptions{}); err == nil {
+			t.Fatal("a second SendAck before WaitAck was taken")
+		}
+		res, err := c.WaitAck(ctx, &bt)
+		if err != nil || len(res) != 10 {
+			t.Fatal(len(res), err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		if _, err := c.WaitAck(ctx, &bt); err == nil {
+			t.Fatal("a second WaitAck answered")
+		}
 	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -109,6 +110,7 @@ type Batch struct {
 	Messages []Message
 	reply    *protocol.PopReply // its arena holds the messages' strings and payloads
 	results  []AckResult
+	ack      pendingAck // SendAck's request, until WaitAck
 }
 
 // PopBatch is Pop into b: b.Messages holds the answer (empty is normal).
@@ -132,7 +134,45 @@ func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
 // AckBatch is Ack of b.Messages. The results live in b until its next
 // AckBatch.
 func (c *Client) AckBatch(ctx context.Context, b *Batch, status AckStatus, opt AckOptions) ([]AckResult, error) {
-	res, err := c.ackMessages(ctx, b.Messages, status, opt, b.results[:0])
+	if err := c.SendAck(ctx, b, status, opt); err != nil {
+		return nil, err
+	}
+	return c.WaitAck(ctx, b)
+}
+
+// SendAck sends AckBatch's request and returns without waiting for the
+// answer; WaitAck waits for it. A consumer that sends its ack and then pops
+// the next batch has both go out together, often in one write. The ack
+// takes effect when the broker has made it durable, as with AckBatch, so
+// that pop may still find those messages' partitions leased. Until
+// WaitAck returns, b must not be popped into or acked again.
+func (c *Client) SendAck(ctx context.Context, b *Batch, status AckStatus, opt AckOptions) error {
+	if b.ack.cl != nil {
+		return errors.New("client: SendAck on a batch whose ack is still pending")
+	}
+	msgs := b.Messages
+	p, err := c.startAck(ctx, len(msgs), func(dst []byte, i int) []byte {
+		m := &msgs[i]
+		group := m.Group
+		if opt.Group != "" {
+			group = opt.Group
+		}
+		it := ackItem(m, group, status, opt.Error)
+		return protocol.AppendAckItem(dst, &it)
+	})
+	b.ack = p
+	return err
+}
+
+// WaitAck waits for the answer to b's SendAck. The results live in b until
+// its next ack.
+func (c *Client) WaitAck(ctx context.Context, b *Batch) ([]AckResult, error) {
+	p := b.ack
+	if p.cl == nil {
+		return nil, errors.New("client: WaitAck on a batch with no ack sent")
+	}
+	b.ack = pendingAck{}
+	res, err := p.finish(ctx, b.results[:0])
 	if err == nil {
 		b.results = res
 	}
@@ -195,8 +235,27 @@ func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) 
 // ack sends an Ack of n items, each encoded straight into the frame by
 // item, and appends the results to out.
 func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []byte, out []AckResult) ([]AckResult, error) {
+	p, err := c.startAck(ctx, n, item)
+	if err != nil {
+		return nil, err
+	}
+	return p.finish(ctx, out)
+}
+
+// pendingAck is an Ack request on its way.
+type pendingAck struct {
+	cl    *call
+	reply *protocol.AckReply
+	n     int
+}
+
+func (c *Client) startAck(ctx context.Context, n int, item func(dst []byte, i int) []byte) (pendingAck, error) {
+	cn, err := c.conn(ctx)
+	if err != nil {
+		return pendingAck{}, err
+	}
 	reply := ackReplies.Get().(*protocol.AckReply)
-	err := c.do(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte {
+	cl, err := cn.start(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte {
 		dst, start := protocol.AppendAckRequestStart(dst, id, n)
 		for i := 0; i < n; i++ {
 			dst = item(dst, i)
@@ -205,13 +264,22 @@ func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []
 		return dst
 	}, reply)
 	if err != nil {
+		ackReplies.Put(reply) // never sent: nobody else has it
+		return pendingAck{}, err
+	}
+	return pendingAck{cl: cl, reply: reply, n: n}, nil
+}
+
+// finish waits for the answer and appends the results to out.
+func (p pendingAck) finish(ctx context.Context, out []AckResult) ([]AckResult, error) {
+	if err := p.cl.wait(ctx); err != nil {
 		return nil, err // not pooled: see Push
 	}
-	out = appendAckResults(out, reply.Items) // copies the error texts out of the arena
-	clear(reply.Items)
-	ackReplies.Put(reply)
-	if len(out) != n {
-		return nil, fmt.Errorf("client: ack of %d items answered with %d results", n, len(out))
+	out = appendAckResults(out, p.reply.Items) // copies the error texts out of the arena
+	clear(p.reply.Items)
+	ackReplies.Put(p.reply)
+	if len(out) != p.n {
+		return nil, fmt.Errorf("client: ack of %d items answered with %d results", p.n, len(out))
 	}
 	return out, nil
 }
