@@ -150,16 +150,7 @@ func (c *Client) SendAck(ctx context.Context, b *Batch, status AckStatus, opt Ac
 	if b.ack.cl != nil {
 		return errors.New("client: SendAck on a batch whose ack is still pending")
 	}
-	msgs := b.Messages
-	p, err := c.startAck(ctx, len(msgs), func(dst []byte, i int) []byte {
-		m := &msgs[i]
-		group := m.Group
-		if opt.Group != "" {
-			group = opt.Group
-		}
-		it := ackItem(m, group, status, opt.Error)
-		return protocol.AppendAckItem(dst, &it)
-	})
+	p, err := c.startAck(ctx, len(b.Messages), sameAnswer(b.Messages, status, opt))
 	b.ack = p
 	return err
 }
@@ -206,12 +197,12 @@ var popReplies = sync.Pool{New: func() any { return new(protocol.PopReply) }}
 // Ack gives every message in msgs the same answer; use AckEach for an answer
 // per message. Refused acks are per-message results, not an error.
 func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
-	return c.ackMessages(ctx, msgs, status, opt, nil)
+	return c.ack(ctx, len(msgs), sameAnswer(msgs, status, opt), nil)
 }
 
-// ackMessages is Ack with its results appended to out.
-func (c *Client) ackMessages(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions, out []AckResult) ([]AckResult, error) {
-	return c.ack(ctx, len(msgs), func(dst []byte, i int) []byte {
+// sameAnswer encodes ack item i of msgs, all with the same answer.
+func sameAnswer(msgs []Message, status AckStatus, opt AckOptions) func(dst []byte, i int) []byte {
+	return func(dst []byte, i int) []byte {
 		m := &msgs[i]
 		group := m.Group
 		if opt.Group != "" {
@@ -219,7 +210,7 @@ func (c *Client) ackMessages(ctx context.Context, msgs []Message, status AckStat
 		}
 		it := ackItem(m, group, status, opt.Error)
 		return protocol.AppendAckItem(dst, &it)
-	}, out)
+	}
 }
 
 // AckEach acks a batch with an answer (and error text) per message, in one
