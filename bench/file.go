@@ -32,7 +32,7 @@ type Env struct {
 	Kernel    string    `json:"kernel"`
 	OS        string    `json:"os"`
 	GoVersion string    `json:"go_version"`
-	Commit    string    `json:"commit"` // "" when unknown; "+modified" when the tree had changes
+	Commit    string    `json:"commit"` // "" when unknown; "+modified" when the tree had changes outside the documentation
 }
 
 // CurrentEnv describes this machine and the code in the current directory.
@@ -54,7 +54,10 @@ func CurrentEnv() Env {
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 		e.Commit = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		// Documentation (the result files themselves among it) does not
+		// change what is measured.
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--",
+			":(top)", ":(top,exclude)docs", ":(top,exclude,glob)**/*.md").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
 			e.Commit += "+modified"
 		}
 	}
