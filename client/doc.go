@@ -18,4 +18,16 @@
 // (QueueBuilder.Each) that ack completed or failed from the handler's
 // result, skip the rest of a partition's batch after a failure, extend leases
 // while a handler runs long, and give their batch back on shutdown.
+//
+// A consumer written for speed pops into a few reused Batches: PopBatch and
+// AckBatch allocate almost nothing per call, and SendAck followed by the next
+// PopBatch puts the ack and the pop in one write, with WaitAck collecting the
+// ack's answer later:
+//
+//	var b client.Batch
+//	for {
+//		if err := c.PopBatch(ctx, req, &b); err != nil { ... }
+//		// handle b.Messages: they are valid until b is popped into again
+//		c.AckBatch(ctx, &b, client.Completed, client.AckOptions{})
+//	}
 package client

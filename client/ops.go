@@ -101,9 +101,10 @@ func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
 }
 
 // Batch holds one pop's messages in memory that the next PopBatch into it
-// reuses, so a consumer cycling through a few Batches allocates nothing per
-// pop or ack. The zero Batch is ready to use; a Batch is not safe for
-// concurrent use.
+// reuses (the message slice, the strings and payloads, the ack results), so
+// a consumer cycling through a few Batches allocates only a few small
+// objects per pop or ack. The zero Batch is ready to use; a Batch is not
+// safe for concurrent use.
 type Batch struct {
 	// Messages, with their strings and payloads, are valid until the next
 	// PopBatch into this Batch: copy what must outlive it.
