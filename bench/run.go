@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,9 +48,10 @@ func (r *runner) fail(err error) {
 }
 
 // Run runs cfg against t (probe may be nil), reporting progress to prog
+// (may be nil) and writing a CPU profile of the measured phase to profile
 // (may be nil). An error means the run could not be set up; failures of
 // single requests are counted in Result.Errors.
-func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress) (Result, error) {
+func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress, profile io.Writer) (Result, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -117,6 +120,11 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress)
 	if probe != nil {
 		cpu0, _ = probe.CPU()
 	}
+	if profile != nil {
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			return res, fmt.Errorf("bench: profile: %w", err)
+		}
+	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	r.cancel = cancel
@@ -150,6 +158,9 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if profile != nil {
+		pprof.StopCPUProfile()
+	}
 	stopProg()
 	cancel()
 

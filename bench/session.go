@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime/pprof"
 	"sort"
 )
@@ -30,6 +31,11 @@ type Options struct {
 
 	Log      io.Writer // the children's logs (nil: discarded)
 	Progress *Progress
+
+	// CPUProfile, when set, receives a CPU profile of this process during
+	// each run's measured phase (a pre-fill excluded): the first run's at
+	// CPUProfile, the n-th's at CPUProfile.n.
+	CPUProfile string
 }
 
 // Session runs benchmarks with one set of Options; Close removes what it
@@ -38,6 +44,7 @@ type Session struct {
 	opts    Options
 	natsBin string
 	cleanup func()
+	runs    int // runs started, for profile names
 }
 
 // NewSession returns a Session.
@@ -135,9 +142,23 @@ func (s *Session) RunOne(ctx context.Context, cfg Config, side Side) (Result, er
 	// The harness's goroutines (and the client's, started from them) carry
 	// the label bench=client in CPU profiles; an in-process server's do
 	// not: go tool pprof -tagignore bench=client shows the server alone.
+	s.runs++
+	var prof io.Writer
+	if s.opts.CPUProfile != "" {
+		name := s.opts.CPUProfile
+		if s.runs > 1 {
+			name = fmt.Sprintf("%s.%d", name, s.runs)
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			return Result{}, fmt.Errorf("bench: profile: %w", err)
+		}
+		defer f.Close()
+		prof = f
+	}
 	var res Result
 	pprof.Do(ctx, pprof.Labels("bench", "client"), func(ctx context.Context) {
-		res, err = Run(ctx, cfg, t, srv.Probe(), s.opts.Progress)
+		res, err = Run(ctx, cfg, t, srv.Probe(), s.opts.Progress, prof)
 	})
 	switch {
 	case srv != nil:

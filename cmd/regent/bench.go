@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -121,7 +120,7 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.rounds = fs.Int("rounds", 3, "compare: rounds (each runs every side once, alternately)")
 	f.jsonOut = fs.Bool("json", false, "print the result file (JSON) on stdout, and no progress line")
 	f.out = fs.String("out", "", "also write the result file (JSON) there")
-	f.cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process (with --server inprocess: client and server)")
+	f.cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process during each run's measured phase (a pre-fill excluded): the first run's to `FILE`, the n-th's to FILE.n; with --server inprocess it holds client and server (go tool pprof -tagignore bench=client shows the server alone)")
 	f.showLogs = fs.Bool("log", false, "show the servers' logs on stderr")
 	return f
 }
@@ -227,17 +226,7 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 			return fail(exitUsage, fmt.Errorf("--server %q: want child or inprocess", *f.server))
 		}
 	}
-	if *f.cpuprofile != "" {
-		pf, err := os.Create(*f.cpuprofile)
-		if err != nil {
-			return fail(exitFailure, err)
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fail(exitFailure, err)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	opts.CPUProfile = *f.cpuprofile
 	sess := bench.NewSession(opts)
 	defer sess.Close()
 	file := &bench.File{Kind: "run", Command: bench.CommandLine(cmdline), Env: bench.CurrentEnv()}

@@ -76,13 +76,20 @@ func TestBenchSweepAndReport(t *testing.T) {
 	dir := t.TempDir()
 	results := filepath.Join(dir, "results")
 	var out, errb bytes.Buffer
+	prof := filepath.Join(dir, "cpu.prof")
 	code := run([]string{"bench", "push", "--server", "inprocess", "--duration", "500ms", "--batch", "10,100",
-		"--out", filepath.Join(results, "batch.json")}, &out, &errb)
+		"--out", filepath.Join(results, "batch.json"), "--cpuprofile", prof}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("sweep: exit %d: %s", code, errb.String())
 	}
 	if strings.Count(out.String(), "push on regent") != 2 {
 		t.Fatalf("sweep printed:\n%s", out.String())
+	}
+	// A profile per run, gzipped protobuf as runtime/pprof writes it.
+	for _, p := range []string{prof, prof + ".2"} {
+		if b, err := os.ReadFile(p); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("profile %s: %d bytes, %v", p, len(b), err)
+		}
 	}
 	md := filepath.Join(dir, "BENCHMARKS.md")
 	code = run([]string{"bench", "report", "--results", results, "--out", md, "--charts", filepath.Join(dir, "charts")}, &out, &errb)
