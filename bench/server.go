@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,7 +181,7 @@ func NATSDurability(syncAlways bool) string {
 func InstallNATS(ctx context.Context, logw io.Writer) (string, func(), error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", nil, fmt.Errorf("bench: building nats-server needs the go command on PATH (or give a binary with --peer-bin): %w", err)
 	}
 	dir, err := os.MkdirTemp("", "regent-bench-peer-*")
 	if err != nil {

@@ -293,15 +293,7 @@ func TestPopByLabels(t *testing.T) {
 // TestPopBatchReusesMemory: a Batch popped into again keeps its message
 // slice, its string arena and its ack results, and still answers right.
 func TestPopBatchReusesMemory(t *testing.T) {
-	b := newBroker(t)
-	c := dial(t, b)
-	ctx := testCtx(t)
-	q := c.Queue("reuse")
-	for i := 0; i < 30; i++ {
-		if _, err := q.Push(ctx, []byte(fmt.Sprintf("payload-%02d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, ctx := thirtyMessages(t, "reuse", "payload-%02d")
 	req := client.PopRequest{Queue: "reuse", Batch: 10}
 	var bt client.Batch
 	var msgs0 *client.Message
@@ -356,15 +348,7 @@ func TestPopBatchReusesMemory(t *testing.T) {
 // TestSendAckThenWait: an ack sent without waiting is answered through
 // WaitAck, once, and a batch takes one SendAck at a time.
 func TestSendAckThenWait(t *testing.T) {
-	b := newBroker(t)
-	c := dial(t, b)
-	ctx := testCtx(t)
-	q := c.Queue("sendack")
-	for i := 0; i < 30; i++ {
-		if _, err := q.Push(ctx, []byte(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, ctx := thirtyMessages(t, "sendack", "%d")
 	req := client.PopRequest{Queue: "sendack", Batch: 10}
 	var bt client.Batch
 	if _, err := c.WaitAck(ctx, &bt); err == nil {
@@ -396,4 +380,17 @@ func TestSendAckThenWait(t *testing.T) {
 			t.Fatal("a second WaitAck answered")
 		}
 	}
+}
+
+// thirtyMessages starts a broker and pushes 30 messages to queue, payload i
+// formatted with format.
+func thirtyMessages(t *testing.T, queue, format string) (*client.Client, context.Context) {
+	c := dial(t, newBroker(t))
+	ctx := testCtx(t)
+	for i := 0; i < 30; i++ {
+		if _, err := c.Queue(queue).Push(ctx, []byte(fmt.Sprintf(format, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, ctx
 }
