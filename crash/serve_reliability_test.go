@@ -73,14 +73,14 @@ func readAll(t *testing.T, c *client.Client, q string) []string {
 }
 
 // runServe runs `regent serve` on dir expecting it to exit at once (it
-// cannot start) and returns its exit error and output.
-func runServe(t *testing.T, bin, dir string, args ...string) (error, string) {
+// cannot start) and returns its output and exit error.
+func runServe(t *testing.T, bin, dir string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--data", dir, "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.CombinedOutput()
-	return err, string(out)
+	return string(out), err
 }
 
 // TestSecondBrokerOnTheSameDataIsRefused: while one broker runs, another
@@ -91,7 +91,7 @@ func TestSecondBrokerOnTheSameDataIsRefused(t *testing.T) {
 	}
 	cfg := &Config{Binary: binary(t), Dir: t.TempDir(), StartTimeout: 20 * time.Second}
 	b := startT(t, cfg)
-	err, out := runServe(t, cfg.Binary, b.dataDir)
+	out, err := runServe(t, cfg.Binary, b.dataDir)
 	if err == nil || !strings.Contains(out, "in use by pid "+fmt.Sprint(b.cmd.Process.Pid)) {
 		t.Fatalf("second broker: %v\n%s", err, out)
 	}
@@ -145,7 +145,7 @@ func TestCorruptJournalRefusedUnlessSalvaged(t *testing.T) {
 	b.kill() // no snapshot: recovery must replay the journal
 	flipMidWAL(t, b.dataDir)
 
-	err, out := runServe(t, cfg.Binary, b.dataDir)
+	out, err := runServe(t, cfg.Binary, b.dataDir)
 	if err == nil || !strings.Contains(out, "mid-log corruption") || !strings.Contains(out, "refusing to open") || !strings.Contains(out, "--salvage starts") {
 		t.Fatalf("serve on a corrupt journal: %v\n%s", err, out)
 	}
