@@ -84,9 +84,8 @@ type PopRequest struct {
 
 // Pop asks for messages. An empty answer is normal.
 func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
-	req := r.wire()
 	reply := popReplies.Get().(*protocol.PopReply)
-	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, reply)
+	err := c.do(ctx, protocol.OpPop, r.frame(), reply)
 	if err != nil {
 		return nil, err // not pooled: see Push
 	}
@@ -116,12 +115,11 @@ type Batch struct {
 
 // PopBatch is Pop into b: b.Messages holds the answer (empty is normal).
 func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
-	req := r.wire()
 	b.Messages = b.Messages[:0]
 	if b.reply == nil {
 		b.reply = new(protocol.PopReply)
 	}
-	err := c.do(ctx, protocol.OpPop, func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }, b.reply)
+	err := c.do(ctx, protocol.OpPop, r.frame(), b.reply)
 	if err != nil {
 		// After a cancelled wait the reply may still be decoded into it:
 		// it is left to the reader.
@@ -171,7 +169,8 @@ func (c *Client) WaitAck(ctx context.Context, b *Batch) ([]AckResult, error) {
 	return res, err
 }
 
-func (r *PopRequest) wire() protocol.PopRequest {
+// frame encodes r as a Pop request frame.
+func (r *PopRequest) frame() func(dst []byte, id uint64) []byte {
 	req := protocol.PopRequest{
 		Queue: r.Queue, Partition: r.Partition, Group: r.Group, Subscription: protocol.SubMode(r.Subscription),
 		Batch: uint32(max(r.Batch, 0)), Partitions: uint32(max(r.Partitions, 0)), Wait: r.Wait,
@@ -181,7 +180,7 @@ func (r *PopRequest) wire() protocol.PopRequest {
 	if r.Subscription == From {
 		req.From = r.From.UnixNano()
 	}
-	return req
+	return func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }
 }
 
 // appendMessages converts a pop reply's messages; their strings and

@@ -171,9 +171,7 @@ func AppendAckRequest(dst []byte, id uint64, r *AckRequest) []byte { return Appe
 // client encodes them one by one, without an AckRequest value): append each
 // with AppendAckItem, then call PatchLength(dst, start).
 func AppendAckRequestStart(dst []byte, id uint64, count int) (out []byte, start int) {
-	start = len(dst)
-	dst = AppendHeader(dst, OpAck, 0, id)
-	return appendUv(dst, uint64(count)), start
+	return appendCountedStart(dst, OpAck, id, count)
 }
 
 // AppendAckReply appends a whole Ack reply frame.

@@ -367,6 +367,14 @@ func AppendHeader(dst []byte, op Op, flags Flags, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, id)
 }
 
+// appendCountedStart begins a frame whose body opens with an item count
+// (the streaming encoders: push and ack requests).
+func appendCountedStart(dst []byte, op Op, id uint64, count int) (out []byte, start int) {
+	start = len(dst)
+	dst = AppendHeader(dst, op, 0, id)
+	return appendUv(dst, uint64(count)), start
+}
+
 // PatchLength writes the length of the frame that starts at dst[start:]
 // (and runs to the end of dst) into its header. A frame longer than the u32
 // length can say gets 0xFFFFFFFF, which every receiver rejects as too large.

@@ -160,9 +160,7 @@ func AppendPushRequest(dst []byte, id uint64, r *PushRequest) []byte { return Ap
 // AppendPushRequestStart begins a Push request frame of count items: append
 // each with AppendPushItem, then call PatchLength(dst, start).
 func AppendPushRequestStart(dst []byte, id uint64, count int) (out []byte, start int) {
-	start = len(dst)
-	dst = AppendHeader(dst, OpPush, 0, id)
-	return appendUv(dst, uint64(count)), start
+	return appendCountedStart(dst, OpPush, id, count)
 }
 
 // AppendPushReply appends a whole Push reply frame.
