@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -399,13 +398,12 @@ func (e *Engine) queueOrCreate(name string) (*queue, error) {
 func (e *Engine) newQueue(name string, id uint64, created int64, o *QueueOptions) *queue {
 	q := &queue{
 		e:       e,
-		name:    strings.Clone(name),
+		name:    own(name),
 		id:      id,
 		created: created,
 		gnames:  make(map[string]*group),
 	}
-	oc := *o
-	q.opts.Store(&oc)
+	q.setOptions(o)
 	return q
 }
 
@@ -443,7 +441,7 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 // number, so a queue that created and forgot many partitions (or a corrupt
 // record naming partition 2^40) costs nothing for the numbers in between.
 func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
-	p := &partition{q: q, seq: seq, name: strings.Clone(name)}
+	p := &partition{q: q, seq: seq, name: own(name)}
 	n := len(q.parts)
 	switch i := q.search(seq); {
 	case i == n:
