@@ -107,7 +107,7 @@ func buildFlipJournal(t *testing.T, dir string) map[string]bool {
 	ctx := context.Background()
 	o := engine.DefaultQueueOptions()
 	o.RetryLimit, o.RetryDelay = 1, 0
-	if _, err := e.Configure("bits", o); err != nil {
+	if _, err := e.Configure(context.Background(), "bits", o); err != nil {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(7, 7))

@@ -39,7 +39,10 @@ type DLQEntry struct {
 
 // AckAsync applies acks in order and fills res (len(res) >= len(items)).
 // done runs once every change is durable; a refused ack is not an error of
-// the call (its res entry says why).
+// the call (its res entry says why). When the journal refuses the record of
+// some acks (the acks of one partition and group make one record), those
+// acks are answered with the reason and nothing of them is kept; when it
+// refuses every record of the call, the call fails with that error.
 func (e *Engine) AckAsync(items []AckItem, res []AckResult, done func(error)) {
 	if err := e.check(); err != nil {
 		done(err)
@@ -50,13 +53,23 @@ func (e *Engine) AckAsync(items []AckItem, res []AckResult, done func(error)) {
 		return
 	}
 	pend := newPending(done)
+	var refused error
+	kept := false
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && items[j].PartitionID == items[i].PartitionID && items[j].Group == items[i].Group {
 			j++
 		}
-		e.ackRun(items[i:j], res[i:j], pend)
+		appended, jerr := e.ackRun(items[i:j], res[i:j], pend)
+		kept = kept || appended
+		if jerr != nil && refused == nil {
+			refused = jerr
+		}
 		i = j
+	}
+	if refused != nil && !kept {
+		done(refused) // nothing of the call was kept
+		return
 	}
 	pend.finish()
 }
@@ -94,19 +107,25 @@ func (e *Engine) resolveAckTarget(it *AckItem) (*partition, *group, error) {
 	return p, g, nil
 }
 
-func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
+// ackRun applies the acks of one partition and group, as one effect record.
+// It reports whether it journaled one, and the journal's refusal when the
+// journal refused it: the acks are then answered with it, and everything
+// they changed is put back as it was (cursor, lease, retry counts, delay;
+// the dead-letter entries are not filed).
+func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, error) {
 	p, g, err := e.resolveAckTarget(&items[0])
 	if err != nil {
 		for i := range res {
 			res[i] = AckResult{Err: err}
 		}
-		return
+		return false, nil
 	}
 	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	pg := e.pgFor(p, g)
 	now := e.clock.Now()
+	before := save(pg)
 	changed := false
 	var dead []deadEntry
 	var cache leaseMsgs
@@ -118,21 +137,23 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) {
 		r.Err = err
 		changed = changed || c
 	}
-	var wakes []*waiter
-	if changed {
-		if _, err := e.appendHeld(e.effectRecord(p, g, pg, dead), pend); err != nil {
-			for i := range res {
-				if res[i].Err == nil {
-					res[i].Err = err
-				}
-			}
-		}
-		e.fileDead(p, g, dead)
-		e.stats.acked.Add(uint64(len(items)))
+	if !changed {
+		return false, nil
 	}
+	if _, err := e.appendPart(e.effectRecord(p, g, pg, dead), pend); err != nil {
+		before.restore()
+		for i := range res {
+			res[i] = AckResult{Err: err, Queue: p.q.name, Partition: p.name}
+		}
+		return false, err
+	}
+	e.fileDead(p, g, dead)
+	e.stats.acked.Add(uint64(len(items)))
+	var wakes []*waiter
 	e.settle(p, g, pg, now, &wakes)
 	// The wakes are retried on other goroutines: safe under the lock.
 	e.wake(wakes)
+	return true, nil
 }
 
 // ackOne checks one ack against pg's lease and applies it to the lease's

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -15,8 +17,10 @@ type ConfigureResult struct {
 
 // Configure creates queue name or replaces all of its options (an option
 // left at its default in o goes back to its default). Like Queen, it also
-// creates the queue's Default partition.
-func (e *Engine) Configure(name string, o QueueOptions) (ConfigureResult, error) {
+// creates the queue's Default partition. Queue, options and partition are
+// one journal record, and Configure returns once it is durable (or ctx
+// ends; the change then still takes effect).
+func (e *Engine) Configure(ctx context.Context, name string, o QueueOptions) (ConfigureResult, error) {
 	if err := e.check(); err != nil {
 		return ConfigureResult{}, err
 	}
@@ -26,58 +30,76 @@ func (e *Engine) Configure(name string, o QueueOptions) (ConfigureResult, error)
 	if err := o.Validate(); err != nil {
 		return ConfigureResult{}, err
 	}
+	ch := make(chan error, 1)
+	res, err := e.configure(name, &o, func(err error) { ch <- err })
+	if err != nil {
+		return ConfigureResult{}, err
+	}
+	return res, waitDurable(ctx, ch)
+}
+
+// configure journals and applies a Configure; done runs once it is durable.
+func (e *Engine) configure(name string, o *QueueOptions, done func(error)) (ConfigureResult, error) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	q := e.queues[name]
 	created := q == nil
 	if created {
-		q = e.newQueue(name, newQueueID(), e.newStamp(), &o)
+		q = e.newQueue(name, newQueueID(), e.newStamp(), o) // known to nobody until journaled
 		for e.queuesID[q.id] != nil {
 			q.id = newQueueID()
 		}
 	}
-	if _, err := e.append(encodeQueue(q, &o), nil); err != nil {
-		e.mu.Unlock()
+	subs := [][]byte{encodeQueue(q, o)}
+	p, made, err := e.partitionOrCreate(q, DefaultPartition)
+	if err != nil {
 		return ConfigureResult{}, err
 	}
-	q.setOptions(&o)
+	st := p.st()
+	st.mu.Lock()
+	var stamp int64
+	if made && p.next == 0 {
+		// The empty partition is journaled so that its id survives a
+		// restart; its creation time counts as activity (see forgettable).
+		stamp = e.newStamp()
+		subs = append(subs, appendPushHeader(nil, recPush, p, 0, stamp, 0, "", 0))
+	}
+	if _, err := e.append(encodeTxn(subs), done); err != nil {
+		st.mu.Unlock()
+		if made && !created {
+			e.dropUnused(p)
+		}
+		return ConfigureResult{}, err
+	}
+	if stamp != 0 {
+		p.lastTS = stamp
+	}
+	st.mu.Unlock()
+	q.setOptions(o)
 	if created {
 		e.queues[q.name] = q
 		e.queuesID[q.id] = q
 	}
-	e.mu.Unlock()
-	res := ConfigureResult{QueueID: partitionID(q.id, 0), Options: o, Created: created}
-	p, made, err := e.partitionOrCreate(q, DefaultPartition)
-	if err != nil {
-		return res, err
-	}
-	if made {
-		// Journal the empty partition so that its id survives a restart.
-		if err := e.journalPartition(p); err != nil {
-			return res, err
-		}
-	}
-	res.PartitionID = p.id()
-	return res, nil
+	return ConfigureResult{QueueID: partitionID(q.id, 0), PartitionID: p.id(), Options: *o, Created: created}, nil
 }
 
-// journalPartition records the creation of an empty partition.
-func (e *Engine) journalPartition(p *partition) error {
-	p.st().mu.Lock()
-	defer p.st().mu.Unlock()
-	if p.next > 0 {
+// waitDurable waits for a journal commit's answer, or for ctx.
+func waitDurable(ctx context.Context, ch <-chan error) error {
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrJournal, err)
+		}
 		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	stamp := e.newStamp() // its creation time counts as activity (see forgettable)
-	if _, err := e.append(appendPushHeader(nil, recPush, p, 0, stamp, 0, "", 0), nil); err != nil {
-		return err
-	}
-	p.lastTS = stamp
-	return nil
 }
 
 // DeleteQueue removes a queue with its partitions, messages, groups and
-// dead-letter entries. It reports whether the queue existed.
-func (e *Engine) DeleteQueue(name string) (bool, error) {
+// dead-letter entries. It reports whether the queue existed, once the
+// deletion is durable (or ctx ends).
+func (e *Engine) DeleteQueue(ctx context.Context, name string) (bool, error) {
 	if err := e.check(); err != nil {
 		return false, err
 	}
@@ -87,7 +109,8 @@ func (e *Engine) DeleteQueue(name string) (bool, error) {
 		e.mu.Unlock()
 		return false, nil
 	}
-	if _, err := e.append(encodeQueueDel(q.id), nil); err != nil {
+	ch := make(chan error, 1)
+	if _, err := e.append(encodeQueueDel(q.id), func(err error) { ch <- err }); err != nil {
 		e.mu.Unlock()
 		return false, err
 	}
@@ -99,7 +122,7 @@ func (e *Engine) DeleteQueue(name string) (bool, error) {
 			e.failWaiters(g, nil)
 		}
 	}
-	return true, nil
+	return true, waitDurable(ctx, ch)
 }
 
 // SeekTarget says where Seek moves a group: to the end (past every message)
@@ -111,8 +134,10 @@ type SeekTarget struct {
 
 // Seek moves group's cursor on every partition of queueName (or only on
 // partition, when not ""), releasing its leases and forgetting its retry
-// counts there. It returns how many partitions moved.
-func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int, error) {
+// counts there. Every partition moves, or (when the journal refuses the
+// record) none does. It returns how many partitions moved, once the move is
+// durable (or ctx ends).
+func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string, to SeekTarget) (int, error) {
 	if err := e.check(); err != nil {
 		return 0, err
 	}
@@ -144,20 +169,38 @@ func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int
 	if partName != "" && len(parts) == 0 {
 		return 0, fmt.Errorf("%w: %s/%s", ErrPartitionNotFound, queueName, partName)
 	}
+	unlock := e.lockStripesOf(parts)
 	ts := to.Time.UnixNano()
-	pend := newPending(nil)
-	ch := make(chan error, 1)
-	pend.fn = func(err error) { ch <- err }
-	n := 0
-	var wakes []*waiter
-	for _, p := range parts {
-		p.st().mu.Lock()
-		pg := e.pgFor(p, g)
-		if to.ToEnd {
-			pg.cursor = p.next
-		} else {
-			pg.cursor = p.firstAfter(ts)
+	cursors := make([]uint64, len(parts))
+	subs := make([][]byte, 0, len(parts))
+	for i, p := range parts {
+		if p.gone {
+			continue
 		}
+		if to.ToEnd {
+			cursors[i] = p.next
+		} else {
+			cursors[i] = p.firstAfter(ts)
+		}
+		ef := effect{queueID: q.id, seq: p.seq, group: g.name, cursor: cursors[i]}
+		subs = append(subs, appendEffect(make([]byte, 0, 32+len(g.name)), &ef))
+	}
+	if len(subs) == 0 {
+		unlock()
+		return 0, nil
+	}
+	ch := make(chan error, 1)
+	if _, err := e.append(encodeTxn(subs), func(err error) { ch <- err }); err != nil {
+		unlock()
+		return 0, err
+	}
+	var wakes []*waiter
+	for i, p := range parts {
+		if p.gone {
+			continue
+		}
+		pg := e.pgFor(p, g)
+		pg.cursor = cursors[i]
 		if a := pg.act; a != nil {
 			if a.lease != nil {
 				e.endLease(p, pg, a.lease, &wakes)
@@ -166,19 +209,35 @@ func (e *Engine) Seek(queueName, groupName, partName string, to SeekTarget) (int
 			a.blockedUntil = 0
 			p.st().wheel.cancel(&a.blockTimer)
 		}
-		_, err := e.appendHeld(e.effectRecord(p, g, pg, nil), pend)
 		e.notify(p, g, pg, &wakes)
 		e.shrinkTail(p, false)
-		p.st().mu.Unlock()
-		if err != nil {
-			pend.finish()
-			return n, err
-		}
-		n++
 	}
+	unlock()
 	e.wake(wakes)
-	pend.finish()
-	return n, <-ch
+	return len(subs), waitDurable(ctx, ch)
+}
+
+// lockStripesOf locks the stripes of parts, each once, in stripe order (the
+// order every multi-stripe operation takes them in), and returns the unlock.
+func (e *Engine) lockStripesOf(parts []*partition) (unlock func()) {
+	seen := make(map[*stripe]bool)
+	var sts []*stripe
+	for _, p := range parts {
+		if s := p.st(); !seen[s] {
+			seen[s] = true
+			sts = append(sts, s)
+		}
+	}
+	base := &e.stripes[0]
+	sort.Slice(sts, func(i, j int) bool { return stripeIndex(base, sts[i]) < stripeIndex(base, sts[j]) })
+	for _, s := range sts {
+		s.mu.Lock()
+	}
+	return func() {
+		for i := len(sts) - 1; i >= 0; i-- {
+			sts[i].mu.Unlock()
+		}
+	}
 }
 
 // firstAfter is the first offset of p created after ts (p.next if none).

@@ -253,7 +253,7 @@ func BenchmarkOptionsCost(b *testing.B) {
 			defer e.Close()
 			o := engine.DefaultQueueOptions()
 			o.EncryptionEnabled = c.encrypt
-			if _, err := e.Configure("opt", o); err != nil {
+			if _, err := e.Configure(context.Background(), "opt", o); err != nil {
 				b.Fatal(err)
 			}
 			pl := payload128()

@@ -51,7 +51,7 @@ func TestCompactionCopiesLiveMessagesForward(t *testing.T) {
 	if segs < 4 {
 		t.Fatalf("only %d segments: the test needs several", segs)
 	}
-	if _, err := e.DeleteQueue("big"); err != nil {
+	if _, err := e.DeleteQueue(context.Background(), "big"); err != nil {
 		t.Fatal(err)
 	}
 	// Each snapshot drops what the previous one no longer needs and moves
@@ -108,7 +108,7 @@ func TestRetentionGivesDiskSpaceBack(t *testing.T) {
 	ctx := context.Background()
 	o := engine.DefaultQueueOptions()
 	o.RetentionEnabled, o.RetentionSeconds = true, 3600
-	if _, err := e.Configure("logs", o); err != nil {
+	if _, err := e.Configure(context.Background(), "logs", o); err != nil {
 		t.Fatal(err)
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))

@@ -9,9 +9,8 @@ import (
 // Dead-letter operations: redrive puts entries back at the end of their
 // partitions as new messages (new ids, the same payload, trace id and
 // producer), purge drops them. Both are journaled (a dlq-remove record), so
-// a restart does not bring removed entries back. A redrive pushes first and
-// removes after: a crash in between leaves the entry in the DLQ and its new
-// message queued (at least once, never lost).
+// a restart does not bring removed entries back. A redrive's new messages
+// and the removal of their entries are one record: both happen or neither.
 
 // Redriven is one entry put back.
 type Redriven struct {
@@ -66,70 +65,112 @@ func (e *Engine) dlqQueues(name string) []*queue {
 	return qs
 }
 
+// Redrive batches: each batch is one journal record (the new messages and
+// the removal of their entries), so a batch is redriven whole or not at all,
+// and no record grows with the size of the dead-letter queue.
+const (
+	redriveBatchBytes   = 16 << 20 // payload bytes, beyond the first entry
+	redriveBatchEntries = 1000
+)
+
 // RedriveDLQ puts the dead-letter entries matching f (restricted to ids when
 // ids is not empty) back at the end of their partitions as new messages and
-// removes them from the dead-letter queue.
+// removes them from the dead-letter queue. Each batch of entries is put back
+// and removed in one durable step; on an error the batches before it are
+// done and the rest are still in the dead-letter queue.
 func (e *Engine) RedriveDLQ(ctx context.Context, f DLQFilter, ids []UUID) ([]Redriven, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
 	var out []Redriven
 	for _, q := range e.dlqQueues(f.Queue) {
-		q.dlqMu.Lock()
-		sel := q.dlqSelect(&f, ids)
-		q.dlqMu.Unlock()
-		if len(sel) == 0 {
-			continue
-		}
-		items := make([]PushItem, 0, len(sel))
-		var keep []dlqItem
-		for i := range sel {
-			d := &sel[i]
-			pl, err := e.open(&d.m)
-			if err != nil {
-				return out, err
-			}
-			items = append(items, PushItem{Queue: q.name, Partition: d.p.name, TraceID: d.m.trace, ProducerSub: d.m.sub, Payload: pl})
-			keep = append(keep, *d)
-		}
-		res, err := e.Push(ctx, items)
+		red, err := e.redriveQueue(ctx, q, &f, ids)
+		out = append(out, red...)
 		if err != nil {
-			return out, err
-		}
-		var done []UUID
-		for i, r := range res {
-			if r.Status != Queued {
-				return out, fmt.Errorf("engine: redrive of %s: %w", keep[i].id, r.Err)
-			}
-			done = append(done, keep[i].id)
-			out = append(out, Redriven{Entry: keep[i].id, MessageID: r.MessageID, PartitionID: r.PartitionID, Queue: q.name, Partition: keep[i].p.name})
-		}
-		if err := e.removeDead(q, done); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
 }
 
+func (e *Engine) redriveQueue(ctx context.Context, q *queue, f *DLQFilter, ids []UUID) ([]Redriven, error) {
+	q.dlqOp.Lock() // one redrive or purge of this queue at a time
+	defer q.dlqOp.Unlock()
+	q.dlqMu.Lock()
+	sel := q.dlqSelect(f, ids)
+	q.dlqMu.Unlock()
+	var out []Redriven
+	for len(sel) > 0 {
+		// A batch shares one producer subject (a transaction's pushes do).
+		k, bytes := 0, 0
+		for k < len(sel) && k < redriveBatchEntries && sel[k].m.sub == sel[0].m.sub &&
+			(k == 0 || bytes+len(sel[k].m.payload) <= redriveBatchBytes) {
+			bytes += len(sel[k].m.payload)
+			k++
+		}
+		batch := sel[:k]
+		sel = sel[k:]
+		items := make([]PushItem, 0, len(batch))
+		gone := make([]UUID, 0, len(batch))
+		for i := range batch {
+			d := &batch[i]
+			pl, err := e.open(&d.m)
+			if err != nil {
+				return out, err
+			}
+			items = append(items, PushItem{Queue: q.name, Partition: d.p.name, TraceID: d.m.trace, ProducerSub: d.m.sub, Payload: pl})
+			gone = append(gone, d.id)
+		}
+		extra := &txnExtra{rec: encodeDLQDel(q, gone), apply: func() {
+			q.dlqMu.Lock()
+			q.dropDead(gone)
+			q.dlqMu.Unlock()
+		}}
+		type answer struct {
+			r   TxnResult
+			err error
+		}
+		ch := make(chan answer, 1)
+		e.transact(nil, items, extra, func(r TxnResult, err error) { ch <- answer{r, err} })
+		var a answer
+		select {
+		case a = <-ch:
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+		if a.err == nil {
+			a.err = a.r.Err
+		}
+		if a.err != nil {
+			return out, fmt.Errorf("engine: redrive of %d dead letters of %q: %w", len(batch), q.name, a.err)
+		}
+		for i, r := range a.r.Pushes {
+			out = append(out, Redriven{Entry: gone[i], MessageID: r.MessageID, PartitionID: r.PartitionID, Queue: q.name, Partition: batch[i].p.name})
+		}
+	}
+	return out, nil
+}
+
 // PurgeDLQ drops the dead-letter entries matching f (restricted to ids when
-// ids is not empty) and returns how many went.
-func (e *Engine) PurgeDLQ(f DLQFilter, ids []UUID) (int, error) {
+// ids is not empty) and returns how many went, once that is durable (or ctx
+// ends).
+func (e *Engine) PurgeDLQ(ctx context.Context, f DLQFilter, ids []UUID) (int, error) {
 	if err := e.check(); err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, q := range e.dlqQueues(f.Queue) {
+		q.dlqOp.Lock()
 		q.dlqMu.Lock()
 		sel := q.dlqSelect(&f, ids)
 		q.dlqMu.Unlock()
-		if len(sel) == 0 {
-			continue
-		}
 		gone := make([]UUID, len(sel))
 		for i := range sel {
 			gone[i] = sel[i].id
 		}
-		if err := e.removeDead(q, gone); err != nil {
+		err := e.removeDead(ctx, q, gone)
+		q.dlqOp.Unlock()
+		if err != nil {
 			return n, err
 		}
 		n += len(gone)
@@ -137,11 +178,7 @@ func (e *Engine) PurgeDLQ(f DLQFilter, ids []UUID) (int, error) {
 	return n, nil
 }
 
-// removeDead journals and applies the removal of entries from q's DLQ.
-func (e *Engine) removeDead(q *queue, ids []UUID) error {
-	if len(ids) == 0 {
-		return nil
-	}
+func encodeDLQDel(q *queue, ids []UUID) []byte {
 	b := make([]byte, 0, 16+17*len(ids))
 	b = append(b, recDLQDel)
 	b = appendU64(b, q.id)
@@ -149,9 +186,17 @@ func (e *Engine) removeDead(q *queue, ids []UUID) error {
 	for _, id := range ids {
 		b = append(b, id[:]...)
 	}
+	return b
+}
+
+// removeDead journals and applies the removal of entries from q's DLQ.
+func (e *Engine) removeDead(ctx context.Context, q *queue, ids []UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	ch := make(chan error, 1)
 	q.dlqMu.Lock()
-	_, err := e.append(b, func(err error) { ch <- err })
+	_, err := e.append(encodeDLQDel(q, ids), func(err error) { ch <- err })
 	if err == nil {
 		q.dropDead(ids)
 	}
@@ -159,7 +204,7 @@ func (e *Engine) removeDead(q *queue, ids []UUID) error {
 	if err != nil {
 		return err
 	}
-	return <-ch
+	return waitDurable(ctx, ch)
 }
 
 // dropDead removes entries by id. q.dlqMu is held.

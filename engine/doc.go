@@ -23,8 +23,32 @@
 // number). Everything about a partition (its messages, its cursors, leases,
 // retry counts) is guarded by its stripe's mutex, and every change is
 // journaled while that mutex is held, so the journal's order is the order in
-// which changes happened to each partition. Lock order, outermost first:
-// waiter, engine, queue, stripe, group, dead-letter list, lease registry.
+// which changes happened to each partition.
+//
+// Lock order, outermost first (a goroutine holding one may take only those
+// after it):
+//
+//	| lock               | guards                                                      |
+//	|--------------------|-------------------------------------------------------------|
+//	| queue.dlqOp        | one dead-letter redrive or purge of a queue at a time       |
+//	| Engine.snapMu      | one snapshot at a time                                      |
+//	| waiter.mu          | a parked pop: retried, timed out or cancelled once          |
+//	| Engine.mu          | the queue tables                                            |
+//	| queue.mu           | a queue's partition table and group names                   |
+//	| stripe.mu          | its partitions, their groups' state, its timer wheel        |
+//	|                    | (several stripes: in stripe order)                          |
+//	| group.mu           | a group's ready list, waiters and version                   |
+//	| labelWaiters.mu    | pops parked by namespace and task                           |
+//	| queue.dlqMu        | a queue's dead-letter list                                  |
+//	| queue.tombMu       | a queue's tombstones                                        |
+//	| leaseShard.mu      | the lease registry                                          |
+//
+// No lock is held across a wait on the journal, because the journal never
+// makes anyone wait: Append takes a record or refuses it at once (Journal).
+// Its done callbacks run on the journal's goroutines and take stripe locks
+// (a commit publishes pushes); that is safe because no holder of a stripe
+// waits for the journal. Calls that wait for durability (Push, Ack,
+// Configure, ...) wait holding no lock.
 //
 // Each (queue, group) keeps a ready list: the partitions that have
 // deliverable messages for it. A pop of "any partition" takes partitions from
@@ -53,10 +77,28 @@
 //
 // A push is visible to pops and answered only once its journal record is
 // durable (the journal calls back from its committer). Acks and autoAck pops
-// are applied in memory at once and answered once journaled. Records carry
-// effects (a cursor, retry counts, dead-letter entries), not requests, so
-// recovery replays them without leases or clocks. Leases are not journaled:
-// after a restart the messages that were in flight come back, with their
-// retry counts kept. The record and snapshot formats are drawn in record.go
-// and snapshot.go.
+// are applied in memory once the journal accepted their record, and answered
+// once it is durable; every other change (configure, seek, deletions,
+// dead-letter redrive and purge, tombstones) answers after its record is
+// durable too, and the calls that wait for that take a context.Context.
+// Records carry effects (a cursor, retry counts, dead-letter entries), not
+// requests, so recovery replays them without leases or clocks. Leases are not
+// journaled: after a restart the messages that were in flight come back, with
+// their retry counts kept. The record and snapshot formats are drawn in
+// record.go and snapshot.go.
+//
+// An operation answered with an error leaves no trace. A change becomes
+// visible only once the journal has accepted its record, or is undone
+// exactly when the journal refuses it (the journal behind, a full disk, a
+// record too large): cursors, leases, retry counts and delays, dead-letter
+// entries, depth and maxSize room, ready lists, and the queues and
+// partitions a request would have created. What one journal record holds is
+// applied all or nothing: a transaction, a seek over many partitions, a
+// configure with its Default partition, a batch of redriven dead letters
+// with their removal. A call that makes several records (a push or an ack
+// over several partitions) answers each part for itself, and fails as a
+// whole only when none of its records was taken. A refusal is that
+// request's error; the engine fails for good (every change refused until a
+// restart) only when the journal reports a failure of its own (Journal.Err).
+// TestRefusedRecordLeavesNoTrace checks it for every kind of record.
 package engine

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sort"
 )
@@ -166,8 +167,9 @@ func (e *Engine) notify(p *partition, g *group, pg *pgState, wakes *[]*waiter) {
 
 // DeleteGroup removes a consumer group from a queue (or from every queue when
 // queueName is ""): its cursors, leases, retry counts and parked pops. It
-// reports how many queues had the group.
-func (e *Engine) DeleteGroup(queueName, name string) (int, error) {
+// reports how many queues had the group, once their deletions are durable
+// (or ctx ends).
+func (e *Engine) DeleteGroup(ctx context.Context, queueName, name string) (int, error) {
 	if err := e.check(); err != nil {
 		return 0, err
 	}
@@ -187,6 +189,8 @@ func (e *Engine) DeleteGroup(queueName, name string) (int, error) {
 		return 0, fmt.Errorf("%w: %q", ErrQueueNotFound, queueName)
 	}
 	n := 0
+	ch := make(chan error, 1)
+	pend := newPending(func(err error) { ch <- err })
 	for _, q := range qs {
 		q.mu.Lock()
 		g := q.gnames[name]
@@ -194,8 +198,15 @@ func (e *Engine) DeleteGroup(queueName, name string) (int, error) {
 			q.mu.Unlock()
 			continue
 		}
-		if _, err := e.append(encodeGroupDel(q, name), nil); err != nil {
+		if _, err := e.appendPart(encodeGroupDel(q, name), pend); err != nil {
 			q.mu.Unlock()
+			if n == 0 {
+				return 0, err
+			}
+			pend.finish()
+			if werr := waitDurable(ctx, ch); werr != nil {
+				return n, werr
+			}
 			return n, err
 		}
 		e.removeGroup(q, g)
@@ -205,7 +216,8 @@ func (e *Engine) DeleteGroup(queueName, name string) (int, error) {
 		e.failWaiters(g, nil)
 		n++
 	}
-	return n, nil
+	pend.finish()
+	return n, waitDurable(ctx, ch)
 }
 
 // removeGroup unregisters g; q.mu must be held.

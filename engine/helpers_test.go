@@ -64,7 +64,7 @@ func (f *fixture) configure(q string, mod func(*QueueOptions)) {
 	if mod != nil {
 		mod(&o)
 	}
-	if _, err := f.e.Configure(q, o); err != nil {
+	if _, err := f.e.Configure(context.Background(), q, o); err != nil {
 		f.t.Fatalf("Configure(%s): %v", q, err)
 	}
 }

@@ -21,6 +21,8 @@ type memJournal struct {
 	// appendErr, when set, fails Append only (a write that passed the
 	// engine's check and then found the disk full).
 	appendErr error
+	// allow, with appendErr, lets that many more appends through first.
+	allow int
 	// hold, when set, keeps commits back until released (to observe
 	// pre-commit states).
 	hold chan struct{}
@@ -39,7 +41,10 @@ func newMemJournal() *memJournal {
 func (j *memJournal) commit() {
 	defer close(j.stopped)
 	for en := range j.queue {
-		if h := j.hold; h != nil {
+		j.mu.Lock()
+		h := j.hold
+		j.mu.Unlock()
+		if h != nil {
 			<-h
 		}
 		if en.done != nil {
@@ -68,7 +73,9 @@ func (j *memJournal) reopen() *memJournal {
 
 func (j *memJournal) Append(rec []byte, done func(error)) (uint64, error) {
 	j.mu.Lock()
-	if err := j.failErr; err != nil || j.appendErr != nil {
+	if j.appendErr != nil && j.failErr == nil && j.allow > 0 {
+		j.allow--
+	} else if err := j.failErr; err != nil || j.appendErr != nil {
 		if err == nil {
 			err = j.appendErr
 		}

@@ -314,7 +314,7 @@ func TestDLQRedriveAndPurge(t *testing.T) {
 	if back[0].Offset != 3 {
 		t.Fatalf("redriven message at offset %d, want the end of the partition (3)", back[0].Offset)
 	}
-	if n, err := f.e.PurgeDLQ(DLQFilter{Queue: "d"}, nil); err != nil || n != 1 {
+	if n, err := f.e.PurgeDLQ(context.Background(), DLQFilter{Queue: "d"}, nil); err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
 	f.restart()
@@ -410,11 +410,11 @@ func TestDeleteMessage(t *testing.T) {
 	res := f.pushItems(PushItem{Queue: "m", TransactionID: "a", Payload: []byte("a")},
 		PushItem{Queue: "m", TransactionID: "b", Payload: []byte("b")},
 		PushItem{Queue: "m", TransactionID: "c", Payload: []byte("c")})
-	ok, err := f.e.DeleteMessage(res[1].PartitionID, "b")
+	ok, err := f.e.DeleteMessage(context.Background(), res[1].PartitionID, "b")
 	if err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
-	if ok, _ := f.e.DeleteMessage(res[1].PartitionID, "b"); ok {
+	if ok, _ := f.e.DeleteMessage(context.Background(), res[1].PartitionID, "b"); ok {
 		t.Fatal("deleted twice")
 	}
 	msgs := f.pop(PopRequest{Queue: "m", Batch: 10})
@@ -430,7 +430,7 @@ func TestDeleteMessage(t *testing.T) {
 	}
 	// A group that only meets the deleted message passes it.
 	one := f.pushItems(PushItem{Queue: "solo", TransactionID: "x", Payload: []byte("x")})
-	f.e.DeleteMessage(one[0].PartitionID, "x")
+	f.e.DeleteMessage(context.Background(), one[0].PartitionID, "x")
 	if got := f.pop(PopRequest{Queue: "solo", Batch: 10}); len(got) != 0 {
 		t.Fatalf("deleted-only partition delivered %s", payloads(got))
 	}

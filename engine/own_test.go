@@ -47,7 +47,7 @@ func TestEngineOwnsWhatItKeeps(t *testing.T) {
 	o := DefaultQueueOptions()
 	o.RetryLimit = 0
 	o.Namespace, o.Task = ln.s("billing-ns"), ln.s("invoice-task")
-	if _, err := f.e.Configure(ln.s("orders"), o); err != nil {
+	if _, err := f.e.Configure(context.Background(), ln.s("orders"), o); err != nil {
 		t.Fatal(err)
 	}
 	after()
@@ -117,7 +117,7 @@ func TestEngineOwnsWhatItKeeps(t *testing.T) {
 	if err != nil || tr.Err != nil {
 		t.Fatalf("transaction: %v %v", err, tr.Err)
 	}
-	if _, err := f.e.Seek(ln.s("orders"), ln.s("seek-group"), "", SeekTarget{ToEnd: true}); err != nil {
+	if _, err := f.e.Seek(context.Background(), ln.s("orders"), ln.s("seek-group"), "", SeekTarget{ToEnd: true}); err != nil {
 		t.Fatal(err)
 	}
 	after()

@@ -266,6 +266,13 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	if len(out) == 0 && pend != nil {
 		pend = nil // nothing was appended: its hold count is 1 and nothing waits on it
 	}
+	if len(out) > 0 {
+		// What was taken is answered: a partition that failed (its error
+		// logged, nothing of it changed) must not make the answer an error,
+		// or the messages taken from the others would be lost to autoAck or
+		// left leased to nobody.
+		firstErr = nil
+	}
 	return out, pend, firstErr
 }
 
@@ -316,12 +323,24 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	var l *lease
 	a := pg.act
 	if c.req.AutoAck {
+		// Journal the moved cursor first: if the journal refuses it, nothing
+		// changed, and p goes back on the group's ready list.
+		ef := effect{queueID: p.q.id, seq: p.seq, group: c.g.name, cursor: to}
+		if a != nil {
+			ef.retries, ef.blockedUntil = retriesFrom(a.retries, to), a.blockedUntil
+		}
+		if _, err := e.appendPart(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
+			if a := pg.act; c.req.Partition == "" && a != nil && !a.inReady { // attempt took p off the ready list
+				a.inReady = true
+				c.g.mu.Lock()
+				c.g.unpopReady(a)
+				c.g.mu.Unlock()
+			}
+			return out[:start], err
+		}
 		pg.cursor = to
 		if a != nil {
 			a.dropRetriesBelow(to)
-		}
-		if _, err := e.appendHeld(e.effectRecord(p, c.g, pg, nil), pend); err != nil {
-			return out[:start], err
 		}
 	} else {
 		a = e.active(p, c.g, pg)
@@ -361,6 +380,15 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		e.notify(p, c.g, pg, wakes)
 	}
 	return out, nil
+}
+
+// retriesFrom is the part of rs (sorted by offset) at or after cursor.
+func retriesFrom(rs []retryCount, cursor uint64) []retryCount {
+	k := 0
+	for k < len(rs) && rs[k].off < cursor {
+		k++
+	}
+	return rs[k:]
 }
 
 // effectRecord encodes pg's state as an effect record, with dead-letter

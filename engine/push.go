@@ -2,16 +2,20 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
 // PushAsync stores items and fills res (len(res) must be len(items)) with one
 // result per item, in order. done runs once every queued item is durable
 // (from the journal's committer goroutine, or at once from this one when
-// nothing needed journaling); err is set only when the whole call failed
-// (closed engine, journal failure), in which case res is not meaningful.
-// The engine copies what it keeps: items may be reused once PushAsync
-// returns.
+// nothing needed journaling). err is set only when the whole call failed and
+// left no trace (closed engine, failed journal, or a journal that refused
+// every record of the call: ErrOverloaded, ErrJournal); res is then not
+// meaningful. When the journal refuses some of a call's records and takes
+// others, the items of the refused ones are answered Failed with the reason
+// and nothing of them is kept. The engine copies what it keeps: items may be
+// reused once PushAsync returns.
 func (e *Engine) PushAsync(items []PushItem, res []PushResult, done func(error)) {
 	if err := e.check(); err != nil {
 		done(err)
@@ -28,15 +32,23 @@ func (e *Engine) PushAsync(items []PushItem, res []PushResult, done func(error))
 		}
 		done(err)
 	})
+	var refused error
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && items[j].Queue == items[i].Queue && items[j].Partition == items[i].Partition && items[j].ProducerSub == items[i].ProducerSub {
 			j++
 		}
-		if t, ok := e.pushRun(items[i:j], res[i:j], pend); ok {
+		t, jerr := e.pushRun(items[i:j], res[i:j], pend)
+		if t.p != nil {
 			touched = append(touched, t)
+		} else if jerr != nil && refused == nil {
+			refused = jerr
 		}
 		i = j
+	}
+	if refused != nil && len(touched) == 0 {
+		done(refused) // nothing of the call was kept
+		return
 	}
 	pend.finish()
 }
@@ -69,42 +81,67 @@ func (e *Engine) failRun(res []PushResult, err error) {
 
 // pushRun stores items that share a queue, a partition and a producer as
 // one journal record, appended under the partition's stripe lock so that
-// journal order is offset order.
-func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pushTouch, bool) {
+// journal order is offset order. It returns what it appended to (t.p nil
+// when nothing), and the journal's refusal when the journal refused the
+// record (the items are then answered Failed and nothing is kept: not
+// their messages, not the maxSize room they reserved, not a partition they
+// created).
+func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pushTouch, error) {
 	q, err := e.queueOrCreate(items[0].Queue)
 	if err != nil {
 		e.failRun(res, err)
-		return pushTouch{}, false
+		if isRefusal(err) {
+			return pushTouch{}, err
+		}
+		return pushTouch{}, nil
 	}
 	pname := items[0].Partition
 	if pname == "" {
 		pname = DefaultPartition
 	}
-	p, _, err := e.partitionOrCreate(q, pname)
-	if err != nil {
-		e.failRun(res, err)
-		return pushTouch{}, false
+	for {
+		p, created, err := e.partitionOrCreate(q, pname)
+		if err != nil {
+			e.failRun(res, err)
+			return pushTouch{}, nil
+		}
+		t, jerr, again := e.pushTo(q, p, items, res, pend)
+		if again {
+			continue // p was forgotten meanwhile: look it up again
+		}
+		if created && t.p == nil {
+			e.dropUnused(p) // nothing was kept in it: it goes again
+		}
+		return t, jerr
 	}
+}
+
+// pushTo is pushRun's work on partition p of q; again reports that p was
+// forgotten before its stripe could be taken.
+func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResult, pend *pending) (_ pushTouch, _ error, again bool) {
 	var flags uint8
 	if q.options().EncryptionEnabled {
 		if e.aead == nil {
 			e.failRun(res, fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
-			return pushTouch{}, false
+			return pushTouch{}, nil, false
 		}
 		flags |= flagEncrypted
 	}
 	sub := items[0].ProducerSub
 	if len(sub) > MaxNameBytes {
 		e.failRun(res, fmt.Errorf("%w: producer subject longer than %d bytes", ErrInvalid, MaxNameBytes))
-		return pushTouch{}, false
+		return pushTouch{}, nil, false
 	}
 	pid := p.id()
 	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if p.gone {
+		return pushTouch{}, nil, true
+	}
 	if q.deleted.Load() {
 		e.failRun(res, fmt.Errorf("%w: %q was deleted", ErrQueueNotFound, q.name))
-		return pushTouch{}, false
+		return pushTouch{}, nil, false
 	}
 	ts := e.newStamp()
 	if ts <= p.lastTS {
@@ -166,7 +203,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		n++
 	}
 	if n == 0 {
-		return pushTouch{}, false
+		return pushTouch{}, nil, false
 	}
 	// Pass 2: encode the record; the cache keeps it and points into it.
 	b := make([]byte, 0, size)
@@ -196,7 +233,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 			m.pay, m.payLen = uint32(len(b)-len(it.Payload)), uint32(len(it.Payload))
 		}
 	}
-	pos, err := e.appendHeld(b, pend)
+	pos, err := e.appendPart(b, pend)
 	if err != nil {
 		for i := range res {
 			if res[i].Status == Queued {
@@ -206,7 +243,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		if maxSize > 0 {
 			q.depth.Add(-int64(n)) // give back what reserve counted
 		}
-		return pushTouch{}, false
+		return pushTouch{}, err, false
 	}
 	e.applyPushMem(p, pos, first, ts, b, refs, flags, own(sub), false)
 	for i := range items {
@@ -218,7 +255,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		q.depth.Add(int64(n)) // with a maxSize, reserve counted them
 	}
 	e.stats.pushed.Add(uint64(n))
-	return pushTouch{p: p, end: p.next}, true
+	return pushTouch{p: p, end: p.next}, nil, false
 }
 
 // runTxns finds transactionIds repeated inside one push run: by scanning
@@ -250,14 +287,23 @@ func (s *runTxns) find(items []PushItem, res []PushResult, txn string) int {
 	return -1
 }
 
-// appendHeld journals rec as one of pend's appends.
-func (e *Engine) appendHeld(rec []byte, pend *pending) (uint64, error) {
+// appendPart journals rec as one of pend's appends. A record the journal
+// refuses is that part's error only: pend's completion does not see it (the
+// caller answers for the part, undoes what it changed, and fails the whole
+// call only if nothing of it was kept).
+func (e *Engine) appendPart(rec []byte, pend *pending) (uint64, error) {
 	done := pend.hold()
 	pos, err := e.append(rec, done)
 	if err != nil {
-		done(err)
+		done(nil)
 	}
 	return pos, err
+}
+
+// isRefusal reports whether err is the journal refusing one record (see
+// refused): the request may be tried again, nothing of it was kept.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrOverloaded) || errors.Is(err, ErrJournal) || errors.Is(err, ErrTooLarge)
 }
 
 // applyPushMem adds messages [first, first+len(refs)) to p: a chunk in the

@@ -21,7 +21,8 @@ import "time"
 //	               | flags u8 | [sub str] | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
 //	group   (5)  = queueID u64 | name str | mode u8 | from varint | created varint
 //	groupDel(6)  = queueID u64 | name str
-//	txn     (7)  = n uvarint | n × bytes (each a push or effect record)
+//	txn     (7)  = n uvarint | n × bytes (each a queue, push, effect or dlqDel record,
+//	               applied in order; a record refused or lost is all of them)
 //	barrier (8)  = (nothing)
 //	move    (9)  = as push: messages already stored, copied forward out of an old segment
 //	retain (10)  = queueID u64 | seq uvarint | low uvarint   (retention removed what is below low)

@@ -60,7 +60,7 @@ func seedJournal(tb testing.TB) (recs [][]byte, snap []byte) {
 	ctx := context.Background()
 	o := DefaultQueueOptions()
 	o.RetryLimit, o.RetryDelay = 1, time.Second
-	e.Configure("q", o)
+	e.Configure(context.Background(), "q", o)
 	var items []PushItem
 	for i := 0; i < 6; i++ {
 		items = append(items, PushItem{Queue: "q", Partition: fmt.Sprint("p", i%2), TransactionID: fmt.Sprint("t", i), TraceID: "tr", Payload: []byte(fmt.Sprint("payload-", i))})
@@ -83,9 +83,9 @@ func seedJournal(tb testing.TB) (recs [][]byte, snap []byte) {
 		e.Transaction(ctx, []AckItem{{PartitionID: m.PartitionID, HasOffset: true, Offset: m.Offset, LeaseID: m.LeaseID, Group: "h", Status: Completed}},
 			[]PushItem{{Queue: "out", Payload: []byte("result")}})
 	}
-	e.DeleteGroup("q", "h")
-	e.Configure("gone", o)
-	e.DeleteQueue("gone")
+	e.DeleteGroup(context.Background(), "q", "h")
+	e.Configure(context.Background(), "gone", o)
+	e.DeleteQueue(context.Background(), "gone")
 	e.Close()
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -91,7 +91,7 @@ func (n *node) ack(m engine.Message, s engine.AckStatus, errText string) engine.
 // buildState drives a node into a state with every kind of thing recovery
 // must restore; mid runs halfway (a snapshot, in one variant).
 func buildState(n *node, mid func()) {
-	if _, err := n.e.Configure("orders", func() engine.QueueOptions {
+	if _, err := n.e.Configure(context.Background(), "orders", func() engine.QueueOptions {
 		o := engine.DefaultQueueOptions()
 		o.RetryLimit, o.RetryDelay = 1, 0
 		return o

@@ -195,14 +195,43 @@ func encodeForget(p *partition) []byte {
 func (e *Engine) forget(p *partition) {
 	q := p.q
 	q.mu.Lock()
+	st := p.st()
+	st.mu.Lock()
+	e.forgetLocked(p)
+	st.mu.Unlock()
+	q.mu.Unlock()
+}
+
+// forgetLocked removes p from its queue; q.mu and p's stripe are held.
+func (e *Engine) forgetLocked(p *partition) {
+	q := p.q
+	p.gone = true
 	if q.dropPartition(p) {
 		q.byName.del(p.name)
 	}
-	q.mu.Unlock()
+	if p.tm != nil {
+		p.st().wheel.cancel(&p.tm.t)
+	}
+}
+
+// dropUnused forgets p, which a request created and then kept nothing in
+// (its pushes were refused), unless something was journaled in it since.
+// Nothing names it in the journal, so it must not outlive the request.
+func (e *Engine) dropUnused(p *partition) {
+	q := p.q
+	q.mu.Lock()
 	st := p.st()
 	st.mu.Lock()
-	if p.tm != nil {
-		st.wheel.cancel(&p.tm.t)
+	if !p.gone && p.next == 0 && p.lastTS == 0 {
+		e.forgetLocked(p)
+		// Nothing ever named it: when it is the newest, its number is
+		// free again, and the table is as it was before it.
+		if n := len(q.parts); n > 0 && q.parts[n-1] == nil && q.seqs[n-1] == p.seq && q.next == p.seq+1 {
+			q.parts, q.seqs = q.parts[:n-1], q.seqs[:n-1]
+			q.holes--
+			q.next--
+		}
 	}
 	st.mu.Unlock()
+	q.mu.Unlock()
 }

@@ -498,13 +498,13 @@ func TestSeekToEndAndToTime(t *testing.T) {
 	f.clock.Advance(time.Second)
 	f.push("q", "", "b")
 	f.pop(PopRequest{Queue: "q", Group: "g"}) // leases "a"
-	if n, err := f.e.Seek("q", "g", "", SeekTarget{ToEnd: true}); err != nil || n != 1 {
+	if n, err := f.e.Seek(context.Background(), "q", "g", "", SeekTarget{ToEnd: true}); err != nil || n != 1 {
 		t.Fatalf("seek to end: %d %v", n, err)
 	}
 	if got := f.pop(PopRequest{Queue: "q", Group: "g"}); len(got) != 0 {
 		t.Fatalf("after seek to end got %v", payloads(got))
 	}
-	if _, err := f.e.Seek("q", "g", "", SeekTarget{Time: mark}); err != nil {
+	if _, err := f.e.Seek(context.Background(), "q", "g", "", SeekTarget{Time: mark}); err != nil {
 		t.Fatal(err)
 	}
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Group: "g", Batch: 5}), "b")
@@ -514,7 +514,7 @@ func TestDeleteGroupForgetsCursor(t *testing.T) {
 	f := newFixture(t)
 	f.push("q", "", "a")
 	f.ackMsgs(f.pop(PopRequest{Queue: "q", Group: "g"}), Completed)
-	if n, err := f.e.DeleteGroup("q", "g"); err != nil || n != 1 {
+	if n, err := f.e.DeleteGroup(context.Background(), "q", "g"); err != nil || n != 1 {
 		t.Fatalf("delete: %d %v", n, err)
 	}
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Group: "g"}), "a")
@@ -523,7 +523,7 @@ func TestDeleteGroupForgetsCursor(t *testing.T) {
 func TestDeleteQueue(t *testing.T) {
 	f := newFixture(t)
 	f.push("q", "", "a")
-	if ok, err := f.e.DeleteQueue("q"); !ok || err != nil {
+	if ok, err := f.e.DeleteQueue(context.Background(), "q"); !ok || err != nil {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
 	if got := f.pop(PopRequest{Queue: "q"}); len(got) != 0 {

@@ -24,6 +24,7 @@ type queue struct {
 	gnames map[string]*group
 	groups atomic.Pointer[[]*group] // copy on write; index = group.idx; nil = deleted
 
+	dlqOp sync.Mutex // held by one redrive or purge at a time (outermost lock)
 	dlqMu sync.Mutex
 	dlq   []dlqItem
 
@@ -65,6 +66,10 @@ type partition struct {
 	tm       *ptimer     // delayedProcessing and windowBuffer: wakes the groups; nil until needed
 	groups   []pgState   // by group.idx
 	dedup    *dedupIndex // producer transactionIds of the window (dedup.go); nil until one is seen
+	// gone: forgotten (retention, or created by a request that kept
+	// nothing in it). Set under q.mu and the stripe; a push that holds a
+	// gone partition looks its name up again.
+	gone bool
 }
 
 func (p *partition) id() UUID { return partitionID(p.q.id, p.seq) }
@@ -257,6 +262,20 @@ func (g *group) pushReady(a *pgActive) {
 		g.rhead = 0
 	}
 	g.ready = append(g.ready, a)
+}
+
+// unpopReady puts back at the front of the ready list a partition that
+// popReady handed out and that was then not served (its journal record was
+// refused), so the list is exactly as it was.
+func (g *group) unpopReady(a *pgActive) {
+	if g.rhead > 0 {
+		g.rhead--
+		g.ready[g.rhead] = a
+		return
+	}
+	g.ready = append(g.ready, nil)
+	copy(g.ready[1:], g.ready)
+	g.ready[0] = a
 }
 
 func (g *group) popReady() *pgActive {

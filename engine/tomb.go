@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"fmt"
+	"context"
 	"sort"
 )
 
@@ -69,8 +69,9 @@ func (q *queue) dropTombsBelow(p *partition, low uint64) {
 
 // DeleteMessage tombstones the message of a partition named by its
 // transactionId (or its id): it is never delivered or listed again. It
-// reports whether there was such a message.
-func (e *Engine) DeleteMessage(partitionID UUID, txn string) (bool, error) {
+// reports whether there was such a message, once the tombstone is durable
+// (or ctx ends).
+func (e *Engine) DeleteMessage(ctx context.Context, partitionID UUID, txn string) (bool, error) {
 	if err := e.check(); err != nil {
 		return false, err
 	}
@@ -102,8 +103,8 @@ func (e *Engine) DeleteMessage(partitionID UUID, txn string) (bool, error) {
 	}
 	p.q.addTomb(p, off)
 	st.mu.Unlock()
-	if err := <-ch; err != nil {
-		return false, fmt.Errorf("%w: %w", ErrJournal, err)
+	if err := waitDurable(ctx, ch); err != nil {
+		return false, err
 	}
 	return true, nil
 }

@@ -17,20 +17,13 @@ type TxnResult struct {
 
 // TransactionAsync applies acks and pushes all or nothing, as one journal
 // record: if any ack would be refused or any push is invalid, nothing
-// changes. A push whose transactionId already exists answers Duplicate and
+// changes (not even the queues and partitions its pushes would have
+// created). A push whose transactionId already exists answers Duplicate and
 // does not abort. done runs when the transaction is durable (or refused).
+// When the journal refuses the record, done gets that error and nothing
+// changed.
 func (e *Engine) TransactionAsync(acks []AckItem, pushes []PushItem, done func(TxnResult, error)) {
-	if err := e.check(); err != nil {
-		done(TxnResult{}, err)
-		return
-	}
-	t := &txn{e: e, res: TxnResult{Acks: make([]AckResult, len(acks)), Pushes: make([]PushResult, len(pushes))}}
-	if err := t.resolve(acks, pushes); err != nil {
-		t.res.Err = fmt.Errorf("%w: %w", ErrTxnAborted, err)
-		done(t.res, nil)
-		return
-	}
-	t.run(acks, pushes, done)
+	e.transact(acks, pushes, nil, done)
 }
 
 // Transaction is TransactionAsync for callers that can block.
@@ -49,6 +42,35 @@ func (e *Engine) Transaction(ctx context.Context, acks []AckItem, pushes []PushI
 	}
 }
 
+// txnExtra is what a transaction the engine makes itself (a dead-letter
+// redrive) adds: a record journaled inside the transaction's, and its effect,
+// applied once the journal took the record, with the stripes held.
+type txnExtra struct {
+	rec   []byte
+	apply func()
+}
+
+// transact runs a transaction, again when a partition it resolved was
+// forgotten or a queue it would create appeared before it could lock them.
+func (e *Engine) transact(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(TxnResult, error)) {
+	for {
+		if err := e.check(); err != nil {
+			done(TxnResult{}, err)
+			return
+		}
+		t := &txn{e: e, res: TxnResult{Acks: make([]AckResult, len(acks)), Pushes: make([]PushResult, len(pushes))}}
+		if err := t.resolve(acks, pushes); err != nil {
+			t.abort()
+			t.res.Err = fmt.Errorf("%w: %w", ErrTxnAborted, err)
+			done(t.res, nil)
+			return
+		}
+		if t.run(acks, pushes, extra, done) {
+			return
+		}
+	}
+}
+
 type txnAck struct {
 	p *partition
 	g *group
@@ -60,9 +82,15 @@ type txn struct {
 	ackT    []txnAck
 	pushP   []*partition
 	stripes []*stripe
+	// fresh are the queues the transaction creates: built here, journaled
+	// inside its record, and known to the engine only once it was taken.
+	fresh map[string]*queue
+	// made are the partitions it created in queues that exist: forgotten
+	// again if it keeps nothing in them.
+	made []*partition
 }
 
-// resolve finds (or creates) every partition involved and validates pushes.
+// resolve finds (or prepares) every partition involved and validates pushes.
 func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 	e := t.e
 	seen := map[*stripe]bool{}
@@ -96,7 +124,7 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 		if it.ProducerSub != pushes[0].ProducerSub {
 			return fail(fmt.Errorf("%w: one transaction's pushes must share one producer subject", ErrInvalid))
 		}
-		q, err := e.queueOrCreate(it.Queue)
+		q, err := t.queue(it.Queue)
 		if err != nil {
 			return fail(err)
 		}
@@ -107,9 +135,12 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 		if name == "" {
 			name = DefaultPartition
 		}
-		p, _, err := e.partitionOrCreate(q, name)
+		p, created, err := e.partitionOrCreate(q, name)
 		if err != nil {
 			return fail(err)
+		}
+		if created && t.fresh[q.name] != q {
+			t.made = append(t.made, p)
 		}
 		t.pushP = append(t.pushP, p)
 		add(p.st())
@@ -119,6 +150,37 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 		return stripeIndex(base, t.stripes[i]) < stripeIndex(base, t.stripes[j])
 	})
 	return nil
+}
+
+// queue returns the queue a push names: a known one, or one this
+// transaction creates.
+func (t *txn) queue(name string) (*queue, error) {
+	e := t.e
+	if q := e.queue(name); q != nil {
+		return q, nil
+	}
+	if q := t.fresh[name]; q != nil {
+		return q, nil
+	}
+	if err := checkName("queue", name, true); err != nil {
+		return nil, err
+	}
+	o := autoQueueOptions(name)
+	q := e.newQueue(name, newQueueID(), e.newStamp(), &o)
+	if t.fresh == nil {
+		t.fresh = map[string]*queue{}
+	}
+	t.fresh[q.name] = q
+	return q, nil
+}
+
+// abort forgets what resolve created, once nothing of the transaction was
+// kept: the partitions it made in existing queues (its fresh queues were
+// never known to anyone).
+func (t *txn) abort() {
+	for _, p := range t.made {
+		t.e.dropUnused(p)
+	}
 }
 
 // saved is a (group, partition) state before a transaction touched it.
@@ -134,14 +196,39 @@ type saved struct {
 	released bool
 }
 
-func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)) {
+// run applies the transaction. It reports false, having changed nothing,
+// when it must be resolved again (a partition it resolved was forgotten, or
+// a queue it would create was created by someone else meanwhile).
+func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(TxnResult, error)) bool {
 	e := t.e
+	if len(t.fresh) > 0 {
+		// Queues are created under the engine lock (outermost of the
+		// locks taken here): nobody may create the same name meanwhile.
+		e.mu.Lock()
+		for name, q := range t.fresh {
+			if e.queues[name] != nil || e.queuesID[q.id] != nil {
+				e.mu.Unlock()
+				t.abort()
+				return false
+			}
+		}
+	}
 	for _, s := range t.stripes {
 		s.mu.Lock()
 	}
 	unlock := func() {
 		for i := len(t.stripes) - 1; i >= 0; i-- {
 			t.stripes[i].mu.Unlock()
+		}
+		if len(t.fresh) > 0 {
+			e.mu.Unlock()
+		}
+	}
+	for _, p := range t.pushP {
+		if p.gone {
+			unlock()
+			t.abort()
+			return false
 		}
 	}
 	now := e.clock.Now()
@@ -155,6 +242,19 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 	dead := map[pair][]deadEntry{}
 	var cache leaseMsgs
 	defer cache.release()
+	var secs []*txnSection
+	undo := func() {
+		for _, s := range saves {
+			s.restore()
+		}
+		for _, x := range secs { // give back the maxSize room taken
+			if x.p.q.options().MaxSize > 0 {
+				x.p.q.depth.Add(-int64(len(x.msgs)))
+			}
+		}
+		unlock()
+		t.abort()
+	}
 	for i := range acks {
 		pr := pair{t.ackT[i].p, t.ackT[i].g}
 		pg := e.pgFor(pr.p, pr.g)
@@ -169,17 +269,13 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		dead[pr] = append(dead[pr], d...)
 		if err != nil {
 			r.Err = err
-			for _, s := range saves {
-				s.restore()
-			}
-			unlock()
+			undo()
 			t.res.Err = fmt.Errorf("%w: ack %d: %w", ErrTxnAborted, i, err)
 			done(t.res, nil)
-			return
+			return true
 		}
 	}
 	// Then pushes: one push record per partition, inside one txn record.
-	var secs []*txnSection
 	byP := map[*partition]*txnSection{}
 	for i := range pushes {
 		it := &pushes[i]
@@ -216,18 +312,10 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		if max := p.q.options().MaxSize; max > 0 && !p.q.reserve(max) {
 			err := fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, p.q.name, max)
 			r.Status, r.Err = Failed, err
-			for _, x := range secs { // give back the room taken so far
-				if x.p.q.options().MaxSize > 0 {
-					x.p.q.depth.Add(-int64(len(x.msgs)))
-				}
-			}
-			for _, sv := range saves {
-				sv.restore()
-			}
-			unlock()
+			undo()
 			t.res.Err = fmt.Errorf("%w: push %d: %w", ErrTxnAborted, i, err)
 			done(t.res, nil)
-			return
+			return true
 		}
 		id := e.ids.next(now)
 		r.Status, r.MessageID, r.Offset = Queued, id, s.first+uint64(len(s.msgs))
@@ -238,8 +326,17 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: pl})
 		s.items = append(s.items, it)
 	}
-	// Encode: effects, then push sections.
+	// Encode: new queues, effects, push sections, then the extra record.
 	var subs [][]byte
+	names := make([]string, 0, len(t.fresh))
+	for name := range t.fresh {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		q := t.fresh[name]
+		subs = append(subs, encodeQueue(q, q.options()))
+	}
 	for _, pr := range order {
 		subs = append(subs, e.effectRecord(pr.p, pr.g, &pr.p.groups[pr.g.idx], dead[pr]))
 	}
@@ -249,11 +346,10 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		}
 		subs = append(subs, encodePush(recPush, s.p, s.first, s.ts, s.flags, s.sub, s.msgs))
 	}
-	rec := []byte{recTxn}
-	rec = appendUvarint(rec, uint64(len(subs)))
-	for _, s := range subs {
-		rec = appendBytes(rec, s)
+	if extra != nil {
+		subs = append(subs, extra.rec)
 	}
+	rec := encodeTxn(subs)
 	var touched []pushTouch
 	pend := newPending(func(err error) {
 		if err == nil {
@@ -261,14 +357,16 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		}
 		done(t.res, err)
 	})
-	pos, err := e.appendHeld(rec, pend)
+	pos, err := e.appendPart(rec, pend)
 	if err != nil {
-		for _, s := range saves {
-			s.restore()
-		}
-		unlock()
-		pend.finish()
-		return
+		undo()
+		done(TxnResult{}, err)
+		return true
+	}
+	for _, name := range names {
+		q := t.fresh[name]
+		e.queues[q.name] = q
+		e.queuesID[q.id] = q
 	}
 	// Apply in memory: cached messages alias the txn record's push sections.
 	r := reader{b: rec[1:]}
@@ -299,6 +397,9 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
 		e.stats.pushed.Add(uint64(len(prec.refs)))
 	}
+	if extra != nil {
+		extra.apply()
+	}
 	var wakes []*waiter
 	for _, pr := range order {
 		e.fileDead(pr.p, pr.g, dead[pr])
@@ -306,8 +407,28 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, done func(TxnResult, error)
 	}
 	e.stats.acked.Add(uint64(len(acks)))
 	unlock()
+	for _, p := range t.made {
+		e.dropUnused(p) // if it kept nothing in p (duplicates only)
+	}
 	e.wake(wakes)
 	pend.finish()
+	return true
+}
+
+// encodeTxn wraps records as one transaction record: recovery applies them
+// in order, all or none.
+func encodeTxn(subs [][]byte) []byte {
+	size := 1 + 10
+	for _, s := range subs {
+		size += 10 + len(s)
+	}
+	rec := make([]byte, 0, size)
+	rec = append(rec, recTxn)
+	rec = appendUvarint(rec, uint64(len(subs)))
+	for _, s := range subs {
+		rec = appendBytes(rec, s)
+	}
+	return rec
 }
 
 func save(pg *pgState) *saved {

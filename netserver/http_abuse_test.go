@@ -2,6 +2,7 @@ package netserver_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -79,7 +80,7 @@ func FuzzHTTPBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		if n++; n%5000 == 0 {
 			for _, q := range e.Queues() {
-				e.DeleteQueue(q.Name)
+				e.DeleteQueue(context.Background(), q.Name)
 			}
 		}
 		path := bodyRoutes[int(route)%len(bodyRoutes)]

@@ -229,7 +229,7 @@ func (s *HTTPServer) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	if req.Task != nil {
 		o.Task = *req.Task
 	}
-	res, err := s.e.Configure(*req.Queue, o)
+	res, err := s.e.Configure(r.Context(), *req.Queue, o)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -248,7 +248,7 @@ func (s *HTTPServer) handleConfigure(w http.ResponseWriter, r *http.Request) {
 // DELETE /api/v1/resources/queues/{queue}
 func (s *HTTPServer) handleDeleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	existed, err := s.e.DeleteQueue(name)
+	existed, err := s.e.DeleteQueue(r.Context(), name)
 	if err != nil {
 		s.writeErr(w, err)
 		return

@@ -102,7 +102,7 @@ func (s *HTTPServer) handleDLQPurge(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, err := s.e.PurgeDLQ(f, ids)
+	n, err := s.e.PurgeDLQ(r.Context(), f, ids)
 	if err != nil {
 		s.writeErr(w, err)
 		return

@@ -185,7 +185,7 @@ func (s *HTTPServer) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	group, queue := r.PathValue("group"), r.PathValue("queue")
 	meta := queryParam(r.URL.RawQuery, "deleteMetadata") != "false"
 	parts := s.groupPartitions(group, queue)
-	if _, err := s.e.DeleteGroup(queue, group); err != nil {
+	if _, err := s.e.DeleteGroup(r.Context(), queue, group); err != nil {
 		s.writeErr(w, err)
 		return
 	}
@@ -234,7 +234,7 @@ func (s *HTTPServer) handleSubscription(w http.ResponseWriter, r *http.Request) 
 				}
 				// Seek moves to the first message created after its time:
 				// one nanosecond earlier makes it "at or after".
-				n, err := s.e.Seek(v.Name, group, p.Name, engine.SeekTarget{Time: ts.Add(-time.Nanosecond)})
+				n, err := s.e.Seek(r.Context(), v.Name, group, p.Name, engine.SeekTarget{Time: ts.Add(-time.Nanosecond)})
 				if err != nil {
 					s.writeErr(w, fmt.Errorf("seeking %s/%s: %w", v.Name, p.Name, err))
 					return
@@ -279,7 +279,7 @@ func (s *HTTPServer) handleSeek(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "either toEnd: true or timestamp is required")
 		return
 	}
-	n, err := s.e.Seek(queue, group, "", to)
+	n, err := s.e.Seek(r.Context(), queue, group, "", to)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -295,7 +295,7 @@ func (s *HTTPServer) handleSeek(w http.ResponseWriter, r *http.Request) {
 // Moves the group's cursor on one partition past every message.
 func (s *HTTPServer) handlePartitionSeek(w http.ResponseWriter, r *http.Request) {
 	group, queue, part := r.PathValue("group"), r.PathValue("queue"), r.PathValue("partition")
-	n, err := s.e.Seek(queue, group, part, engine.SeekTarget{ToEnd: true})
+	n, err := s.e.Seek(r.Context(), queue, group, part, engine.SeekTarget{ToEnd: true})
 	if err != nil {
 		s.writeErr(w, err)
 		return

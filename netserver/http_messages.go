@@ -297,7 +297,7 @@ func (s *HTTPServer) handleDeleteMessage(w http.ResponseWriter, r *http.Request)
 	id, err := engine.ParseUUID(pid)
 	ok := false
 	if err == nil {
-		if ok, err = s.e.DeleteMessage(id, txn); err != nil {
+		if ok, err = s.e.DeleteMessage(r.Context(), id, txn); err != nil {
 			s.writeErr(w, err)
 			return
 		}

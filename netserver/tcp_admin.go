@@ -43,7 +43,7 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 	e := s.e
 	switch r := req.(type) {
 	case *protocol.ConfigureRequest:
-		res, err := e.Configure(r.Queue, toEngineOptions(&r.Options))
+		res, err := e.Configure(context.Background(), r.Queue, toEngineOptions(&r.Options))
 		if err != nil {
 			return nil, err
 		}
@@ -63,19 +63,19 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 		}
 		return out, nil
 	case *protocol.DeleteQueueRequest:
-		ok, err := e.DeleteQueue(r.Queue)
+		ok, err := e.DeleteQueue(context.Background(), r.Queue)
 		if err != nil {
 			return nil, err
 		}
 		return &protocol.DeleteQueueReply{Existed: ok}, nil
 	case *protocol.SeekRequest:
-		n, err := e.Seek(r.Queue, r.Group, r.Partition, engine.SeekTarget{ToEnd: r.ToEnd, Time: time.Unix(0, r.Time)})
+		n, err := e.Seek(context.Background(), r.Queue, r.Group, r.Partition, engine.SeekTarget{ToEnd: r.ToEnd, Time: time.Unix(0, r.Time)})
 		if err != nil {
 			return nil, err
 		}
 		return &protocol.SeekReply{PartitionsMoved: uint64(n)}, nil
 	case *protocol.DeleteGroupRequest:
-		n, err := e.DeleteGroup(r.Queue, r.Group)
+		n, err := e.DeleteGroup(context.Background(), r.Queue, r.Group)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +107,7 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 		return out, nil
 	case *protocol.DLQPurgeRequest:
 		f, ids := toEngineDLQSelect(&r.DLQSelect)
-		n, err := e.PurgeDLQ(f, ids)
+		n, err := e.PurgeDLQ(context.Background(), f, ids)
 		if err != nil {
 			return nil, err
 		}
