@@ -110,7 +110,9 @@ func callHandler(ctx context.Context, h Handler, m Message) (err error) {
 	return h(ctx, m)
 }
 
-// renewLeases extends the batch's leases at half their lifetime until stop.
+// renewLeases extends the batch's leases every third of their lifetime until
+// stop (as Kafka heartbeats at a third of the session timeout: two renewals
+// may be late before the lease runs out).
 func (c *Client) renewLeases(msgs []Message) (stop func()) {
 	type lease struct {
 		id    ID
@@ -137,7 +139,7 @@ func (c *Client) renewLeases(msgs []Message) (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(max(l.every/2, 10*time.Millisecond))
+			t := time.NewTicker(max(l.every/3, 10*time.Millisecond))
 			defer t.Stop()
 			for {
 				select {
