@@ -48,6 +48,9 @@ type Config struct {
 	// EncryptionKey (32 bytes) seals the payloads of queues with
 	// encryptionEnabled (AES-256-GCM). Without it such queues refuse pushes.
 	EncryptionKey []byte
+	// JournalStallAfter is how long records may wait for the journal to
+	// write them before Healthy reports the journal stuck; default 10 s.
+	JournalStallAfter time.Duration
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -87,6 +90,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SnapshotEveryBytes == 0 {
 		c.SnapshotEveryBytes = 256 << 20
+	}
+	if c.JournalStallAfter <= 0 {
+		c.JournalStallAfter = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

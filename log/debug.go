@@ -1,8 +1,11 @@
 package log
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,4 +31,35 @@ func unsafeAckBeforeWrite(logger *slog.Logger) bool {
 	logger.Error("UNSAFE TEST HOOK: records are acknowledged before they are written; a crash loses acknowledged data",
 		"env", EnvUnsafeAckBeforeWrite)
 	return true
+}
+
+// EnvStallWritesAfter names a TEST HOOK that imitates a disk that stops
+// answering: when the environment variable holds a number n at Open, the
+// committer's write of every entry after the first n does not return until
+// Close (the records wait, Stalled reports them; at Close the write fails),
+// so that tests can show the broker reports a stuck journal and still stops
+// within its shutdown bound. Never set it outside tests; Open logs an error when
+// it is set.
+const EnvStallWritesAfter = "REGENT_DEBUG_STALL_WRITES_AFTER"
+
+func (l *Log) stallWritesHook() {
+	v := os.Getenv(EnvStallWritesAfter)
+	if v == "" {
+		return
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		l.logger.Error("ignoring a test hook that is not a number", "env", EnvStallWritesAfter, "value", v)
+		return
+	}
+	l.logger.Error("TEST HOOK: the journal's writes stop for good after the first ones", "env", EnvStallWritesAfter, "writes", n)
+	var writes atomic.Uint64
+	h := faultHook(func(index uint64, after bool) error {
+		if !after && writes.Add(1) > n {
+			<-l.stop
+			return fmt.Errorf("test hook %s: write of entry %d abandoned at Close", EnvStallWritesAfter, index)
+		}
+		return nil
+	})
+	l.faultFn.Store(&h)
 }

@@ -154,6 +154,7 @@ func Open(cfg Config) (_ *Log, err error) {
 		maxRecords: maxRecordsPerEntry,
 	}
 	l.unsafeEarlyAck = unsafeAckBeforeWrite(l.logger)
+	l.stallWritesHook()
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("log: create %s: %w", cfg.Dir, err)
 	}

@@ -30,6 +30,7 @@ var serveSettings = []setting{
 	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal corruption by truncating the journal at the first bad entry (DROPS what follows; logged); false: refuse to start on it"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
+	{"shutdown-timeout", "REGENT_SHUTDOWN_TIMEOUT", "30s", "how long a stop may take: requests in flight are answered within it, and past it the process exits anyway (status 1), even with its disk stuck"},
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) int {
@@ -66,6 +67,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "regent serve: --salvage: want true or false")
 		return exitUsage
 	}
+	grace, err := time.ParseDuration(s.get("shutdown-timeout"))
+	if err != nil || grace <= 0 {
+		fmt.Fprintln(stderr, "regent serve: --shutdown-timeout: want a positive duration such as 30s")
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
@@ -87,13 +93,34 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	stop() // a second signal now kills the process the default way
 	logger.Info("shutting down: finishing requests in flight")
-	if err := b.close(30 * time.Second); err != nil {
+	if err := closeWithin(b.close, grace); err != nil {
 		logger.Error("shutdown", "err", err)
 		return exitFailure
 	}
 	logger.Info("stopped")
 	return exitOK
 }
+
+// closeWithin runs close(grace) and waits for it at most grace and a few
+// seconds more: the doors drain within grace, but a stuck disk can hold the
+// engine's last snapshot and the journal's final fsync for ever, and a stop
+// must stop. What was answered is durable already (under the sync policy);
+// the next start replays the journal.
+func closeWithin(close func(time.Duration) error, grace time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- close(grace) }()
+	bound := grace + shutdownMargin
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(bound):
+		return fmt.Errorf("not stopped within %v (the journal is stuck?): exiting without the final snapshot and fsync; the next start replays the journal", bound)
+	}
+}
+
+// shutdownMargin is what closeWithin allows past the grace period for the
+// engine's snapshot and the journal's last fsync.
+const shutdownMargin = 5 * time.Second
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/log"
 )
 
 func freePort(t *testing.T) string {
@@ -29,7 +32,12 @@ func freePort(t *testing.T) string {
 // startServe runs `regent serve` as a child and waits until it listens.
 func startServe(t *testing.T, bin, data, tcp, http string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data", data, "--tcp", tcp, "--http", http, "--log-level", "warn")
+	return startServeWith(t, exec.Command(bin, "serve", "--data", data, "--tcp", tcp, "--http", http, "--log-level", "warn"))
+}
+
+// startServeWith starts cmd (a `regent serve`) and waits until it listens.
+func startServeWith(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +170,67 @@ func TestSIGTERMUnderLoadLosesNoQueuedPush(t *testing.T) {
 	t.Logf("%d pushes answered queued before SIGTERM; %d messages after the restart", len(queued), len(seen))
 	if lost > 0 || dup > 0 {
 		t.Fatalf("%d answered pushes lost, %d duplicated", lost, dup)
+	}
+}
+
+// TestSIGTERMWithAStuckJournal: with the journal's disk stuck (a test hook
+// makes every write hang), a push is never answered, and SIGTERM still
+// stops the process within --shutdown-timeout and its margin, with status 1
+// and a log line saying why.
+func TestSIGTERMWithAStuckJournal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the regent binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "regent")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tcp, http := freePort(t), freePort(t)
+	cmd := exec.Command(bin, "serve", "--data", filepath.Join(dir, "data"), "--tcp", tcp, "--http", http,
+		"--log-level", "warn", "--shutdown-timeout", "500ms")
+	cmd.Env = append(os.Environ(), log.EnvStallWritesAfter+"=0")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	srv := startServeWith(t, cmd)
+	defer srv.Process.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pushed := make(chan error, 1)
+	go func() {
+		_, err := c.Push(ctx, client.Item{Queue: "stuck", Payload: []byte("never written")})
+		pushed <- err
+	}()
+	select {
+	case err := <-pushed:
+		t.Fatalf("a push was answered (%v) with the journal's writes stuck", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	start := time.Now()
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	select {
+	case err := <-exited:
+		took := time.Since(start)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitFailure {
+			t.Fatalf("exit after SIGTERM with a stuck journal: %v (want status %d)", err, exitFailure)
+		}
+		if bound := 500*time.Millisecond + shutdownMargin + 2*time.Second; took > bound {
+			t.Fatalf("stopped after %v, above its bound %v", took, bound)
+		}
+		if !strings.Contains(stderr.String(), "not stopped within") {
+			t.Fatalf("no word of the stuck stop in the log:\n%s", stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running 15 s after SIGTERM (shutdown timeout 500ms)")
 	}
 }

@@ -1,0 +1,75 @@
+package netserver
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/log"
+)
+
+// TestHealthReportsAStuckJournal: when the journal's writes stop (a test hook
+// imitates a disk that no longer answers), pushes wait, and /health answers
+// 503 naming the stuck journal once records have waited longer than
+// JournalStallAfter; it was 200 before.
+func TestHealthReportsAStuckJournal(t *testing.T) {
+	t.Setenv(log.EnvStallWritesAfter, "0")
+	j, err := log.Open(log.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Stripes: 8, JournalStallAfter: 200 * time.Millisecond}, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewHTTP(HTTPConfig{Addr: "127.0.0.1:0"}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		j.Close() // releases the stuck write (it fails)
+		e.Close()
+	}()
+	url := "http://" + l.Addr().String()
+	health := func() (int, string) {
+		resp, err := http.Get(url + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := health(); code != http.StatusOK {
+		t.Fatalf("/health before anything waits: %d %s", code, body)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		e.Push(ctx, []engine.PushItem{{Queue: "q", Payload: []byte("x")}}) // never durable
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := health()
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "committer finished no group") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health with the journal stuck for seconds: %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
