@@ -23,7 +23,12 @@ type broker struct {
 }
 
 func startBroker(dir string, ecfg engine.Config, addr ...string) (*broker, error) {
-	j, err := log.Open(log.Config{Dir: dir})
+	return startBrokerLog(log.Config{Dir: dir}, ecfg, addr...)
+}
+
+func startBrokerLog(lcfg log.Config, ecfg engine.Config, addr ...string) (*broker, error) {
+	dir := lcfg.Dir
+	j, err := log.Open(lcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,14 +177,32 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	}
 }
 
-// do runs one request on some connection.
+// do runs one request on some connection. An "overloaded" answer (the
+// broker's journal is behind, or too many requests are in flight) is sent
+// again after a back-off, until ctx ends: the broker kept nothing of it.
 func (c *Client) do(ctx context.Context, op protocol.Op, encode func([]byte, uint64) []byte, reply protocol.Body) error {
-	cn, err := c.conn(ctx)
-	if err != nil {
-		return err
+	backoff := time.Millisecond
+	for {
+		cn, err := c.conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = cn.do(ctx, op, encode, reply)
+		if protocol.CodeOf(err) != protocol.CodeOverloaded {
+			return err
+		}
+		select {
+		case <-time.After(backoff + rand.N(backoff)):
+		case <-ctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, maxOverloadBackoff)
 	}
-	return cn.do(ctx, op, encode, reply)
 }
+
+// maxOverloadBackoff caps the wait between two sendings of a request the
+// broker answered "overloaded".
+const maxOverloadBackoff = 100 * time.Millisecond
 
 // Close closes every connection; calls in flight fail with ErrConnLost.
 func (c *Client) Close() error {

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -393,4 +395,63 @@ func thirtyMessages(t *testing.T, queue, format string) (*client.Client, context
 		}
 	}
 	return c, ctx
+}
+
+// TestPushRetriesWhenTheJournalIsBehind: with a journal that takes little
+// ahead of its disk (MaxQueuedBytes 100 KiB), concurrent pushes of 64 KiB
+// are answered "overloaded" by the broker, which keeps nothing of them; the
+// client sends them again after a back-off, and every one is queued once.
+func TestPushRetriesWhenTheJournalIsBehind(t *testing.T) {
+	dir := t.TempDir()
+	b, err := startBrokerLog(log.Config{Dir: dir, MaxBatchBytes: 64 << 10, MaxQueuedBytes: 100 << 10}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.stop)
+	c := dial(t, b)
+	ctx := testCtx(t)
+	payload := bytes.Repeat([]byte{'p'}, 64<<10)
+	const producers, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, producers*each)
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				txn := fmt.Sprintf("p%d-%d", p, i)
+				res, err := c.Push(ctx, client.Item{Queue: "behind", Partition: fmt.Sprint(p % 4), TransactionID: txn, Payload: payload})
+				if err == nil && res[0].Status != client.PushQueued {
+					err = fmt.Errorf("%s: %v %v", txn, res[0].Status, res[0].Err)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := b.j.Stats(); st.BusyRefusals == 0 {
+		t.Fatalf("the journal never refused a record (stats %+v): the test shows nothing", st)
+	} else {
+		t.Logf("%d records refused while the journal was behind, all sent again", st.BusyRefusals)
+	}
+	n := 0
+	for {
+		msgs, err := c.Queue("behind").Group("check").Batch(100).Partitions(4).AutoAck(true).Pop(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		n += len(msgs)
+	}
+	if n != producers*each {
+		t.Fatalf("%d messages stored, want %d", n, producers*each)
+	}
 }

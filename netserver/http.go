@@ -510,6 +510,9 @@ func (s *HTTPServer) writeErr(w http.ResponseWriter, err error) {
 	if status >= 500 {
 		s.log.Warn("http: request failed", "err", err)
 	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1") // passing: the journal behind, the disk full, a restart
+	}
 	writeError(w, status, errText(err))
 }
 
