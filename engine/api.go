@@ -105,6 +105,34 @@ type PopRequest struct {
 	// (its transactionId is then its ID's text), for a caller that writes
 	// that text itself instead of receiving a string per message.
 	BareTxn bool
+	// MaxBytes bounds the answer by bytes, as MessageBytes counts them
+	// (0 means Config.MaxPopBytes, which also caps it): a pop takes
+	// messages while they fit, and always at least one, so a message larger
+	// than the budget comes alone. Leases and autoAck cover exactly the
+	// messages answered; done says when the budget cut the answer short.
+	MaxBytes int
+}
+
+// MessageOverhead is what MessageBytes counts for a message beyond its
+// payload and strings: its ids, offset, times, lease and counts, as any
+// transport encodes them (the binary protocol's fixed fields take 90
+// bytes at most).
+const MessageOverhead = 128
+
+// MessageBytes is the size a pop's byte budget counts for a message with a
+// payload of payload bytes (as stored: sealed payloads count their seal),
+// and these strings; a transactionId that is the message's id counts its
+// 36 characters. The queue and group names are the answer's, not the
+// message's, and are not counted.
+func MessageBytes(payload int, transactionID, traceID, partition, producerSub string) int {
+	return msgBytes(payload, len(transactionID), len(traceID), len(partition), len(producerSub))
+}
+
+func msgBytes(payload, txn, trace, partition, sub int) int {
+	if txn == 0 {
+		txn = 36
+	}
+	return payload + txn + trace + partition + sub + MessageOverhead
 }
 
 // Message is a delivered message. Payload is shared with the engine's cache

@@ -184,18 +184,24 @@ func (e *Engine) coldChunks(p *partition, from, n uint64) []coldChunk {
 }
 
 // warm reads records back from the journal, without p's stripe held, and
-// puts them back in memory where their chunks are still the same.
-func (e *Engine) warm(p *partition, cold []coldChunk) {
+// puts them back in memory where their chunks are still the same. It stops
+// once it read budget bytes (a pop's byte budget: what a pop cannot answer
+// is not worth reading now).
+func (e *Engine) warm(p *partition, cold []coldChunk, budget int) {
 	type got struct {
 		coldChunk
 		pr pushRecord
 	}
 	var read []got
 	for _, cc := range cold {
+		if budget <= 0 {
+			break
+		}
 		rec, err := e.j.Read(cc.pos)
 		if err != nil {
 			break // the pop will read (and report) it under the lock
 		}
+		budget -= len(rec)
 		if pr, ok := findPush(rec, p.q.id, p.seq, cc.first); ok {
 			read = append(read, got{cc, pr})
 		}
@@ -208,12 +214,18 @@ func (e *Engine) warm(p *partition, cold []coldChunk) {
 		if ci < 0 || p.chunks[ci].first != g.first || p.chunks[ci].pos != g.pos || p.chunks[ci].mem != nil {
 			continue
 		}
-		mem := &cached{buf: g.pr.buf, refs: g.pr.refs, cost: int64(cap(g.pr.buf) + 48*len(g.pr.refs) + 64),
-			flags: g.pr.flags &^ flagSub, sub: g.pr.sub}
-		p.chunks[ci].mem = mem
-		e.cacheBytes.Add(mem.cost)
-		if int32(ci) < p.memLo {
-			p.memLo = int32(ci)
-		}
+		e.cacheChunk(p, ci, g.pr)
+	}
+}
+
+// cacheChunk puts chunk ci of p back in memory from its record, read back.
+// Caller holds p's stripe.
+func (e *Engine) cacheChunk(p *partition, ci int, pr pushRecord) {
+	mem := &cached{buf: pr.buf, refs: pr.refs, cost: int64(cap(pr.buf) + 48*len(pr.refs) + 64),
+		flags: pr.flags &^ flagSub, sub: pr.sub}
+	p.chunks[ci].mem = mem
+	e.cacheBytes.Add(mem.cost)
+	if int32(ci) < p.memLo {
+		p.memLo = int32(ci)
 	}
 }

@@ -32,6 +32,9 @@ type Config struct {
 	MaxPayloadBytes int
 	// MaxPopBatch caps PopRequest.Batch; default 10000.
 	MaxPopBatch int
+	// MaxPopBytes caps one pop's answer by bytes (see PopRequest.MaxBytes),
+	// whatever its batch; default 16 MiB.
+	MaxPopBytes int
 	// DefaultPopTimeout is the long-poll timeout when a pop gives none;
 	// default 30 s. MaxPopTimeout caps it; default 10 minutes.
 	DefaultPopTimeout time.Duration
@@ -81,6 +84,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxPopBatch <= 0 {
 		c.MaxPopBatch = 10000
+	}
+	if c.MaxPopBytes <= 0 {
+		c.MaxPopBytes = 16 << 20
 	}
 	if c.DefaultPopTimeout <= 0 {
 		c.DefaultPopTimeout = 30 * time.Second
@@ -219,7 +225,7 @@ func (e *Engine) Close() error {
 		w.mu.Lock()
 		if !w.finished {
 			w.finish()
-			w.c.done(nil, ErrClosed)
+			w.c.done(nil, false, ErrClosed)
 		}
 		w.mu.Unlock()
 	}

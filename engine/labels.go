@@ -69,6 +69,7 @@ func (e *Engine) labelQueues(c *popCall) []*queue {
 
 // attemptLabels pops from the first matching queue that has something.
 func (e *Engine) attemptLabels(c *popCall) ([]Message, *pending, error) {
+	c.cut = false
 	var from int64
 	if c.req.Subscription == SubFrom {
 		from = c.req.From.UnixNano()
@@ -82,6 +83,7 @@ func (e *Engine) attemptLabels(c *popCall) ([]Message, *pending, error) {
 		sub.req.Queue = q.name
 		msgs, pend, err := e.attempt(sub)
 		if err != nil || len(msgs) > 0 {
+			c.cut = sub.cut
 			return msgs, pend, err
 		}
 	}

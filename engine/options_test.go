@@ -102,7 +102,7 @@ func TestDelayedProcessing(t *testing.T) {
 		t.Fatalf("delivered before the delay: %s", payloads(got))
 	}
 	ch := make(chan []Message, 1)
-	f.e.PopAsync(PopRequest{Queue: "later", Batch: 5, Wait: true, Timeout: time.Minute}, func(m []Message, err error) { ch <- m })
+	f.e.PopAsync(PopRequest{Queue: "later", Batch: 5, Wait: true, Timeout: time.Minute}, func(m []Message, _ bool, err error) { ch <- m })
 	f.advance(5 * time.Second) // 9 s after the first
 	select {
 	case m := <-ch:
@@ -342,7 +342,7 @@ func TestPopByNamespaceAndTaskByPriority(t *testing.T) {
 	f.ackMsgs(low, Completed)
 	wantPayloads(t, f.pop(PopRequest{Namespace: "billing", Group: "w"}), "refund")
 	ch := make(chan []Message, 1)
-	f.e.PopAsync(PopRequest{Task: "invoice", Group: "w", Wait: true, Timeout: time.Minute}, func(m []Message, err error) { ch <- m })
+	f.e.PopAsync(PopRequest{Task: "invoice", Group: "w", Wait: true, Timeout: time.Minute}, func(m []Message, _ bool, err error) { ch <- m })
 	f.push("billing.invoice-low", "", "late")
 	select {
 	case m := <-ch:

@@ -70,7 +70,7 @@ func TestEngineOwnsWhatItKeeps(t *testing.T) {
 	// A parked pop by partition name, woken by a push.
 	got := make(chan []Message, 1)
 	f.e.PopAsync(PopRequest{Queue: ln.s("orders"), Partition: ln.s("cust-c"), Group: ln.s("late-group"), Wait: true, Timeout: time.Minute},
-		func(m []Message, err error) {
+		func(m []Message, _ bool, err error) {
 			if err != nil {
 				t.Errorf("parked pop: %v", err)
 			}

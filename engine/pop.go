@@ -13,8 +13,13 @@ type popCall struct {
 	req      PopRequest
 	q        *queue
 	g        *group
-	done     func([]Message, error)
+	done     func([]Message, bool, error)
 	deadline int64
+	// The attempt running (attempts of one call never overlap: a waiter's
+	// lock orders them): the byte budget left, and whether it cut the
+	// answer short.
+	left int
+	cut  bool
 }
 
 func (c *popCall) byLabels() bool { return c.q == nil }
@@ -31,19 +36,20 @@ func (pw *PopWaiter) Cancel() bool {
 	return pw.w.cancel()
 }
 
-// PopAsync hands out up to req.Batch messages; done runs once with them (an
-// empty slice is a normal answer). With req.Wait the pop parks until it can
-// answer or its timeout passes; the returned PopWaiter (nil when done already
-// ran or will run without parking) can cancel it. done runs on this goroutine
-// or another; it must not block.
-func (e *Engine) PopAsync(req PopRequest, done func([]Message, error)) *PopWaiter {
+// PopAsync hands out up to req.Batch messages, within req.MaxBytes; done
+// runs once with them (an empty slice is a normal answer), and cut when the
+// byte budget left out messages that were ready. With req.Wait the pop
+// parks until it can answer or its timeout passes; the returned PopWaiter
+// (nil when done already ran or will run without parking) can cancel it.
+// done runs on this goroutine or another; it must not block.
+func (e *Engine) PopAsync(req PopRequest, done func(msgs []Message, cut bool, err error)) *PopWaiter {
 	c, err := e.newPopCall(req, done)
 	if err != nil {
-		done(nil, err)
+		done(nil, false, err)
 		return nil
 	}
 	if c == nil { // no such queue, no wait
-		done(nil, nil)
+		done(nil, false, nil)
 		return nil
 	}
 	ver := e.version(c)
@@ -76,7 +82,7 @@ func (e *Engine) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 		err  error
 	}
 	ch := make(chan answer, 1)
-	pw := e.PopAsync(req, func(m []Message, err error) { ch <- answer{m, err} })
+	pw := e.PopAsync(req, func(m []Message, _ bool, err error) { ch <- answer{m, err} })
 	select {
 	case a := <-ch:
 		return a.msgs, a.err
@@ -89,7 +95,7 @@ func (e *Engine) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	}
 }
 
-func (e *Engine) newPopCall(req PopRequest, done func([]Message, error)) (*popCall, error) {
+func (e *Engine) newPopCall(req PopRequest, done func([]Message, bool, error)) (*popCall, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
@@ -104,6 +110,9 @@ func (e *Engine) newPopCall(req PopRequest, done func([]Message, error)) (*popCa
 	}
 	if req.Partitions <= 0 {
 		req.Partitions = 1
+	}
+	if req.MaxBytes <= 0 || req.MaxBytes > e.cfg.MaxPopBytes {
+		req.MaxBytes = e.cfg.MaxPopBytes
 	}
 	if req.Partition != "" {
 		req.Partitions = 1
@@ -162,16 +171,17 @@ func (e *Engine) newPopCall(req PopRequest, done func([]Message, error)) (*popCa
 // deliver answers a pop: at once, or (autoAck) when its cursor moves are
 // durable.
 func (e *Engine) deliver(c *popCall, msgs []Message, pend *pending, err error) {
+	cut := c.cut
 	if pend == nil {
-		c.done(msgs, err)
+		c.done(msgs, cut, err)
 		return
 	}
 	pend.fn = func(jerr error) {
 		if jerr != nil {
-			c.done(nil, jerr)
+			c.done(nil, false, jerr)
 			return
 		}
-		c.done(msgs, err)
+		c.done(msgs, cut, err)
 	}
 	pend.finish()
 }
@@ -189,6 +199,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	if c.q.deleted.Load() {
 		return nil, nil, fmt.Errorf("%w: %q", ErrQueueNotFound, c.q.name)
 	}
+	c.left, c.cut = c.req.MaxBytes, false
 	now := e.clock.Now()
 	var set *leaseSet
 	if !c.req.AutoAck {
@@ -215,17 +226,18 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			if !warmed {
 				if cold := e.coldChunks(p, pg.cursor, uint64(c.req.Batch-len(out))); len(cold) > 0 {
 					p.st().mu.Unlock()
-					e.warm(p, cold)
+					e.warm(p, cold, c.left)
 					p.st().mu.Lock()
 					continue // everything may have changed: look again
 				}
 			}
+			n := len(out)
 			var err error
 			out, err = e.take(p, c, pg, now, set, pend, out, &wakes)
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
-			return true
+			return len(out) > n
 		}
 	}
 	if c.req.Partition != "" {
@@ -235,7 +247,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			p.st().mu.Unlock()
 		}
 	} else {
-		for parts := 0; parts < c.req.Partitions && len(out) < c.req.Batch; {
+		for parts := 0; parts < c.req.Partitions && len(out) < c.req.Batch && !c.cut; {
 			c.g.mu.Lock()
 			a := c.g.popReady()
 			c.g.mu.Unlock()
@@ -285,6 +297,10 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	if want := uint64(c.req.Batch - len(out)); to-from > want {
 		to = from + want
 	}
+	if to = e.fitBudget(p, c, from, to, len(out) == 0); to == from {
+		e.putBack(p, c, pg) // nothing of p fits what is left of the budget
+		return out, nil
+	}
 	// A pooled buffer, not one on the stack: 13 KiB of stack made the
 	// goroutines that run pops (woken long polls start on fresh ones) grow
 	// their stacks, and fresh stack memory page-faults.
@@ -330,12 +346,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 			ef.retries, ef.blockedUntil = retriesFrom(a.retries, to), a.blockedUntil
 		}
 		if _, err := e.appendPart(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
-			if a := pg.act; c.req.Partition == "" && a != nil && !a.inReady { // attempt took p off the ready list
-				a.inReady = true
-				c.g.mu.Lock()
-				c.g.unpopReady(a)
-				c.g.mu.Unlock()
-			}
+			e.putBack(p, c, pg)
 			return out[:start], err
 		}
 		pg.cursor = to
@@ -380,6 +391,54 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		e.notify(p, c.g, pg, wakes)
 	}
 	return out, nil
+}
+
+// putBack returns p to the front of the group's ready list, where attempt
+// took it from, when the pop then took nothing of it: the list is as it was.
+// Caller holds p's stripe.
+func (e *Engine) putBack(p *partition, c *popCall, pg *pgState) {
+	if a := pg.act; c.req.Partition == "" && a != nil && !a.inReady {
+		a.inReady = true
+		c.g.mu.Lock()
+		c.g.unpopReady(a)
+		c.g.mu.Unlock()
+	}
+}
+
+// fitBudget returns the end of the messages [from, to) of p that fit what
+// is left of c's byte budget (counting them off it), cutting c short when
+// one does not; the first message of the pop (first) always fits. A chunk
+// not in memory (warm read up to the budget) is read back under the lock
+// only for the pop's first message; otherwise the answer stops before it.
+// Caller holds p's stripe.
+func (e *Engine) fitBudget(p *partition, c *popCall, from, to uint64, first bool) uint64 {
+	for ci := p.chunkFor(from); ci >= 0 && ci < len(p.chunks) && from < to; ci++ {
+		ch := &p.chunks[ci]
+		if ch.mem == nil {
+			if !first {
+				c.cut = true
+				return from
+			}
+			pr, err := e.readChunk(p, ch)
+			if err != nil {
+				return to // msgsRange meets the same error and reports it
+			}
+			e.cacheChunk(p, ci, pr)
+		}
+		m := ch.mem
+		end := min(p.chunkEnd(ci), to)
+		for ; from < end; from++ {
+			r := &m.refs[from-ch.first]
+			n := msgBytes(int(r.payLen), int(r.txnLen), int(r.traceLen), len(p.name), len(m.sub))
+			if n > c.left && !first {
+				c.cut = true
+				return from
+			}
+			c.left -= n
+			first = false
+		}
+	}
+	return to
 }
 
 // retriesFrom is the part of rs (sorted by offset) at or after cursor.

@@ -259,7 +259,7 @@ func TestLongPollWokenByPush(t *testing.T) {
 		err  error
 	}
 	ch := make(chan answer, 1)
-	f.e.PopAsync(PopRequest{Queue: "q", Wait: true, Timeout: time.Minute}, func(m []Message, err error) { ch <- answer{m, err} })
+	f.e.PopAsync(PopRequest{Queue: "q", Wait: true, Timeout: time.Minute}, func(m []Message, _ bool, err error) { ch <- answer{m, err} })
 	select {
 	case a := <-ch:
 		t.Fatalf("long poll answered before any push: %v %v", payloads(a.msgs), a.err)
@@ -280,7 +280,7 @@ func TestLongPollWokenByPush(t *testing.T) {
 func TestLongPollTimesOutEmpty(t *testing.T) {
 	f := newFixture(t)
 	ch := make(chan []Message, 1)
-	f.e.PopAsync(PopRequest{Queue: "q", Wait: true, Timeout: 5 * time.Second}, func(m []Message, err error) { ch <- m })
+	f.e.PopAsync(PopRequest{Queue: "q", Wait: true, Timeout: 5 * time.Second}, func(m []Message, _ bool, err error) { ch <- m })
 	f.advance(4 * time.Second)
 	select {
 	case <-ch:
@@ -543,7 +543,7 @@ func TestPopBuf(t *testing.T) {
 	f.push("q", "", "a", "b", "c")
 	buf := make([]Message, 0, 8)
 	var got []Message
-	if w := f.e.PopAsync(PopRequest{Queue: "q", Batch: 8, Buf: buf}, func(m []Message, err error) {
+	if w := f.e.PopAsync(PopRequest{Queue: "q", Batch: 8, Buf: buf}, func(m []Message, _ bool, err error) {
 		if err != nil {
 			t.Error(err)
 		}
@@ -565,7 +565,7 @@ func TestPopBuf(t *testing.T) {
 	ch := make(chan []Message, 1)
 	buf2 := make([]Message, 0, 8)
 	w := f.e.PopAsync(PopRequest{Queue: "q", Batch: 8, Wait: true, Timeout: time.Minute, Buf: buf2},
-		func(m []Message, err error) { ch <- m })
+		func(m []Message, _ bool, err error) { ch <- m })
 	if w == nil {
 		t.Fatal("an empty long poll did not park")
 	}

@@ -88,7 +88,7 @@ func (w *waiter) loop(ver uint64, again bool) bool {
 		again = true
 		if e.clock.Now() >= c.deadline {
 			w.finish()
-			c.done(nil, nil)
+			c.done(nil, false, nil)
 			return true
 		}
 		if c.byLabels() {
@@ -101,7 +101,7 @@ func (w *waiter) loop(ver uint64, again bool) bool {
 		if c.g.deleted.Load() {
 			c.g.mu.Unlock()
 			w.finish()
-			c.done(nil, nil)
+			c.done(nil, false, nil)
 			return true
 		}
 		if c.g.version == ver {
@@ -134,7 +134,7 @@ func (w *waiter) timeout() {
 	w.finished = true
 	w.mu.Unlock()
 	w.unpark()
-	w.c.done(nil, nil)
+	w.c.done(nil, false, nil)
 }
 
 // unpark takes the waiter off whichever list it waits in.
@@ -175,7 +175,7 @@ func (e *Engine) failWaiters(g *group, err error) {
 		w.mu.Lock()
 		if !w.finished {
 			w.finish()
-			w.c.done(nil, err)
+			w.c.done(nil, false, err)
 		}
 		w.mu.Unlock()
 	}

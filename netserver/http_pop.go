@@ -31,17 +31,18 @@ import (
 
 type popAnswer struct {
 	msgs []engine.Message
+	cut  bool
 	err  error
 }
 
 type popCall struct {
 	ch   chan popAnswer
-	done func([]engine.Message, error)
+	done func([]engine.Message, bool, error)
 }
 
 var popCalls = sync.Pool{New: func() any {
 	c := &popCall{ch: make(chan popAnswer, 1)}
-	c.done = func(m []engine.Message, err error) { c.ch <- popAnswer{m, err} }
+	c.done = func(m []engine.Message, cut bool, err error) { c.ch <- popAnswer{m, cut, err} }
 	return c
 }}
 
@@ -85,7 +86,7 @@ func (s *HTTPServer) handlePop(w http.ResponseWriter, r *http.Request) {
 	}
 	out := getBuf()
 	defer putBuf(out)
-	*out = appendPopAnswer(*out, req.Group, a.msgs)
+	*out = appendPopAnswer(*out, req.Group, a.msgs, a.cut)
 	writeJSON(w, http.StatusOK, *out)
 }
 
@@ -167,7 +168,7 @@ func (s *HTTPServer) giveBack(msgs []engine.Message) {
 // appendPopAnswer encodes Queen's pop answer. Messages of one partition are
 // contiguous and share their partition id and lease id, which are
 // formatted once per run.
-func appendPopAnswer(b []byte, group string, msgs []engine.Message) []byte {
+func appendPopAnswer(b []byte, group string, msgs []engine.Message, cut bool) []byte {
 	m0 := &msgs[0]
 	parts := 1
 	for i := 1; i < len(msgs); i++ {
@@ -187,6 +188,11 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message) []byte {
 	b = appendString(b, group)
 	b = append(b, `,"partitionsClaimed":`...)
 	b = appendInt(b, int64(parts))
+	if cut {
+		// Regent's: the pop's byte budget (the server's MaxPopBytes) left
+		// out messages that were ready; pop again for them.
+		b = append(b, `,"truncated":true`...)
+	}
 	b = append(b, `,"messages":[`...)
 	// The per-partition tail of each message, formatted once per run.
 	var tail []byte

@@ -199,7 +199,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 	return true
 }
 
-func (j *popJob) answered(msgs []engine.Message, err error) {
+func (j *popJob) answered(msgs []engine.Message, cut bool, err error) {
 	tc := j.tc
 	tc.mu.Lock()
 	j.finished = true

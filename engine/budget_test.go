@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// popCut pops and also returns whether the byte budget cut the answer.
+func (f *fixture) popCut(req PopRequest) ([]Message, bool) {
+	f.t.Helper()
+	type answer struct {
+		m   []Message
+		cut bool
+		err error
+	}
+	ch := make(chan answer, 1)
+	f.e.PopAsync(req, func(m []Message, cut bool, err error) { ch <- answer{m, cut, err} })
+	a := <-ch
+	if a.err != nil {
+		f.t.Fatalf("pop: %v", a.err)
+	}
+	return a.m, a.cut
+}
+
+// TestPopByteBudget: a pop fills its answer up to its byte budget, never
+// past it but always with one message at least; leases and autoAck cover
+// exactly what was answered, so 30 messages of 1 MiB popped with batch 30
+// all arrive, in order, over several pops, none lost.
+func TestPopByteBudget(t *testing.T) {
+	for _, autoAck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("autoAck=%v", autoAck), func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.MaxPopBytes = 8 << 20; c.CacheBytes = 4 << 20 })
+			payload := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, 1<<20) }
+			for i := 0; i < 30; i++ {
+				f.pushItems(PushItem{Queue: "big", Partition: "p", TransactionID: fmt.Sprint("m", i), Payload: payload(i)})
+			}
+			next := 0
+			pops := 0
+			for next < 30 {
+				msgs, cut := f.popCut(PopRequest{Queue: "big", Group: "g", Batch: 30, AutoAck: autoAck})
+				pops++
+				if len(msgs) == 0 {
+					t.Fatalf("pop %d answered nothing with messages %d.. waiting", pops, next)
+				}
+				sum := 0
+				for _, m := range msgs {
+					sum += MessageBytes(len(m.Payload), m.TransactionID, m.TraceID, m.Partition, m.ProducerSub)
+					if m.Offset != uint64(next) || !bytes.Equal(m.Payload, payload(next)) {
+						t.Fatalf("pop %d: offset %d, want %d (or its payload differs)", pops, m.Offset, next)
+					}
+					next++
+				}
+				if sum > 8<<20 {
+					t.Fatalf("pop %d answered %d bytes with a budget of %d", pops, sum, 8<<20)
+				}
+				if cut != (next < 30) {
+					t.Fatalf("pop %d: cut=%v with %d of 30 answered", pops, cut, next)
+				}
+				if !autoAck {
+					f.ackMsgs(msgs, Completed) // every message of the lease acks: the lease covers exactly them
+				}
+			}
+			if pops < 4 {
+				t.Fatalf("30 MiB answered in %d pops with a budget of 8 MiB", pops)
+			}
+			if m := f.pop(PopRequest{Queue: "big", Group: "g", Batch: 30}); len(m) != 0 {
+				t.Fatalf("%d messages left after all 30 were answered", len(m))
+			}
+		})
+	}
+}
+
+// TestPopBudgetTooSmallForOneMessage: a message above the budget comes
+// alone, and the partition that did not fit goes back to the front of the
+// ready list.
+func TestPopBudgetTooSmallForOneMessage(t *testing.T) {
+	f := newFixture(t)
+	f.push("q", "a", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "a2")
+	f.push("q", "b", "b1")
+	msgs, cut := f.popCut(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2, MaxBytes: 10})
+	if len(msgs) != 1 || !cut {
+		t.Fatalf("budget of 10 bytes: %d messages (%s), cut=%v; want the first one alone, cut", len(msgs), payloads(msgs), cut)
+	}
+	f.ackMsgs(msgs, Completed)
+	msgs, cut = f.popCut(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2})
+	if got := payloads(msgs); cut || (got != "b1,a2" && got != "a2,b1") {
+		t.Fatalf("then: %s cut=%v", got, cut)
+	}
+}
+
+// TestPopBudgetReadsBackOnlyWhatFits: messages no longer in memory are read
+// back from the journal up to the pop's budget, not a whole batch's worth.
+func TestPopBudgetReadsBackOnlyWhatFits(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.CacheBytes = 1 << 20; c.MaxPopBytes = 2 << 20 })
+	for i := 0; i < 40; i++ {
+		f.pushItems(PushItem{Queue: "cold", Partition: "p", Payload: bytes.Repeat([]byte{'x'}, 512<<10)})
+	}
+	f.restart() // nothing in memory
+	before := f.e.Stats().CacheBytes
+	msgs, cut := f.popCut(PopRequest{Queue: "cold", Group: "g", Batch: 40})
+	if len(msgs) != 3 || !cut {
+		t.Fatalf("a 2 MiB budget over 512 KiB messages answered %d, cut=%v (want 3, cut)", len(msgs), cut)
+	}
+	if grew := f.e.Stats().CacheBytes - before; grew > 4<<20 {
+		t.Fatalf("the cache grew by %d bytes for a pop of 1.5 MiB", grew)
+	}
+}
