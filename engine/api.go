@@ -115,8 +115,8 @@ type PopRequest struct {
 
 // MessageOverhead is what MessageBytes counts for a message beyond its
 // payload and strings: its ids, offset, times, lease and counts, as any
-// transport encodes them (the binary protocol's fixed fields take 90
-// bytes at most).
+// transport encodes them (the binary protocol's fixed fields take 99
+// bytes at most: protocol.MaxMessageFixed).
 const MessageOverhead = 128
 
 // MessageBytes is the size a pop's byte budget counts for a message with a

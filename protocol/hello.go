@@ -7,15 +7,25 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 0
+	VersionMinor uint16 = 1
 )
+
+// Minor versions and what they added:
+//
+//	1.0  the first
+//	1.1  HelloRequest.MaxFrame; PopReply.Cut (sent only to a client that
+//	     said 1.1 or later in its Hello)
 
 // HelloRequest is the first frame a client sends on a connection.
 //
-//	u16 major | u16 minor | str clientName
+//	u16 major | u16 minor | str clientName | [u32 maxFrame]   (1.1)
 type HelloRequest struct {
 	Major, Minor uint16
 	ClientName   string
+	// MaxFrame is the largest frame the client reads, header included (0:
+	// not said; the server then assumes DefaultMaxFrame). The server keeps
+	// every reply within it.
+	MaxFrame uint32
 	arena
 }
 
@@ -53,7 +63,11 @@ func (*HelloReply) IsReply() bool   { return true }
 func (r *HelloRequest) AppendBody(dst []byte) []byte {
 	dst = appendU16(dst, r.Major)
 	dst = appendU16(dst, r.Minor)
-	return appendStr(dst, r.ClientName)
+	dst = appendStr(dst, r.ClientName)
+	if r.MaxFrame != 0 {
+		dst = appendU32(dst, r.MaxFrame)
+	}
+	return dst
 }
 
 func (r *HelloRequest) Decode(body []byte) error {
@@ -61,6 +75,10 @@ func (r *HelloRequest) Decode(body []byte) error {
 	r.Major = d.u16()
 	r.Minor = d.u16()
 	r.ClientName = d.str()
+	r.MaxFrame = 0
+	if len(d.b) >= 4 { // 1.1; fewer bytes are trailing
+		r.MaxFrame = d.u32()
+	}
 	return d.finish("hello request")
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -21,7 +22,9 @@ func decodeSafely(t *testing.T, v Body, body []byte) (err error) {
 
 // TestTruncatedBodies cuts every sample's body at every point: each strict
 // prefix must be refused with a malformed error, never accepted, never a
-// panic.
+// panic; except a prefix that is itself the whole encoding of what it
+// decodes to (a body without a field added by a later minor version, such
+// as HelloRequest.MaxFrame).
 func TestTruncatedBodies(t *testing.T) {
 	for _, s := range samples() {
 		body := bodyOf(s.body)
@@ -30,6 +33,9 @@ func TestTruncatedBodies(t *testing.T) {
 			// A copy of exactly i bytes, so reading past it would fault.
 			cut := append([]byte(nil), body[:i]...)
 			err := decodeSafely(t, v, cut)
+			if err == nil && bytes.Equal(bodyOf(v), cut) && i > 0 {
+				continue // an earlier minor version's whole body
+			}
 			if err == nil {
 				t.Fatalf("%s: prefix of %d/%d bytes accepted", s.name, i, len(body))
 			}

@@ -71,11 +71,14 @@ const minMessage = 16 + 1 + 1 + 1 + 8 + 1 + 16 + 1 + 16 + 8 + 1
 // PopReply answers a PopRequest. Queue and Group are sent once; an empty
 // Messages is a normal answer (a long poll that timed out).
 //
-//	str queue | str group | uv count | count × Message
+//	str queue | str group | uv count | count × Message | [bool cut]   (1.1)
 type PopReply struct {
 	Queue    string
 	Group    string
 	Messages []Message
+	// Cut: the reply's byte budget (the frame size the client reads) left
+	// out messages that were ready; pop again for them. Sent to 1.1 clients.
+	Cut bool
 	arena
 }
 
@@ -151,6 +154,9 @@ func (r *PopReply) AppendBody(dst []byte) []byte {
 	for i := range r.Messages {
 		dst = appendMessage(dst, &r.Messages[i])
 	}
+	if r.Cut {
+		dst = appendBool(dst, true)
+	}
 	return dst
 }
 
@@ -161,6 +167,10 @@ func (r *PopReply) Decode(body []byte) error {
 	r.Messages = resize(r.Messages, d.count(minMessage))
 	for i := range r.Messages {
 		decodeMessage(&d, &r.Messages[i])
+	}
+	r.Cut = false
+	if len(d.b) > 0 && d.b[0] == 1 { // 1.1, sent only when true; anything else is trailing
+		r.Cut = d.bool()
 	}
 	return d.finish("pop reply")
 }
@@ -185,3 +195,18 @@ func AppendPopReplyStart(dst []byte, id uint64, queue, group string, count int) 
 // AppendPopMessage appends one message of a frame begun with
 // AppendPopReplyStart.
 func AppendPopMessage(dst []byte, m *Message) []byte { return appendMessage(dst, m) }
+
+// AppendPopReplyCut appends the Cut flag of a frame begun with
+// AppendPopReplyStart, after its messages (only for 1.1 clients).
+func AppendPopReplyCut(dst []byte) []byte { return appendBool(dst, true) }
+
+// PopReplyHeaderBytes is the most bytes a PopReply frame takes beyond its
+// messages: frame header, queue and group names, count and Cut flag.
+func PopReplyHeaderBytes(queue, group string) int {
+	return HeaderSize + 5 + len(queue) + 5 + len(group) + 10 + 1
+}
+
+// MaxMessageFixed is the most bytes a pop reply's Message takes beyond
+// its payload, transactionId, traceId and partition name: ids, times,
+// offset, counts and length prefixes.
+const MaxMessageFixed = 16 + 5 + 5 + 5 + 8 + 5 + 16 + 10 + 16 + 8 + 5

@@ -330,6 +330,9 @@ func TestPopReplyStreaming(t *testing.T) {
 		for i := range r.Messages {
 			dst = AppendPopMessage(dst, &r.Messages[i])
 		}
+		if r.Cut {
+			dst = AppendPopReplyCut(dst)
+		}
 		PatchLength(dst, start)
 		if want := AppendPopReply([]byte("prefix"), 9, r); !bytes.Equal(dst, want) {
 			t.Fatalf("%s: streamed frame differs", s.name)
