@@ -77,8 +77,19 @@ func (tc *tcpConn) overflow() {
 	}
 }
 
-// begin counts a request in flight; it refuses one past the limits.
-func (tc *tcpConn) begin(op protocol.Op, id uint64) bool {
+// job is what every request that takes an in-flight slot carries from
+// begin to its answer: its connection and its id. Every kind of request
+// (push, ack, pop, transaction, the admin requests) embeds one and ends
+// through its finish, once, so that how a request gives its slot back is
+// written in one place.
+type job struct {
+	tc *tcpConn
+	id uint64
+}
+
+// begin counts the request in flight on tc, or refuses it past the limits
+// (answering it). After true, the job must end with exactly one finish.
+func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64) bool {
 	if tc.s.draining.Load() {
 		tc.send(errReply{op, id, protocol.NewError(protocol.CodeClosed, "server shutting down")})
 		return false
@@ -89,10 +100,19 @@ func (tc *tcpConn) begin(op protocol.Op, id uint64) bool {
 	}
 	tc.inflight.Add(1)
 	tc.s.inflight.Add(1)
+	j.tc, j.id = tc, id
 	return true
 }
 
-func (tc *tcpConn) end() {
+// finish answers the request with r (usually the job itself) and gives its
+// in-flight slot back. On a closed connection the answer goes nowhere; the
+// slot is given back all the same.
+func (j *job) finish(r replier) {
+	tc := j.tc
+	tc.send(r)
+	if h := tc.s.afterReply; h != nil {
+		h()
+	}
 	tc.inflight.Add(-1)
 	tc.s.inflight.Add(-1)
 }
@@ -112,8 +132,7 @@ func (tc *tcpConn) cancelWaiters() {
 			tc.mu.Lock()
 			delete(tc.waiters, j)
 			tc.mu.Unlock()
-			tc.send(j) // empty answer (dropped when the connection is closed)
-			tc.end()
+			j.finish(j) // empty answer (dropped when the connection is closed)
 		}
 	}
 }
