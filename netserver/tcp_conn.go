@@ -105,15 +105,26 @@ func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64) bool {
 }
 
 // finish answers the request with r (usually the job itself) and gives its
-// in-flight slot back. On a closed connection the answer goes nowhere; the
-// slot is given back all the same.
+// in-flight slot back. The order is the point:
+//
+//  1. the connection's slot is freed first. Once r is in the reply buffer
+//     the loop may write it, and a client that keeps MaxInFlight requests
+//     in flight sends its next one the moment it reads r: that request must
+//     find the room the client was promised, however long this goroutine
+//     is preempted after send.
+//  2. r goes into the buffer (send).
+//  3. the server-wide count goes down last: Shutdown waits for it to reach
+//     zero to know that every reply is in a buffer for the loops to write.
+//
+// On a closed connection the answer goes nowhere; the counts go down all
+// the same.
 func (j *job) finish(r replier) {
 	tc := j.tc
+	tc.inflight.Add(-1)
 	tc.send(r)
 	if h := tc.s.afterReply; h != nil {
 		h()
 	}
-	tc.inflight.Add(-1)
 	tc.s.inflight.Add(-1)
 }
 
