@@ -111,7 +111,7 @@ type TCPServer struct {
 	// afterReply, set only by tests, runs in every job's finish right
 	// after the reply reached the connection's buffer: a test holds the
 	// answering goroutine there, where a loaded machine may preempt it.
-	afterReply func()
+	afterReply func(*tcpConn)
 }
 
 // NewTCP returns a server for e; Start runs it.

@@ -123,7 +123,7 @@ func (j *job) finish(r replier) {
 	tc.inflight.Add(-1)
 	tc.send(r)
 	if h := tc.s.afterReply; h != nil {
-		h()
+		h(tc)
 	}
 	tc.s.inflight.Add(-1)
 }

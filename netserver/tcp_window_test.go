@@ -72,10 +72,19 @@ func TestTCPPipelinesAFullWindowIsNeverOverloaded(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The hook: one token per reply the client has read, answered
-			// by a request and a Ping behind it.
+			// by a request and a Ping behind it. A reply given while the
+			// loop runs this connection's OnTraffic (a long poll answered
+			// as it parks, on the loop itself) is not held: holding the
+			// loop would hold the Ping's answer too.
 			release, stop := make(chan struct{}, total), make(chan struct{})
 			var held, starved atomic.Int64
-			srv.afterReply = func() {
+			srv.afterReply = func(tc *tcpConn) {
+				tc.mu.Lock()
+				onLoop := tc.inLoop
+				tc.mu.Unlock()
+				if onLoop {
+					return
+				}
 				held.Add(1)
 				select {
 				case <-release:
@@ -164,8 +173,8 @@ func TestTCPPipelinesAFullWindowIsNeverOverloaded(t *testing.T) {
 				t.Errorf("%d of %d requests answered overloaded though the client kept within MaxInFlight %d; first: %s",
 					overloaded, total, window, firstRefusal)
 			}
-			if held.Load() == 0 {
-				t.Error("the hook never held a completion: the test tested nothing")
+			if n := held.Load(); n < total/2 {
+				t.Errorf("the hook held %d completions of %d: too few for the test to mean anything", n, total)
 			}
 			if n := starved.Load(); n > 0 {
 				t.Errorf("%d completions were held 10 s waiting for a client that never saw their replies", n)
