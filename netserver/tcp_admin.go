@@ -21,11 +21,11 @@ func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
 		tc.send(errReply{op, id, err})
 		return false
 	}
-	if d, ok := req.(interface{ Detach() }); ok {
-		d.Detach() // the goroutine outlives this frame's buffers
-	}
+	// req is a fresh value: its arena is its own for as long as the
+	// goroutine below needs it (and finish may poison it after).
+	decoded, _ := req.(interface{ Poison() })
 	j := &adminJob{op: op, req: req}
-	if !j.begin(tc, op, id) {
+	if !j.begin(tc, op, id, decoded) {
 		return true
 	}
 	go func() {

@@ -85,11 +85,23 @@ func (tc *tcpConn) overflow() {
 type job struct {
 	tc *tcpConn
 	id uint64
+	// decoded is the request's decoded value, whose arena finish poisons
+	// under poisonDecodeBuffers; nil for a request without one.
+	decoded interface{ Poison() }
 }
+
+// poisonDecodeBuffers is a test switch (tests alone set it). While it is
+// on, every request's decode arena (binary protocol) and body buffer (HTTP)
+// is overwritten with 0xA5 once the request is answered and before the
+// memory can serve another request, so that a string kept by the engine
+// without a copy reads as garbage at once, instead of turning into some
+// later request's bytes under load.
+var poisonDecodeBuffers atomic.Bool
 
 // begin counts the request in flight on tc, or refuses it past the limits
 // (answering it). After true, the job must end with exactly one finish.
-func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64) bool {
+// decoded is the request's value (see job.decoded).
+func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded interface{ Poison() }) bool {
 	if tc.s.draining.Load() {
 		tc.send(errReply{op, id, protocol.NewError(protocol.CodeClosed, "server shutting down")})
 		return false
@@ -100,7 +112,7 @@ func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64) bool {
 	}
 	tc.inflight.Add(1)
 	tc.s.inflight.Add(1)
-	j.tc, j.id = tc, id
+	j.tc, j.id, j.decoded = tc, id, decoded
 	return true
 }
 
@@ -117,11 +129,16 @@ func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64) bool {
 //     zero to know that every reply is in a buffer for the loops to write.
 //
 // On a closed connection the answer goes nowhere; the counts go down all
-// the same.
+// the same. Once r is encoded, nothing of the request is used any more: the
+// engine is done with it and the reply is in the buffer, so this is where
+// poisonDecodeBuffers poisons it.
 func (j *job) finish(r replier) {
 	tc := j.tc
 	tc.inflight.Add(-1)
 	tc.send(r)
+	if j.decoded != nil && poisonDecodeBuffers.Load() {
+		j.decoded.Poison()
+	}
 	if h := tc.s.afterReply; h != nil {
 		h(tc)
 	}

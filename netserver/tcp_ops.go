@@ -49,7 +49,7 @@ func (tc *tcpConn) push(id uint64, body []byte) bool {
 		tc.send(errReply{protocol.OpPush, id, err})
 		return false
 	}
-	if !j.begin(tc, protocol.OpPush, id) {
+	if !j.begin(tc, protocol.OpPush, id, &j.req) {
 		pushJobs.Put(j)
 		return true
 	}
@@ -106,7 +106,7 @@ func (tc *tcpConn) ack(id uint64, body []byte) bool {
 			return true
 		}
 	}
-	if !j.begin(tc, protocol.OpAck, id) {
+	if !j.begin(tc, protocol.OpAck, id, &j.req) {
 		ackJobs.Put(j)
 		return true
 	}
@@ -156,7 +156,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 		tc.send(errReply{protocol.OpPop, id, err})
 		return false
 	}
-	if !j.begin(tc, protocol.OpPop, id) {
+	if !j.begin(tc, protocol.OpPop, id, &j.req) {
 		return true
 	}
 	er := toEnginePop(&j.req)
@@ -264,7 +264,7 @@ func (tc *tcpConn) txn(id uint64, body []byte) bool {
 		tc.send(errReply{protocol.OpTransaction, id, err})
 		return false
 	}
-	if !j.begin(tc, protocol.OpTransaction, id) {
+	if !j.begin(tc, protocol.OpTransaction, id, &j.req) {
 		return true
 	}
 	j.acks = toEngineAcks(nil, j.req.Acks)
