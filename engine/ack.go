@@ -300,7 +300,7 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 
 // deadFor builds the dead-letter entry of p's message at off.
 func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errText string) deadEntry {
-	d := deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: errText}
+	d := deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: own(errText)}
 	if m, err := e.msgAt(p, off); err == nil {
 		d.m = m
 	} else {

@@ -39,8 +39,7 @@ func (e *Engine) Configure(name string, o QueueOptions) (ConfigureResult, error)
 		e.mu.Unlock()
 		return ConfigureResult{}, err
 	}
-	oc := o
-	q.opts.Store(&oc)
+	q.setOptions(&o)
 	if created {
 		e.queues[q.name] = q
 		e.queuesID[q.id] = q

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Read-only views for reports: the HTTP bridge's resource, status, message
@@ -279,8 +280,21 @@ func (e *Engine) NewID() UUID { return e.ids.next(e.clock.Now()) }
 func (e *Engine) Now() int64 { return e.clock.Now() }
 
 // Healthy reports why the engine refuses changes (closed, or its journal
-// failed), or nil.
-func (e *Engine) Healthy() error { return e.check() }
+// failed or is full), or why its journal is stuck (JournalStallAfter), or
+// nil.
+func (e *Engine) Healthy() error {
+	if err := e.check(); err != nil {
+		return err
+	}
+	if err := e.j.Stalled(JournalStallAfter); err != nil {
+		return fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	return nil
+}
+
+// JournalStallAfter is how long records may wait for the journal to write
+// them before Healthy reports it stuck.
+const JournalStallAfter = 10 * time.Second
 
 // LiveLease returns the id of the live lease of group on a partition, if
 // there is one (the HTTP bridge matches it against the leases a Queen

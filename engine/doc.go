@@ -36,6 +36,19 @@
 // timer wheel per stripe: O(1) to arm and cancel, intrusive (no allocation),
 // advanced by one ticker, or by Tick in tests that use a FakeClock.
 //
+// # Ownership
+//
+// The engine owns every byte it keeps beyond the call that brought it. A
+// caller's strings and slices may alias a buffer the caller reuses for its
+// next request (the binary protocol decodes requests into pooled arenas), so
+// whatever becomes kept state is copied where it becomes kept: names of
+// queues, partitions and groups, queue options (namespace, task), dead-letter
+// error texts and producer subjects through own (own.go); transactionIds,
+// traceIds, subjects and payloads by being encoded into the journal record
+// that the tail cache then points into; a parked pop's names when it parks.
+// TestEngineOwnsWhatItKeeps spoils every string it passes in after each call
+// and checks what was kept, in memory and after restarts.
+//
 // # Durability
 //
 // A push is visible to pops and answered only once its journal record is

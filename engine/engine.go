@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -318,22 +317,41 @@ func (e *Engine) fail(err error) {
 }
 
 // append journals rec and tracks the last position (for snapshots). done,
-// when not nil, runs once rec is durable.
+// when not nil, runs once rec is durable. It never waits (the journal
+// refuses what it cannot take now): callers may hold any engine lock.
 func (e *Engine) append(rec []byte, done func(error)) (uint64, error) {
 	pos, err := e.j.Append(rec, done)
-	e.sinceSnap.Add(int64(len(rec)))
 	if err != nil {
-		if !errors.Is(err, syscall.ENOSPC) { // a full disk passes (see check)
-			e.fail(err)
-		}
-		return 0, fmt.Errorf("%w: %w", ErrJournal, err)
+		return 0, e.refused(err)
 	}
+	e.sinceSnap.Add(int64(len(rec)))
 	for {
 		last := e.lastPos.Load()
 		if pos <= last || e.lastPos.CompareAndSwap(last, pos) {
 			return pos, nil
 		}
 	}
+}
+
+// refused turns the journal's refusal of one record into that record's
+// error. The journal behind (syscall.EAGAIN) is ErrOverloaded, a full disk
+// (syscall.ENOSPC) ErrJournal, and a record too large for the journal
+// (syscall.EMSGSIZE) ErrTooLarge: each passes, and fails only the request
+// that made the record. The engine fails for good only when the journal
+// itself reports a failure (Journal.Err).
+func (e *Engine) refused(err error) error {
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		return fmt.Errorf("%w: %w", ErrOverloaded, err)
+	case errors.Is(err, syscall.EMSGSIZE):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) {
+		e.fail(jerr)
+	}
+	return fmt.Errorf("%w: %w", ErrJournal, err)
 }
 
 func (e *Engine) stripeFor(q *queue, seq uint64) *stripe {
@@ -380,13 +398,12 @@ func (e *Engine) queueOrCreate(name string) (*queue, error) {
 func (e *Engine) newQueue(name string, id uint64, created int64, o *QueueOptions) *queue {
 	q := &queue{
 		e:       e,
-		name:    strings.Clone(name),
+		name:    own(name),
 		id:      id,
 		created: created,
 		gnames:  make(map[string]*group),
 	}
-	oc := *o
-	q.opts.Store(&oc)
+	q.setOptions(o)
 	return q
 }
 
@@ -424,7 +441,7 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 // number, so a queue that created and forgot many partitions (or a corrupt
 // record naming partition 2^40) costs nothing for the numbers in between.
 func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
-	p := &partition{q: q, seq: seq, name: strings.Clone(name)}
+	p := &partition{q: q, seq: seq, name: own(name)}
 	n := len(q.parts)
 	switch i := q.search(seq); {
 	case i == n:

@@ -36,6 +36,9 @@ var (
 	// a write or fsync failure, or until space is freed when the disk is full
 	// (the error then also wraps syscall.ENOSPC).
 	ErrJournal = errors.New("journal failed")
+	// ErrOverloaded: the journal is behind (too many bytes wait to be
+	// written); nothing of the request was kept, and it may be sent again.
+	ErrOverloaded = errors.New("overloaded: the journal is behind, try again")
 	// ErrTxnAborted: a transaction was not applied because one of its
 	// operations was refused.
 	ErrTxnAborted = errors.New("transaction aborted")

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // group returns the named group of q, or nil.
@@ -30,7 +29,7 @@ func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) 
 		return g, nil
 	}
 	stamp := e.newStamp()
-	g := &group{q: q, name: strings.Clone(name), mode: mode, created: stamp}
+	g := &group{q: q, name: own(name), mode: mode, created: stamp}
 	switch mode {
 	case SubNew:
 		g.from = stamp

@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // Journal is where the engine makes its changes durable. The log package's
 // *log.Log implements it; tests may use an in-memory one. Positions are
 // opaque, increasing uint64s.
@@ -7,6 +9,12 @@ type Journal interface {
 	// Append copies rec into the journal's current group commit and returns
 	// its position at once; done is called exactly once, from the journal's
 	// committer, when rec is durable (or failed). done must not block.
+	// Append never waits: the engine appends while it holds partition
+	// locks that done callbacks take. It refuses a record it cannot take
+	// now, keeping nothing of it, with an error matching syscall.EAGAIN
+	// (the journal is behind), syscall.ENOSPC (the disk is full) or
+	// syscall.EMSGSIZE (the record is too large); any other error is a
+	// failure of the journal, which Err then reports.
 	Append(rec []byte, done func(error)) (uint64, error)
 	// Read returns a copy of the record at pos.
 	Read(pos uint64) ([]byte, error)
@@ -22,6 +30,9 @@ type Journal interface {
 	TruncateFront(index uint64) error
 	// Err reports a sticky failure (a write or fsync that failed).
 	Err() error
+	// Stalled returns an error when records have waited longer than after
+	// without the journal writing any (a stuck disk or committer).
+	Stalled(after time.Duration) error
 }
 
 // posIndex is the journal entry index of a position (see package log).

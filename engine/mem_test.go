@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/regentmq/regent/engine"
 )
@@ -40,6 +41,7 @@ func (j *discardJournal) WriteSnapshot(uint64, []byte) error              { retu
 func (j *discardJournal) SegmentStarts() []uint64                         { return nil }
 func (j *discardJournal) TruncateFront(uint64) error                      { return nil }
 func (j *discardJournal) Err() error                                      { return nil }
+func (j *discardJournal) Stalled(time.Duration) error                     { return nil }
 
 // BenchmarkIdlePartitions measures the heap that idle partitions cost: each
 // of 100,000 partitions receives one 128-byte message, which one consumer

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"sync"
+	"time"
 )
 
 // memJournal is an in-memory Journal for unit tests. Appends are committed
@@ -123,6 +124,8 @@ func (j *memJournal) WriteSnapshot(pos uint64, data []byte) error {
 func (j *memJournal) SegmentStarts() []uint64 { return []uint64{1} }
 
 func (j *memJournal) TruncateFront(index uint64) error { return nil }
+
+func (j *memJournal) Stalled(time.Duration) error { return nil }
 
 func (j *memJournal) Err() error {
 	j.mu.Lock()

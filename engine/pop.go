@@ -52,6 +52,13 @@ func (e *Engine) PopAsync(req PopRequest, done func([]Message, error)) *PopWaite
 		e.deliver(c, msgs, pend, err)
 		return nil
 	}
+	// About to park: a later answer goes into memory of its own, so that
+	// the caller has Buf back now (see PopRequest.Buf), and the pop keeps
+	// its names beyond this call, so they are the engine's own. Both before
+	// the waiter is visible to the goroutines that retry it.
+	c.req.Buf = nil
+	c.req.Queue, c.req.Partition, c.req.Group = own(c.req.Queue), own(c.req.Partition), own(c.req.Group)
+	c.req.Namespace, c.req.Task = own(c.req.Namespace), own(c.req.Task)
 	w := &waiter{e: e, c: c}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -59,9 +66,6 @@ func (e *Engine) PopAsync(req PopRequest, done func([]Message, error)) *PopWaite
 	if w.loop(ver, false) {
 		return nil
 	}
-	// Parked: a later answer goes into memory of its own, so that the
-	// caller has Buf back now (see PopRequest.Buf).
-	c.req.Buf = nil
 	return &PopWaiter{w}
 }
 

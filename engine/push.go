@@ -208,7 +208,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 		}
 		return pushTouch{}, false
 	}
-	e.applyPushMem(p, pos, first, ts, b, refs, flags, sub, false)
+	e.applyPushMem(p, pos, first, ts, b, refs, flags, own(sub), false)
 	for i := range items {
 		if res[i].Status == Queued && items[i].TransactionID != "" {
 			e.rememberTxn(p, items[i].TransactionID, res[i].Offset, floor)

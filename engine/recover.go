@@ -56,7 +56,7 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		}
 		e.observeStamp(created)
 		if q := e.queuesID[id]; q != nil {
-			q.opts.Store(&o)
+			q.setOptions(&o)
 			return nil
 		}
 		q := e.newQueue(name, id, created, &o)

@@ -37,63 +37,81 @@ func (g *group) reset(maxBatch int) {
 }
 
 // Append copies rec into the group being filled and returns its position at
-// once. done is called exactly once, from the committer goroutine, when the
-// record is durable under the sync policy (SyncAlways: written and fsynced;
-// SyncInterval, SyncNone: written), or with the error if that failed. done
-// must not block, so it must not call Append either (Append can wait for the
-// committer) nor Close (which waits for the committer); Read and the other
-// methods are fine. A nil done is allowed. Records appended by one goroutine
-// keep their order. If the open group is full (MaxBatchBytes) Append blocks
-// until the committer seals it. After a failure every Append returns it (see
-// Err); after Close, ErrClosed. A record larger than MaxEntryBytes (with its
-// framing) fails with ErrTooLarge.
+// once; it never waits. done is called exactly once, from the committer (or
+// syncer) goroutine, when the record is durable under the sync policy
+// (SyncAlways: written and fsynced; SyncInterval, SyncNone: written), or with
+// the error if that failed. done must not block, nor call Close (which waits
+// for the committer); Append, Read and the other methods are fine. A nil done
+// is allowed. Records appended by one goroutine keep their order.
+//
+// Append refuses a record, at once and without a trace, when:
+//   - it is larger than MaxEntryBytes (with its framing): ErrTooLarge;
+//   - MaxQueuedBytes of records already wait to be written and fsynced (the
+//     disk is slower than the appenders): an error wrapping ErrBusy, which
+//     passes by itself as the committer catches up. A record always fits
+//     when nothing waits, however large (up to MaxEntryBytes);
+//   - the disk is full: an error wrapping ErrNoSpace (see Err);
+//   - after a failure (see Err): that error; after Close: ErrClosed.
+//
+// A full open group (MaxBatchBytes, MaxEntryBytes or 2^20-1 records) is
+// sealed and queued for the committer, and the record opens the next one.
 func (l *Log) Append(rec []byte, done func(error)) (uint64, error) {
 	need := recordFrameLen(len(rec))
 	if need > l.cfg.MaxEntryBytes {
 		return 0, fmt.Errorf("%w: record of %d bytes (MaxEntryBytes %d)", ErrTooLarge, len(rec), l.cfg.MaxEntryBytes)
 	}
 	l.mu.Lock()
-	var g *group
-	for {
-		if l.err != nil {
-			err := l.err
-			l.mu.Unlock()
-			return 0, err
-		}
-		if l.noSpace != nil {
-			err := l.noSpace
-			l.mu.Unlock()
-			return 0, err
-		}
-		if l.closing {
-			l.mu.Unlock()
-			return 0, ErrClosed
-		}
+	switch {
+	case l.err != nil:
+		err := l.err
+		l.mu.Unlock()
+		return 0, err
+	case l.noSpace != nil:
+		err := l.noSpace
+		l.mu.Unlock()
+		return 0, err
+	case l.closing:
+		l.mu.Unlock()
+		return 0, ErrClosed
+	case l.queued > 0 && l.queued+int64(need) > int64(l.cfg.MaxQueuedBytes):
+		queued := l.queued
+		l.mu.Unlock()
+		l.stats.busy.Add(1)
+		return 0, fmt.Errorf("%w: %d bytes wait to be written (MaxQueuedBytes %d); try again", ErrBusy, queued, l.cfg.MaxQueuedBytes)
+	}
+	if l.queued == 0 {
+		l.progress.Store(time.Now().UnixNano()) // the stall clock starts now (see Stalled)
+	}
+	g := l.open
+	kick := false
+	if g.n > 0 && (len(g.body) >= l.cfg.MaxBatchBytes || len(g.body)+need > l.cfg.MaxEntryBytes || g.n >= l.maxRecords) {
+		// Full: sealed as it is (the committer writes sealed groups first,
+		// in order), and this record opens the next group.
+		l.sealed = append(l.sealed, g)
+		l.open = l.takeFree()
+		l.open.index = g.index + 1
 		g = l.open
-		if g.n == 0 || (len(g.body) < l.cfg.MaxBatchBytes &&
-			len(g.body)+need <= l.cfg.MaxEntryBytes && g.n < l.maxRecords) {
-			break
-		}
-		l.waiters++
-		l.space.Wait()
-		l.waiters--
+		kick = true
 	}
 	pos := MakePos(g.index, g.n)
 	g.body = appendRecord(g.body, rec)
+	l.queued += int64(need)
 	if l.unsafeEarlyAck && done != nil {
 		go done(nil) // UNSAFE test hook: answered before the record is written
 		done = nil
 	}
 	g.dones = append(g.dones, done)
 	g.n++
-	first := g.n == 1
-	if !first && !g.big && len(g.body) >= pipelineBytes {
+	if g.n == 1 {
+		kick = true
+	}
+	if !g.big && len(g.body) >= pipelineBytes {
 		g.big = true // worth compressing while the syncer is busy: tell the committer
-		first = true
+		kick = true
 	}
 	l.stats.appends.Add(1)
 	l.mu.Unlock()
-	if first {
+	if kick {
 		select {
 		case l.kick <- struct{}{}:
 		default:
@@ -117,6 +135,17 @@ func (l *Log) run() {
 	}
 	for {
 		l.mu.Lock()
+		if len(l.sealed) > 0 {
+			g := l.sealed[0]
+			l.sealed[0] = nil
+			l.sealed = l.sealed[1:]
+			if len(l.sealed) == 0 {
+				l.sealed = nil
+			}
+			l.mu.Unlock()
+			l.commit(g)
+			continue
+		}
 		if l.open.n > 0 && l.cfg.Sync == SyncAlways && !l.closing && !l.open.big && l.syncBusy.Load() {
 			// Seal only when the syncer is free: appends that come meanwhile
 			// join this group and share its fsync. A big group is sealed at
@@ -133,9 +162,6 @@ func (l *Log) run() {
 			g := l.open
 			l.open = l.takeFree()
 			l.open.index = g.index + 1
-			if l.waiters > 0 {
-				l.space.Broadcast()
-			}
 			l.mu.Unlock()
 			l.commit(g)
 			continue
@@ -191,13 +217,22 @@ func (l *Log) takeFree() *group {
 	return &group{}
 }
 
-// recycle empties g and keeps it for reuse.
+// recycle empties g, once its records are done, and keeps it for reuse (a
+// few groups at most: a burst of sealed groups gives its memory back).
 func (l *Log) recycle(g *group) {
+	n := int64(len(g.body))
 	g.reset(l.cfg.MaxBatchBytes)
+	l.progress.Store(time.Now().UnixNano())
 	l.mu.Lock()
-	l.free = append(l.free, g)
+	l.queued -= n
+	if len(l.free) < maxFreeGroups {
+		l.free = append(l.free, g)
+	}
 	l.mu.Unlock()
 }
+
+// maxFreeGroups is how many empty groups the log keeps for reuse.
+const maxFreeGroups = 4
 
 // commit writes one sealed group as one WAL entry. Under SyncAlways the
 // syncer fsyncs it and calls its callbacks, so the next group is compressed

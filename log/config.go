@@ -92,6 +92,7 @@ const (
 	DefaultSegmentBytes  = 16 << 20
 	DefaultMaxBatchBytes = 4 << 20
 	DefaultMaxEntryBytes = 256 << 20
+	DefaultMaxQueued     = 128 << 20
 	// MaxEntryBytesLimit is the largest MaxEntryBytes accepted (an entry's
 	// uncompressed length is stored in 32 bits, and the process-wide zstd
 	// decoder is capped near it).
@@ -116,9 +117,15 @@ type Config struct {
 	// then: with 64 MiB those copies took 9% of the CPU of the TCP push
 	// benchmark (4 producers × 8 in flight), with 16 MiB 7%.
 	SegmentBytes int
-	// MaxBatchBytes is how many uncompressed bytes one group may collect
-	// before Append waits for the committer to seal it; default 4 MiB.
+	// MaxBatchBytes is how many uncompressed bytes one group collects before
+	// it is sealed and the next record opens a new group; default 4 MiB.
 	MaxBatchBytes int
+	// MaxQueuedBytes bounds the record bytes accepted and not yet durable
+	// (the open group, sealed groups, and those being written or fsynced).
+	// Past it Append refuses records at once with ErrBusy instead of
+	// waiting, so that no caller ever blocks on the journal; default
+	// 128 MiB. A record always fits when nothing waits.
+	MaxQueuedBytes int
 	// MaxEntryBytes is the largest (uncompressed) entry accepted when reading
 	// and so the largest group, and caps one record; default 256 MiB, at most
 	// MaxEntryBytesLimit.
@@ -153,9 +160,12 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("log: unknown Config.Sync %v", c.Sync)
 	}
-	if c.SegmentBytes < 0 || c.MaxBatchBytes < 0 || c.MaxEntryBytes < 0 {
-		return c, fmt.Errorf("log: negative size in Config (SegmentBytes %d, MaxBatchBytes %d, MaxEntryBytes %d)",
-			c.SegmentBytes, c.MaxBatchBytes, c.MaxEntryBytes)
+	if c.SegmentBytes < 0 || c.MaxBatchBytes < 0 || c.MaxEntryBytes < 0 || c.MaxQueuedBytes < 0 {
+		return c, fmt.Errorf("log: negative size in Config (SegmentBytes %d, MaxBatchBytes %d, MaxEntryBytes %d, MaxQueuedBytes %d)",
+			c.SegmentBytes, c.MaxBatchBytes, c.MaxEntryBytes, c.MaxQueuedBytes)
+	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = DefaultMaxQueued
 	}
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes

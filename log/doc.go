@@ -17,8 +17,27 @@
 // WAL entry, writes it, fsyncs per the SyncPolicy, and then calls every
 // record's done callback in order. Under load the groups grow by themselves:
 // everything that arrives during one write+fsync goes into the next one. A
-// group is sealed early only when it holds MaxBatchBytes (appenders then wait)
-// or 2^20-1 records.
+// group that reaches MaxBatchBytes (or MaxEntryBytes, or 2^20-1 records) is
+// sealed as it is and queued for the committer, and the next record opens a
+// new group.
+//
+// Append never waits. The records accepted and not yet done are bounded by
+// MaxQueuedBytes: past it Append refuses a record at once with ErrBusy
+// (matching syscall.EAGAIN), keeping nothing of it, and the caller answers
+// "overloaded". Backpressure is therefore explicit and no caller can be
+// parked on the journal: not an event loop, and not a goroutine holding a
+// lock that a done callback wants (the engine holds a partition's lock
+// while it appends, and its done callbacks take partition locks). Stalled
+// reports records that have waited too long without the committer
+// finishing a group (a stuck disk).
+//
+// # Locks
+//
+// Outermost first: snapMu (snapshots), wmu (the tidwall/wal pointer: RLock
+// to write or read, Lock to close or reopen it), readMu (reads and their
+// cache), segMu (the segment list), mu (group commit state: open, sealed,
+// queued, the sticky failure). Nothing is taken while mu is held, and no
+// lock of this package is held while a done callback runs.
 //
 // A position (Pos) is (WAL index << 20) | record number in the entry.
 //

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tidwall/wal"
@@ -25,8 +26,10 @@ var (
 	ErrClosed = errors.New("log: closed")
 	// ErrLocked: another Log (in this process or another) holds the directory.
 	ErrLocked = errors.New("log: directory locked")
-	// ErrTooLarge: a record or an entry exceeds MaxEntryBytes.
-	ErrTooLarge = errors.New("log: too large")
+	// ErrTooLarge: a record or an entry exceeds MaxEntryBytes. It matches
+	// syscall.EMSGSIZE too, so that the engine can tell a record refused for
+	// its size (that request's error) without importing this package.
+	ErrTooLarge error = tooLargeError{}
 	// ErrNotFound: no record at that position (not written yet, or truncated
 	// away), or a Replay whose start was truncated away.
 	ErrNotFound = errors.New("log: not found")
@@ -34,6 +37,11 @@ var (
 	// index of a segment.
 	ErrBadIndex = errors.New("log: not a segment start")
 )
+
+type tooLargeError struct{}
+
+func (tooLargeError) Error() string        { return "log: too large" }
+func (tooLargeError) Is(target error) bool { return target == syscall.EMSGSIZE }
 
 // Names inside Config.Dir.
 const (
@@ -54,10 +62,16 @@ type Log struct {
 	lock    *dirLock
 
 	// Group commit state, guarded by mu.
-	mu      sync.Mutex
-	space   sync.Cond // Append waits here while the open group is full
-	open    *group    // the group appenders fill
-	waiters int       // appenders waiting on space
+	mu     sync.Mutex
+	open   *group   // the group appenders fill
+	sealed []*group // full groups waiting for the committer, oldest first
+	// queued is the size of the records accepted and not yet done (in the
+	// open group, sealed, or being written or fsynced): MaxQueuedBytes
+	// bounds it.
+	queued int64
+	// progress is when the committer last finished a group, or when work
+	// arrived while none waited (Unix nanoseconds; see Stalled).
+	progress atomic.Int64
 	// maxRecords seals a group at this many records (record numbers must
 	// fit in a position); a variable only so tests can lower it.
 	maxRecords int
@@ -139,7 +153,6 @@ func Open(cfg Config) (_ *Log, err error) {
 
 		maxRecords: maxRecordsPerEntry,
 	}
-	l.space.L = &l.mu
 	l.unsafeEarlyAck = unsafeAckBeforeWrite(l.logger)
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("log: create %s: %w", cfg.Dir, err)
@@ -452,7 +465,6 @@ func (l *Log) failed(err error) error {
 		l.logger.Error("journal failed; every later append will fail", "dir", l.dir, "err", err)
 	}
 	err = l.err
-	l.space.Broadcast()
 	l.mu.Unlock()
 	return err
 }
@@ -464,7 +476,6 @@ func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closing = true
-		l.space.Broadcast()
 		l.mu.Unlock()
 		close(l.stop)
 		<-l.stopped

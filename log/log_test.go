@@ -22,6 +22,7 @@ type journal interface {
 	SegmentStarts() []uint64
 	TruncateFront(index uint64) error
 	Err() error
+	Stalled(after time.Duration) error
 }
 
 var _ journal = (*Log)(nil)
@@ -330,8 +331,8 @@ func TestReadErrors(t *testing.T) {
 	}
 }
 
-// TestMaxBatchBytes: a full group makes appenders wait, so entries stay
-// near MaxBatchBytes.
+// TestMaxBatchBytes: a full group is sealed and the next record opens a new
+// one, so entries stay near MaxBatchBytes.
 func TestMaxBatchBytes(t *testing.T) {
 	l, _ := openT(t, t.TempDir(), withMaxBatch(1000), withSync(SyncNone))
 	rec := bytes.Repeat([]byte("r"), 98) // 99 framed bytes

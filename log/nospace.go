@@ -26,6 +26,19 @@ func (noSpaceError) Is(target error) bool { return target == syscall.ENOSPC }
 // failed: their done runs when they are written.
 var ErrNoSpace error = noSpaceError{}
 
+// busyError is the type of ErrBusy: it matches syscall.EAGAIN too, so that
+// the engine can recognize it without importing this package.
+type busyError struct{}
+
+func (busyError) Error() string        { return "log: the journal is behind" }
+func (busyError) Is(target error) bool { return target == syscall.EAGAIN }
+
+// ErrBusy: Append refused a record because Config.MaxQueuedBytes of records
+// already wait to be written and fsynced. Nothing of the record was kept;
+// it passes by itself as the committer catches up, so the caller answers
+// "overloaded" and the client tries again.
+var ErrBusy error = busyError{}
+
 // isDiskFull reports whether a write failed for want of space.
 func isDiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
@@ -41,7 +54,6 @@ func (l *Log) enterNoSpace(index uint64, cause error) error {
 	first := l.noSpace == nil
 	l.noSpace = err
 	l.publishState()
-	l.space.Broadcast() // appenders waiting for room in a full group get the error
 	l.mu.Unlock()
 	if first {
 		l.stats.noSpace.Add(1)

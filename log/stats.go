@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -34,6 +35,8 @@ type Stats struct {
 	LastFsyncNanos   uint64 // latency of the latest one
 	LastBatchRecords uint64 // records in the latest group written
 	DiskFullEvents   uint64 // times a write found the disk full (see ErrNoSpace)
+	BusyRefusals     uint64 // records refused because MaxQueuedBytes waited (see ErrBusy)
+	QueuedBytes      uint64 // record bytes accepted and not yet done, now
 	// FsyncHistogram[i] counts fsyncs that took at most FsyncBuckets[i] (and
 	// more than the bucket before); the last element counts slower ones.
 	FsyncHistogram [len(FsyncBuckets) + 1]uint64
@@ -44,7 +47,7 @@ type counters struct {
 	bytesRaw, bytesWritten       atomic.Uint64
 	fsyncs, fsyncNanos, lastSync atomic.Uint64
 	lastBatch                    atomic.Uint64
-	noSpace                      atomic.Uint64
+	noSpace, busy                atomic.Uint64
 	hist                         [len(FsyncBuckets) + 1]atomic.Uint64
 }
 
@@ -59,7 +62,7 @@ func (c *counters) noteFsync(d time.Duration) {
 	c.hist[i].Add(1)
 }
 
-// Stats returns the counters. It takes no lock.
+// Stats returns the counters.
 func (l *Log) Stats() Stats {
 	c := &l.stats
 	s := Stats{
@@ -73,9 +76,31 @@ func (l *Log) Stats() Stats {
 		LastFsyncNanos:   c.lastSync.Load(),
 		LastBatchRecords: c.lastBatch.Load(),
 		DiskFullEvents:   c.noSpace.Load(),
+		BusyRefusals:     c.busy.Load(),
 	}
+	l.mu.Lock()
+	s.QueuedBytes = uint64(l.queued)
+	l.mu.Unlock()
 	for i := range c.hist {
 		s.FsyncHistogram[i] = c.hist[i].Load()
 	}
 	return s
+}
+
+// Stalled returns an error when records have waited for longer than after
+// without the committer finishing any group: the disk, or the committer
+// itself, is stuck. It is nil while nothing waits.
+func (l *Log) Stalled(after time.Duration) error {
+	l.mu.Lock()
+	queued := l.queued
+	l.mu.Unlock()
+	if queued == 0 {
+		return nil
+	}
+	since := time.Since(time.Unix(0, l.progress.Load()))
+	if since < after {
+		return nil
+	}
+	return fmt.Errorf("log: the committer finished no group for %v with %d bytes waiting to be written (stuck disk or committer)",
+		since.Round(time.Millisecond), queued)
 }

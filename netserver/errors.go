@@ -31,6 +31,8 @@ var errorCodes = []struct {
 	{engine.ErrAlreadyAcked, protocol.CodeAlreadyAcked},
 	{engine.ErrTooLarge, protocol.CodeTooLarge},
 	{engine.ErrQueueFull, protocol.CodeQueueFull},
+	{engine.ErrOverloaded, protocol.CodeOverloaded},
+	{engine.ErrEncryption, protocol.CodeEncryption},
 	{engine.ErrBadUUID, protocol.CodeInvalid},
 	{context.DeadlineExceeded, protocol.CodeOverloaded},
 }

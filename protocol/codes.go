@@ -35,6 +35,7 @@ const (
 	CodeOverloaded        Code = 18 // too many requests in flight on this connection or server
 	CodeVersionMismatch   Code = 19 // the client's major protocol version differs from the server's
 	CodeInternal          Code = 20 // a bug or an unexpected failure in the server
+	CodeEncryption        Code = 21 // a sealed payload cannot be sealed or opened (no key, or another key)
 )
 
 // codeInfo is one row of the code table.
@@ -74,6 +75,7 @@ var codeTable = [...]codeInfo{
 	CodeOverloaded:        {"overloaded", 429},
 	CodeVersionMismatch:   {"version_mismatch", 400},
 	CodeInternal:          {"internal", 500},
+	CodeEncryption:        {"encryption", 500},
 }
 
 // Known reports whether c is in the code table.

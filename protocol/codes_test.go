@@ -34,6 +34,7 @@ func TestCodeTable(t *testing.T) {
 		{CodeOverloaded, "overloaded", 429},
 		{CodeVersionMismatch, "version_mismatch", 400},
 		{CodeInternal, "internal", 500},
+		{CodeEncryption, "encryption", 500},
 	}
 	if len(Codes()) != len(want) {
 		t.Fatalf("%d codes, the test knows %d", len(Codes()), len(want))
