@@ -174,6 +174,18 @@ func (b *keptBroker) stop() {
 	b.j.Close()
 }
 
+// hasGroup reports whether group reads q (looked up in the engine itself:
+// a test's own view, not a door's).
+func (b *keptBroker) hasGroup(q, group string) bool {
+	v, err := b.e.ViewQueue(q)
+	for _, g := range v.Groups {
+		if err == nil && g.Name == group {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *keptBroker) door(name string) keptDoor {
 	if name == "tcp" {
 		return tcpDoor{b}
@@ -188,7 +200,7 @@ type keptLane struct {
 	door, q, auto, autoNS, autoTask, ns, task string
 	n                                         int
 	parts                                     []string // pa, pb, pc, then pt (made by the transaction's push)
-	groups                                    []string // gA, gB, gC, gD, gS, gN
+	groups                                    []string // gA, gB, gC, gD, gS, gN, gW
 	gone                                      string   // gX, deleted
 	msgs                                      map[string]*keptMsg
 	dead                                      map[string]keptDead // by message id
@@ -204,7 +216,7 @@ func newKeptLane(door string, n int) *keptLane {
 	l := &keptLane{door: door, n: n, q: f("kept"), ns: f("ns"), task: f("task"),
 		autoNS: fmt.Sprintf("auto%s%02d", door, n), autoTask: fmt.Sprintf("job%s%02d", door, n),
 		parts:  []string{f("pa"), f("pb"), f("pc"), f("pt")},
-		groups: []string{f("gA"), f("gB"), f("gC"), f("gD"), f("gS"), f("gN")}, gone: f("gX"),
+		groups: []string{f("gA"), f("gB"), f("gC"), f("gD"), f("gS"), f("gN"), f("gW")}, gone: f("gX"),
 		msgs: map[string]*keptMsg{}, dead: map[string]keptDead{}}
 	l.auto = l.autoNS + "." + l.autoTask
 	return l
@@ -243,7 +255,7 @@ func (l *keptLane) write(b *keptBroker, start time.Time) error {
 		}
 		l.msgs[r.id] = &keptMsg{id: r.id, queue: it.queue, partition: part, pid: r.pid, txn: it.txn, trace: it.trace}
 	}
-	gA, gB, gC, gD, gS, gN := l.groups[0], l.groups[1], l.groups[2], l.groups[3], l.groups[4], l.groups[5]
+	gA, gB, gC, gD, gS, gN, gW := l.groups[0], l.groups[1], l.groups[2], l.groups[3], l.groups[4], l.groups[5], l.groups[6]
 	// Two groups file messages in the dead-letter queue at once: gA by
 	// dlq acks, gB by failed acks past retryLimit (1).
 	errs := make(chan error, 2)
@@ -330,6 +342,32 @@ func (l *keptLane) write(b *keptBroker, start time.Time) error {
 	}
 	l.dead[msgs[0].id] = keptDead{gD, e}
 	l.msgs[id] = &keptMsg{id: id, queue: l.q, partition: tp.partition, pid: pid, txn: tp.txn, trace: tp.trace}
+	// A long poll parked on the empty Default partition, answered by a
+	// push once its group shows (it parks then, or finds the message at
+	// once: the answer is the same).
+	type answer struct {
+		msgs []keptMsgLease
+		err  error
+	}
+	parked := make(chan answer, 1)
+	go func() {
+		msgs, err := d.longPoll(l.q, engine.DefaultPartition, gW)
+		parked <- answer{msgs, err}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !b.hasGroup(l.q, gW); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the long poll of %s never reached the engine", gW)
+		}
+	}
+	pw := keptItem{queue: l.q, partition: engine.DefaultPartition, txn: "txn-parked-" + l.q, trace: "trace-parked-" + l.q}
+	res, err = d.push([]keptItem{pw})
+	if err != nil || res[0].status != "queued" {
+		return fmt.Errorf("push to the long poll: %v %v", res, err)
+	}
+	l.msgs[res[0].id] = &keptMsg{id: res[0].id, queue: pw.queue, partition: pw.partition, pid: res[0].pid, txn: pw.txn, trace: pw.trace}
+	if a := <-parked; a.err != nil || len(a.msgs) != 1 || a.msgs[0].id != res[0].id {
+		return fmt.Errorf("the long poll got %d messages (%v), want %s", len(a.msgs), a.err, pw.txn)
+	}
 	// A group that starts after what exists (it reads nothing), a group
 	// made by a seek, and one deleted.
 	if msgs, err := d.pop(l.q, l.parts[0], gN, "new", time.Time{}, 10); err != nil || len(msgs) != 0 {
@@ -485,18 +523,18 @@ func (l *keptLane) verify(b *keptBroker, d keptDoor, at string, rep *keptReport)
 	}
 	// The messages, read by a group of this reading's own.
 	read := fmt.Sprintf("r%d-%s-%s", time.Now().UnixNano()%1e9, d.name(), l.q)
-	for _, p := range l.parts {
+	for _, p := range append([]string{engine.DefaultPartition}, l.parts...) {
 		msgs, err := d.pop(l.q, p, read, "all", time.Time{}, 100)
 		if err != nil {
 			return fmt.Errorf("pop of %s: %w", p, err)
 		}
-		l.checkMsgs(msgs, p, at, rep)
+		l.checkMsgs(msgs, l.q, p, at, rep)
 	}
 	msgs, err := d.pop(l.auto, "", read, "all", time.Time{}, 10)
 	if err != nil {
 		return fmt.Errorf("pop of %s: %w", l.auto, err)
 	}
-	l.checkMsgs(msgs, engine.DefaultPartition, at, rep)
+	l.checkMsgs(msgs, l.auto, engine.DefaultPartition, at, rep)
 	// Pops by namespace and task find the queues that carry them.
 	for _, lb := range []struct{ ns, task, queue, how string }{
 		{l.ns, l.task, l.q, "configured"}, {l.autoNS, l.autoTask, l.auto, "from a dotted queue name"}} {
@@ -520,14 +558,14 @@ func (l *keptLane) verify(b *keptBroker, d keptDoor, at string, rep *keptReport)
 	return nil
 }
 
-func (l *keptLane) checkMsgs(msgs []keptMsgLease, partition, at string, rep *keptReport) {
+func (l *keptLane) checkMsgs(msgs []keptMsgLease, queue, partition, at string, rep *keptReport) {
 	want := 0
 	for _, m := range l.msgs {
-		if m.partition == partition && (partition != engine.DefaultPartition || m.queue == l.auto) {
+		if m.queue == queue && m.partition == partition {
 			want++
 		}
 	}
-	rep.check("messages read from "+partition, fmt.Sprint(len(msgs)), fmt.Sprint(want), at)
+	rep.check("number of messages read from a partition", fmt.Sprint(len(msgs)), fmt.Sprint(want), at)
 	for _, got := range msgs {
 		m := l.msgs[got.id]
 		if m == nil {
@@ -634,6 +672,8 @@ type keptDoor interface {
 	// "all", "new" (after what exists) or "from" (from).
 	pop(q, partition, group, sub string, from time.Time, batch int) ([]keptMsgLease, error)
 	popLabels(ns, task, group string) ([]keptMsgLease, error)
+	// longPoll waits (up to 8 s) for a message.
+	longPoll(q, partition, group string) ([]keptMsgLease, error)
 	ack(m keptMsgLease, group, status, errText string) (dead bool, err error)
 	extend(lease string) error
 	txn(m keptMsgLease, group, errText string, push keptItem) (id, pid string, err error)
@@ -703,6 +743,12 @@ func (d tcpDoor) pop(q, partition, group, sub string, from time.Time, batch int)
 		qb = qb.From(from)
 	}
 	return d.msgs(qb.Pop(ctx))
+}
+
+func (d tcpDoor) longPoll(q, partition, group string) ([]keptMsgLease, error) {
+	ctx, cancel := ctx10()
+	defer cancel()
+	return d.msgs(d.b.c.Queue(q).Partition(partition).Group(group).Wait(true).Timeout(8 * time.Second).Pop(ctx))
 }
 
 func (d tcpDoor) popLabels(ns, task, group string) ([]keptMsgLease, error) {
@@ -893,6 +939,11 @@ func (d httpDoor) pop(q, partition, group, sub string, from time.Time, batch int
 		v.Set("subscriptionFrom", from.UTC().Format(time.RFC3339Nano))
 	}
 	return d.popPath(path + "?" + v.Encode())
+}
+
+func (d httpDoor) longPoll(q, partition, group string) ([]keptMsgLease, error) {
+	v := url.Values{"consumerGroup": {group}, "wait": {"true"}, "timeout": {"8000"}}
+	return d.popPath("/api/v1/pop/queue/" + url.PathEscape(q) + "/partition/" + url.PathEscape(partition) + "?" + v.Encode())
 }
 
 func (d httpDoor) popLabels(ns, task, group string) ([]keptMsgLease, error) {
