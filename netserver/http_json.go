@@ -28,9 +28,21 @@ func getBuf() *[]byte {
 	return b
 }
 
-// putBuf returns a buffer to the pool.
+// putBuf returns a buffer to the pool. Under poisonDecodeBuffers (a test
+// switch) it first overwrites the whole buffer with 0xA5: request bodies
+// are decoded in place (jsonReader's strings alias them), so a string the
+// engine kept from one without a copy then reads as garbage.
 func putBuf(b *[]byte) {
-	if b == nil || cap(*b) > maxPooledBuf {
+	if b == nil {
+		return
+	}
+	if poisonDecodeBuffers.Load() {
+		all := (*b)[:cap(*b)]
+		for i := range all {
+			all[i] = 0xA5
+		}
+	}
+	if cap(*b) > maxPooledBuf {
 		return
 	}
 	bufPool.Put(b)

@@ -107,6 +107,11 @@ type TCPServer struct {
 	draining atomic.Bool
 
 	releaseProcs func()
+
+	// afterReply, set only by tests, runs in every job's finish right
+	// after the reply reached the connection's buffer: a test holds the
+	// answering goroutine there, where a loaded machine may preempt it.
+	afterReply func(*tcpConn)
 }
 
 // NewTCP returns a server for e; Start runs it.

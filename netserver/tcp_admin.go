@@ -21,22 +21,34 @@ func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
 		tc.send(errReply{op, id, err})
 		return false
 	}
-	if d, ok := req.(interface{ Detach() }); ok {
-		d.Detach() // the goroutine outlives this frame's buffers
-	}
-	if !tc.begin(op, id) {
+	// req is a fresh value: its arena is its own for as long as the
+	// goroutine below needs it (and finish may poison it after).
+	decoded, _ := req.(interface{ Poison() })
+	j := &adminJob{op: op, req: req}
+	if !j.begin(tc, op, id, decoded) {
 		return true
 	}
 	go func() {
-		defer tc.end()
-		reply, err := tc.s.adminOp(req)
-		if err != nil {
-			tc.send(errReply{op, id, err})
-			return
-		}
-		tc.send(bodyReply{id, reply})
+		j.reply, j.err = tc.s.adminOp(req)
+		j.finish(j)
 	}()
 	return true
+}
+
+// adminJob is one operator request, served on a goroutine of its own.
+type adminJob struct {
+	job
+	op    protocol.Op
+	req   protocol.Body
+	reply protocol.Body
+	err   error
+}
+
+func (j *adminJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{j.op, j.id, j.err}.appendTo(dst)
+	}
+	return bodyReply{j.id, j.reply}.appendTo(dst)
 }
 
 func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {

@@ -77,8 +77,31 @@ func (tc *tcpConn) overflow() {
 	}
 }
 
-// begin counts a request in flight; it refuses one past the limits.
-func (tc *tcpConn) begin(op protocol.Op, id uint64) bool {
+// job is what every request that takes an in-flight slot carries from
+// begin to its answer: its connection and its id. Every kind of request
+// (push, ack, pop, transaction, the admin requests) embeds one and ends
+// through its finish, once, so that how a request gives its slot back is
+// written in one place.
+type job struct {
+	tc *tcpConn
+	id uint64
+	// decoded is the request's decoded value, whose arena finish poisons
+	// under poisonDecodeBuffers; nil for a request without one.
+	decoded interface{ Poison() }
+}
+
+// poisonDecodeBuffers is a test switch (tests alone set it). While it is
+// on, every request's decode arena (binary protocol) and body buffer (HTTP)
+// is overwritten with 0xA5 once the request is answered and before the
+// memory can serve another request, so that a string kept by the engine
+// without a copy reads as garbage at once, instead of turning into some
+// later request's bytes under load.
+var poisonDecodeBuffers atomic.Bool
+
+// begin counts the request in flight on tc, or refuses it past the limits
+// (answering it). After true, the job must end with exactly one finish.
+// decoded is the request's value (see job.decoded).
+func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded interface{ Poison() }) bool {
 	if tc.s.draining.Load() {
 		tc.send(errReply{op, id, protocol.NewError(protocol.CodeClosed, "server shutting down")})
 		return false
@@ -89,11 +112,36 @@ func (tc *tcpConn) begin(op protocol.Op, id uint64) bool {
 	}
 	tc.inflight.Add(1)
 	tc.s.inflight.Add(1)
+	j.tc, j.id, j.decoded = tc, id, decoded
 	return true
 }
 
-func (tc *tcpConn) end() {
+// finish answers the request with r (usually the job itself) and gives its
+// in-flight slot back. The order is the point:
+//
+//  1. the connection's slot is freed first. Once r is in the reply buffer
+//     the loop may write it, and a client that keeps MaxInFlight requests
+//     in flight sends its next one the moment it reads r: that request must
+//     find the room the client was promised, however long this goroutine
+//     is preempted after send.
+//  2. r goes into the buffer (send).
+//  3. the server-wide count goes down last: Shutdown waits for it to reach
+//     zero to know that every reply is in a buffer for the loops to write.
+//
+// On a closed connection the answer goes nowhere; the counts go down all
+// the same. Once r is encoded, nothing of the request is used any more: the
+// engine is done with it and the reply is in the buffer, so this is where
+// poisonDecodeBuffers poisons it.
+func (j *job) finish(r replier) {
+	tc := j.tc
 	tc.inflight.Add(-1)
+	tc.send(r)
+	if j.decoded != nil && poisonDecodeBuffers.Load() {
+		j.decoded.Poison()
+	}
+	if h := tc.s.afterReply; h != nil {
+		h(tc)
+	}
 	tc.s.inflight.Add(-1)
 }
 
@@ -112,8 +160,7 @@ func (tc *tcpConn) cancelWaiters() {
 			tc.mu.Lock()
 			delete(tc.waiters, j)
 			tc.mu.Unlock()
-			tc.send(j) // empty answer (dropped when the connection is closed)
-			tc.end()
+			j.finish(j) // empty answer (dropped when the connection is closed)
 		}
 	}
 }

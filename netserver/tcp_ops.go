@@ -18,8 +18,7 @@ func durationMs(ms uint64) time.Duration {
 // pooled: the decoded request, the engine's items and results, and the reply
 // keep their buffers.
 type pushJob struct {
-	tc    *tcpConn
-	id    uint64
+	job
 	req   protocol.PushRequest
 	items []engine.PushItem
 	res   []engine.PushResult
@@ -50,11 +49,11 @@ func (tc *tcpConn) push(id uint64, body []byte) bool {
 		tc.send(errReply{protocol.OpPush, id, err})
 		return false
 	}
-	if !tc.begin(protocol.OpPush, id) {
+	if !j.begin(tc, protocol.OpPush, id, &j.req) {
 		pushJobs.Put(j)
 		return true
 	}
-	j.tc, j.id, j.err = tc, id, nil
+	j.err = nil
 	j.items = toEnginePush(j.items, j.req.Items)
 	if cap(j.res) < len(j.items) {
 		j.res = make([]engine.PushResult, len(j.items))
@@ -67,9 +66,7 @@ func (tc *tcpConn) push(id uint64, body []byte) bool {
 // committed runs once the push is durable (on the journal's committer).
 func (j *pushJob) committed(err error) {
 	j.err = err
-	tc := j.tc
-	tc.send(j)
-	tc.end()
+	j.finish(j)
 	j.tc = nil
 	clear(j.items)
 	clear(j.res)
@@ -86,8 +83,7 @@ func (j *pushJob) appendTo(dst []byte) []byte {
 
 // ackJob is one Ack request on its way through the engine.
 type ackJob struct {
-	tc    *tcpConn
-	id    uint64
+	job
 	req   protocol.AckRequest
 	items []engine.AckItem
 	res   []engine.AckResult
@@ -110,11 +106,11 @@ func (tc *tcpConn) ack(id uint64, body []byte) bool {
 			return true
 		}
 	}
-	if !tc.begin(protocol.OpAck, id) {
+	if !j.begin(tc, protocol.OpAck, id, &j.req) {
 		ackJobs.Put(j)
 		return true
 	}
-	j.tc, j.id, j.err = tc, id, nil
+	j.err = nil
 	j.items = toEngineAcks(j.items, j.req.Items)
 	if cap(j.res) < len(j.items) {
 		j.res = make([]engine.AckResult, len(j.items))
@@ -126,9 +122,7 @@ func (tc *tcpConn) ack(id uint64, body []byte) bool {
 
 func (j *ackJob) committed(err error) {
 	j.err = err
-	tc := j.tc
-	tc.send(j)
-	tc.end()
+	j.finish(j)
 	j.tc = nil
 	clear(j.items)
 	clear(j.res)
@@ -147,8 +141,7 @@ func (j *ackJob) appendTo(dst []byte) []byte {
 // until the engine answers it. Not pooled: a parked poll's request strings
 // must live as long as it does.
 type popJob struct {
-	tc       *tcpConn
-	id       uint64
+	job
 	req      protocol.PopRequest
 	msgs     []engine.Message
 	err      error
@@ -158,12 +151,12 @@ type popJob struct {
 }
 
 func (tc *tcpConn) pop(id uint64, body []byte) bool {
-	j := &popJob{tc: tc, id: id}
+	j := &popJob{}
 	if err := j.req.Decode(body); err != nil {
 		tc.send(errReply{protocol.OpPop, id, err})
 		return false
 	}
-	if !tc.begin(protocol.OpPop, id) {
+	if !j.begin(tc, protocol.OpPop, id, &j.req) {
 		return true
 	}
 	er := toEnginePop(&j.req)
@@ -190,7 +183,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 		} else if tc.closed && !j.finished {
 			tc.mu.Unlock()
 			if w.Cancel() {
-				tc.end()
+				j.finish(j) // nobody to answer: the slot is given back
 			}
 			return true
 		}
@@ -206,8 +199,7 @@ func (j *popJob) answered(msgs []engine.Message, cut bool, err error) {
 	delete(tc.waiters, j)
 	tc.mu.Unlock()
 	j.msgs, j.err = msgs, err
-	tc.send(j) // encodes the messages: they are not needed after it
-	tc.end()
+	j.finish(j) // encodes the messages: they are not needed after it
 	if b := j.buf.Swap(nil); b != nil {
 		j.msgs = nil
 		recyclePopBuf(b, msgs)
@@ -258,8 +250,7 @@ func (j *popJob) appendTo(dst []byte) []byte {
 
 // txnJob is one Transaction request.
 type txnJob struct {
-	tc     *tcpConn
-	id     uint64
+	job
 	req    protocol.TransactionRequest
 	acks   []engine.AckItem
 	pushes []engine.PushItem
@@ -268,20 +259,19 @@ type txnJob struct {
 }
 
 func (tc *tcpConn) txn(id uint64, body []byte) bool {
-	j := &txnJob{tc: tc, id: id}
+	j := &txnJob{}
 	if err := j.req.Decode(body); err != nil {
 		tc.send(errReply{protocol.OpTransaction, id, err})
 		return false
 	}
-	if !tc.begin(protocol.OpTransaction, id) {
+	if !j.begin(tc, protocol.OpTransaction, id, &j.req) {
 		return true
 	}
 	j.acks = toEngineAcks(nil, j.req.Acks)
 	j.pushes = toEnginePush(nil, j.req.Pushes)
 	tc.s.e.TransactionAsync(j.acks, j.pushes, func(r engine.TxnResult, err error) {
 		j.res, j.err = r, err
-		tc.send(j)
-		tc.end()
+		j.finish(j)
 	})
 	return true
 }

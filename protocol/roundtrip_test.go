@@ -90,6 +90,26 @@ func TestDetach(t *testing.T) {
 	}
 }
 
+// TestPoison checks that Poison overwrites every string and payload a
+// decode put in the arena, and that a value decodes normally after it.
+func TestPoison(t *testing.T) {
+	in := &AckRequest{Items: []AckItem{{TransactionID: "tx-1", Group: "g", Status: AckDLQ, Error: "first error"}}}
+	var r AckRequest
+	if err := r.Decode(bodyOf(in)); err != nil {
+		t.Fatal(err)
+	}
+	txn, errText := r.Items[0].TransactionID, r.Items[0].Error
+	r.Poison()
+	for _, s := range []string{txn, errText} {
+		if s != strings.Repeat("\xa5", len(s)) {
+			t.Fatalf("after Poison a decoded string reads %q", s)
+		}
+	}
+	if err := r.Decode(bodyOf(in)); err != nil || r.Items[0].Error != "first error" {
+		t.Fatalf("decode after Poison: %q %v", r.Items[0].Error, err)
+	}
+}
+
 // TestDecodePayloadCap checks that a decoded payload cannot be appended to
 // over its neighbours in the arena.
 func TestDecodePayloadCap(t *testing.T) {

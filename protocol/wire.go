@@ -76,6 +76,18 @@ type arena struct{ buf []byte }
 // Call it before handing decoded strings to code that keeps them.
 func (a *arena) Detach() { a.buf = nil }
 
+// Poison overwrites every byte of the value's arena (its whole capacity)
+// with 0xA5, so that any string or byte slice still pointing into it
+// reads as garbage. It is a test hook: a server poisons a request once it
+// is answered to prove that nothing it kept aliases the request's memory,
+// which the next request decoded into the same value would overwrite.
+func (a *arena) Poison() {
+	b := a.buf[:cap(a.buf)]
+	for i := range b {
+		b[i] = 0xA5
+	}
+}
+
 // reset prepares the arena for a body of n bytes: every string and slice
 // decoded from it fits in n bytes, so the arena never grows during a decode
 // and earlier strings of the same decode are never moved.
