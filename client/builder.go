@@ -70,6 +70,12 @@ func (q QueueBuilder) Concurrency(n int) QueueBuilder { q.concurrency = max(n, 1
 // Pop asks for messages.
 func (q QueueBuilder) Pop(ctx context.Context) ([]Message, error) { return q.c.Pop(ctx, q.req) }
 
+// PopBatch is Pop into b (see Batch): it reuses b's memory, and b.Cut says
+// when the reply's byte budget left out messages that were ready.
+func (q QueueBuilder) PopBatch(ctx context.Context, b *Batch) error {
+	return q.c.PopBatch(ctx, q.req, b)
+}
+
 // Push stores payloads on the queue (on the builder's partition).
 func (q QueueBuilder) Push(ctx context.Context, payloads ...[]byte) ([]PushResult, error) {
 	items := make([]Item, len(payloads))

@@ -56,7 +56,8 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	} else {
 		nc.SetDeadline(time.Now().Add(o.dialTimeout))
 	}
-	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: o.name})
+	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: o.name,
+		MaxFrame: protocol.DefaultMaxFrame}) // what reader below reads: the server keeps replies within it
 	if _, err := nc.Write(hello); err != nil {
 		nc.Close()
 		return nil, err

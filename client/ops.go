@@ -108,14 +108,17 @@ type Batch struct {
 	// Messages, with their strings and payloads, are valid until the next
 	// PopBatch into this Batch: copy what must outlive it.
 	Messages []Message
-	reply    *protocol.PopReply // its arena holds the messages' strings and payloads
-	results  []AckResult
-	ack      pendingAck // SendAck's request, until WaitAck
+	// Cut: the broker's byte budget for one reply (the frame size this
+	// client reads) left out messages that were ready: pop again for them.
+	Cut     bool
+	reply   *protocol.PopReply // its arena holds the messages' strings and payloads
+	results []AckResult
+	ack     pendingAck // SendAck's request, until WaitAck
 }
 
 // PopBatch is Pop into b: b.Messages holds the answer (empty is normal).
 func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
-	b.Messages = b.Messages[:0]
+	b.Messages, b.Cut = b.Messages[:0], false
 	if b.reply == nil {
 		b.reply = new(protocol.PopReply)
 	}
@@ -126,7 +129,7 @@ func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
 		b.reply = nil
 		return err
 	}
-	b.Messages = appendMessages(b.Messages, b.reply)
+	b.Messages, b.Cut = appendMessages(b.Messages, b.reply), b.reply.Cut
 	return nil
 }
 

@@ -107,9 +107,11 @@ type PopRequest struct {
 	BareTxn bool
 	// MaxBytes bounds the answer by bytes, as MessageBytes counts them
 	// (0 means Config.MaxPopBytes, which also caps it): a pop takes
-	// messages while they fit, and always at least one, so a message larger
-	// than the budget comes alone. Leases and autoAck cover exactly the
-	// messages answered; done says when the budget cut the answer short.
+	// messages while they fit, and done says when the budget cut the answer
+	// short. Leases and autoAck cover exactly the messages answered. Every
+	// message a push accepts fits Config.MaxPopBytes; a message that alone
+	// is larger than a smaller MaxBytes (a client with small frames) is not
+	// taken, and the pop answers ErrTooLarge.
 	MaxBytes int
 }
 
@@ -127,6 +129,10 @@ const MessageOverhead = 128
 func MessageBytes(payload int, transactionID, traceID, partition, producerSub string) int {
 	return msgBytes(payload, len(transactionID), len(traceID), len(partition), len(producerSub))
 }
+
+// MaxMessageOverhead is the most MessageBytes counts for a message beyond
+// its payload: a seal, the longest names and ids, and MessageOverhead.
+const MaxMessageOverhead = sealOverhead + 4*MaxNameBytes + MessageOverhead
 
 func msgBytes(payload, txn, trace, partition, sub int) int {
 	if txn == 0 {

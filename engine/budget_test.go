@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -71,21 +73,33 @@ func TestPopByteBudget(t *testing.T) {
 	}
 }
 
-// TestPopBudgetTooSmallForOneMessage: a message above the budget comes
-// alone, and the partition that did not fit goes back to the front of the
-// ready list.
+// TestPopBudgetTooSmallForOneMessage: a message larger than a pop's whole
+// budget (a client with small frames) is not taken: a pop of its partition
+// answers ErrTooLarge and leases nothing, a pop of any partition answers the
+// others' messages (and puts it behind them), and a pop whose budget holds
+// it takes it; a budget that holds one message answers one, cut.
 func TestPopBudgetTooSmallForOneMessage(t *testing.T) {
 	f := newFixture(t)
-	f.push("q", "a", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "a2")
+	big := string(bytes.Repeat([]byte{'A'}, 400))
+	f.push("q", "a", big, "a2")
 	f.push("q", "b", "b1")
-	msgs, cut := f.popCut(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2, MaxBytes: 10})
-	if len(msgs) != 1 || !cut {
-		t.Fatalf("budget of 10 bytes: %d messages (%s), cut=%v; want the first one alone, cut", len(msgs), payloads(msgs), cut)
+	ctx := context.Background()
+	if m, err := f.e.Pop(ctx, PopRequest{Queue: "q", Partition: "a", Group: "g", MaxBytes: 300}); !errors.Is(err, ErrTooLarge) || len(m) != 0 {
+		t.Fatalf("a 300-byte budget for a 400-byte message: %d messages, %v (want ErrTooLarge)", len(m), err)
+	}
+	msgs, cut := f.popCut(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2, MaxBytes: 300})
+	if payloads(msgs) != "b1" || cut {
+		t.Fatalf("any partition with a 300-byte budget: %s cut=%v (want b1)", payloads(msgs), cut)
 	}
 	f.ackMsgs(msgs, Completed)
-	msgs, cut = f.popCut(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2})
-	if got := payloads(msgs); cut || (got != "b1,a2" && got != "a2,b1") {
-		t.Fatalf("then: %s cut=%v", got, cut)
+	one := MessageBytes(len(big), "", "", "a", "")
+	msgs, cut = f.popCut(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2, MaxBytes: one + 10})
+	if len(msgs) != 1 || string(msgs[0].Payload) != big || !cut {
+		t.Fatalf("a budget for one message: %d messages, cut=%v", len(msgs), cut)
+	}
+	f.ackMsgs(msgs, Completed)
+	if got := payloads(f.pop(PopRequest{Queue: "q", Group: "g", Batch: 10, Partitions: 2})); got != "a2" {
+		t.Fatalf("then: %s", got)
 	}
 }
 

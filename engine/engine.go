@@ -28,7 +28,9 @@ type Config struct {
 	// across all partitions; older ones are read back from the journal.
 	// Default 512 MiB.
 	CacheBytes int64
-	// MaxPayloadBytes is the largest message payload accepted; default 16 MiB.
+	// MaxPayloadBytes is the largest message payload accepted; default
+	// MaxPopBytes - MaxMessageOverhead, the largest that a pop can answer
+	// (a larger one is refused: it could never be delivered).
 	MaxPayloadBytes int
 	// MaxPopBatch caps PopRequest.Batch; default 10000.
 	MaxPopBatch int
@@ -79,14 +81,18 @@ func (c *Config) setDefaults() error {
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 512 << 20
 	}
+	if c.MaxPopBytes <= 0 {
+		c.MaxPopBytes = 16 << 20
+	}
 	if c.MaxPayloadBytes <= 0 {
-		c.MaxPayloadBytes = 16 << 20
+		c.MaxPayloadBytes = c.MaxPopBytes - MaxMessageOverhead
+	}
+	if c.MaxPayloadBytes+MaxMessageOverhead > c.MaxPopBytes {
+		return fmt.Errorf("%w: MaxPayloadBytes %d does not fit MaxPopBytes %d with its names and fields (%d bytes): such a message could never be popped",
+			ErrInvalid, c.MaxPayloadBytes, c.MaxPopBytes, MaxMessageOverhead)
 	}
 	if c.MaxPopBatch <= 0 {
 		c.MaxPopBatch = 10000
-	}
-	if c.MaxPopBytes <= 0 {
-		c.MaxPopBytes = 16 << 20
 	}
 	if c.DefaultPopTimeout <= 0 {
 		c.DefaultPopTimeout = 30 * time.Second
@@ -534,3 +540,7 @@ func (e *Engine) partitionByID(id UUID) *partition {
 	defer q.mu.RUnlock()
 	return q.partAt(seq)
 }
+
+// MaxPayloadBytes is the largest message payload a push accepts (see
+// Config.MaxPayloadBytes).
+func (e *Engine) MaxPayloadBytes() int { return e.cfg.MaxPayloadBytes }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -212,6 +213,10 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	out := c.req.Buf[:0]
 	var wakes []*waiter
 	var firstErr error
+	// Partitions whose next message this pop's budget can never hold (a
+	// client with small frames): they go back behind the others, once the
+	// pop is over, so that the others are served.
+	var tooLarge []*pgActive
 	// serve takes from p if it is deliverable, reading messages that are
 	// no longer in memory from the journal first, with the stripe's lock
 	// released (a replay must not stall the stripe's producers). p's stripe
@@ -236,6 +241,10 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			out, err = e.take(p, c, pg, now, set, pend, out, &wakes)
 			if err != nil && firstErr == nil {
 				firstErr = err
+			}
+			if a := pg.act; errors.Is(err, ErrTooLarge) && c.req.Partition == "" && a != nil && !a.inReady {
+				a.inReady = true
+				tooLarge = append(tooLarge, a)
 			}
 			return len(out) > n
 		}
@@ -264,6 +273,13 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			}
 			p.st().mu.Unlock()
 		}
+	}
+	if len(tooLarge) > 0 {
+		c.g.mu.Lock()
+		for _, a := range tooLarge {
+			c.g.pushReady(a)
+		}
+		c.g.mu.Unlock()
 	}
 	if set != nil && len(set.leases) > 0 {
 		e.leases.add(set)
@@ -297,7 +313,11 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	if want := uint64(c.req.Batch - len(out)); to-from > want {
 		to = from + want
 	}
-	if to = e.fitBudget(p, c, from, to, len(out) == 0); to == from {
+	to, err := e.fitBudget(p, c, from, to, len(out) == 0)
+	if err != nil {
+		return out, err // attempt puts p back, behind the others
+	}
+	if to == from {
 		e.putBack(p, c, pg) // nothing of p fits what is left of the budget
 		return out, nil
 	}
@@ -407,21 +427,23 @@ func (e *Engine) putBack(p *partition, c *popCall, pg *pgState) {
 
 // fitBudget returns the end of the messages [from, to) of p that fit what
 // is left of c's byte budget (counting them off it), cutting c short when
-// one does not; the first message of the pop (first) always fits. A chunk
-// not in memory (warm read up to the budget) is read back under the lock
-// only for the pop's first message; otherwise the answer stops before it.
-// Caller holds p's stripe.
-func (e *Engine) fitBudget(p *partition, c *popCall, from, to uint64, first bool) uint64 {
+// one does not. The pop's first message (first) is refused with ErrTooLarge
+// when it is larger than the whole budget (a client whose frames are too
+// small for it cannot take it; nothing is taken). A chunk not in memory
+// (warm read up to the budget) is read back under the lock only for the
+// pop's first message; otherwise the answer stops before it. Caller holds
+// p's stripe.
+func (e *Engine) fitBudget(p *partition, c *popCall, from, to uint64, first bool) (uint64, error) {
 	for ci := p.chunkFor(from); ci >= 0 && ci < len(p.chunks) && from < to; ci++ {
 		ch := &p.chunks[ci]
 		if ch.mem == nil {
 			if !first {
 				c.cut = true
-				return from
+				return from, nil
 			}
 			pr, err := e.readChunk(p, ch)
 			if err != nil {
-				return to // msgsRange meets the same error and reports it
+				return to, nil // msgsRange meets the same error and reports it
 			}
 			e.cacheChunk(p, ci, pr)
 		}
@@ -430,15 +452,19 @@ func (e *Engine) fitBudget(p *partition, c *popCall, from, to uint64, first bool
 		for ; from < end; from++ {
 			r := &m.refs[from-ch.first]
 			n := msgBytes(int(r.payLen), int(r.txnLen), int(r.traceLen), len(p.name), len(m.sub))
-			if n > c.left && !first {
+			if n > c.left {
+				if first {
+					return from, fmt.Errorf("%w: message %s/%s %d takes %d bytes, above this pop's budget of %d (the client's frame size)",
+						ErrTooLarge, p.q.name, p.name, from, n, c.req.MaxBytes)
+				}
 				c.cut = true
-				return from
+				return from, nil
 			}
 			c.left -= n
 			first = false
 		}
 	}
-	return to
+	return to, nil
 }
 
 // retriesFrom is the part of rs (sorted by offset) at or after cursor.

@@ -86,6 +86,15 @@ func (c *TCPConfig) setDefaults() {
 	}
 }
 
+// PopBytesFor is the engine's pop budget (engine.Config.MaxPopBytes) with
+// which every pop reply fits frames of maxFrame bytes, whatever its queue and
+// group names: an engine configured so, behind a TCPServer with that
+// MaxFrameBytes, accepts no message that a client reading such frames could
+// not pop (its MaxPayloadBytes follows from MaxPopBytes).
+func PopBytesFor(maxFrame int) int {
+	return maxFrame - protocol.PopReplyHeaderBytes(engine.MaxNameBytes, engine.MaxNameBytes)
+}
+
 // TCPServer serves the binary protocol on gnet event loops. Each loop reads
 // every complete frame of a connection in one go, hands the requests to the
 // engine and never blocks: replies that wait (for a group commit or a long

@@ -25,6 +25,8 @@ type tcpConn struct {
 	waiters map[*popJob]struct{} // parked long polls
 
 	hello      bool        // loop only: the client said Hello
+	minor      uint16      // loop only: the protocol minor version the client speaks
+	maxReply   int         // loop only: the largest frame the client reads (and the server sends)
 	greeted    atomic.Bool // hello, for OnTick
 	opened     int64       // Unix nanoseconds
 	inflight   atomic.Int32
@@ -39,12 +41,23 @@ type replier interface {
 	appendTo(dst []byte) []byte
 }
 
+// sizer is a replier that knows, before encoding, the most bytes it takes.
+type sizer interface{ size() int }
+
 // send encodes r into the reply buffer and makes sure the loop writes it. A
 // client that lets more than MaxOutboundBytes of replies pile up is closed.
 func (tc *tcpConn) send(r replier) {
 	tc.mu.Lock()
 	if tc.closed {
 		tc.mu.Unlock()
+		return
+	}
+	if sz, ok := r.(sizer); ok && len(tc.out)+sz.size() > tc.s.cfg.MaxOutboundBytes {
+		// Checked before encoding: a large reply is never built for a
+		// client that is not reading.
+		tc.mu.Unlock()
+		tc.overflow()
+		tc.c.Close()
 		return
 	}
 	tc.out = r.appendTo(tc.out)
@@ -207,6 +220,13 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 			return false
 		}
 		tc.hello = true
+		tc.minor = req.Minor
+		tc.maxReply = tc.s.cfg.MaxFrameBytes
+		if mf := int(req.MaxFrame); mf > 0 && mf < tc.maxReply {
+			tc.maxReply = max(mf, protocol.MinMaxFrame)
+		} else if mf == 0 {
+			tc.maxReply = min(tc.maxReply, protocol.DefaultMaxFrame) // a 1.0 client reads that much
+		}
 		tc.greeted.Store(true)
 		tc.send(bodyReply{id, &protocol.HelloReply{
 			Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ServerName: "regent",

@@ -34,13 +34,14 @@ func newTCP(t *testing.T, mods ...func(*netserver.TCPConfig)) *tcpFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := netserver.TCPConfig{Addr: "127.0.0.1:0"}
+	cfg := netserver.TCPConfig{Addr: "127.0.0.1:0", MaxFrameBytes: protocol.DefaultMaxFrame}
 	for _, m := range mods {
 		m(&cfg)
+	}
+	// As serve configures it: every message a push accepts fits a reply.
+	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1, MaxPopBytes: netserver.PopBytesFor(cfg.MaxFrameBytes)}, j)
+	if err != nil {
+		t.Fatal(err)
 	}
 	srv, err := netserver.NewTCP(cfg, e)
 	if err != nil {

@@ -144,6 +144,8 @@ type popJob struct {
 	job
 	req      protocol.PopRequest
 	msgs     []engine.Message
+	cut      bool // the reply's byte budget left out messages that were ready
+	sayCut   bool // the client reads PopReply.Cut (1.1)
 	err      error
 	waiter   *engine.PopWaiter
 	buf      atomic.Pointer[[]engine.Message] // from popBufs; whoever swaps it out gives it back
@@ -161,6 +163,15 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 	}
 	er := toEnginePop(&j.req)
 	er.BareTxn = true // appendTo writes an id's text where the transactionId is the id
+	// The reply must fit the client's frames: its messages get what the
+	// frame leaves beyond the reply's own fields (a pop by labels names the
+	// queue it read: count the longest name).
+	qlen := len(j.req.Queue)
+	if qlen == 0 {
+		qlen = engine.MaxNameBytes
+	}
+	er.MaxBytes = tc.maxReply - protocol.PopReplyHeaderBytes(qlen, max(len(j.req.Group), len(engine.QueueModeGroup)))
+	j.sayCut = tc.minor >= 1
 	if n := int(j.req.Batch); n > 0 && n <= maxPooledPop {
 		b := popBufs.Get().(*[]engine.Message)
 		er.Buf = *b
@@ -198,7 +209,7 @@ func (j *popJob) answered(msgs []engine.Message, cut bool, err error) {
 	j.finished = true
 	delete(tc.waiters, j)
 	tc.mu.Unlock()
-	j.msgs, j.err = msgs, err
+	j.msgs, j.cut, j.err = msgs, cut, err
 	j.finish(j) // encodes the messages: they are not needed after it
 	if b := j.buf.Swap(nil); b != nil {
 		j.msgs = nil
@@ -223,6 +234,17 @@ var popBufs = sync.Pool{New: func() any { b := make([]engine.Message, 0, 128); r
 
 const maxPooledPop = 1024
 
+// size bounds the reply's encoding (see sizer): its fields, and what the
+// engine's budget counts for each message.
+func (j *popJob) size() int {
+	n := protocol.PopReplyHeaderBytes(engine.MaxNameBytes, max(len(j.req.Group), len(engine.QueueModeGroup)))
+	for i := range j.msgs {
+		m := &j.msgs[i]
+		n += engine.MessageBytes(len(m.Payload), m.TransactionID, m.TraceID, m.Partition, "")
+	}
+	return n
+}
+
 func (j *popJob) appendTo(dst []byte) []byte {
 	if j.err != nil {
 		return errReply{protocol.OpPop, j.id, j.err}.appendTo(dst)
@@ -243,6 +265,9 @@ func (j *popJob) appendTo(dst []byte) []byte {
 			m.TransactionID = unsafe.String(&j.msgs[i].ID.Append(idText[:0])[0], len(idText))
 		}
 		dst = protocol.AppendPopMessage(dst, &m)
+	}
+	if j.cut && j.sayCut {
+		dst = protocol.AppendPopReplyCut(dst)
 	}
 	protocol.PatchLength(dst, start)
 	return dst

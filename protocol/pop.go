@@ -201,9 +201,10 @@ func AppendPopMessage(dst []byte, m *Message) []byte { return appendMessage(dst,
 func AppendPopReplyCut(dst []byte) []byte { return appendBool(dst, true) }
 
 // PopReplyHeaderBytes is the most bytes a PopReply frame takes beyond its
-// messages: frame header, queue and group names, count and Cut flag.
-func PopReplyHeaderBytes(queue, group string) int {
-	return HeaderSize + 5 + len(queue) + 5 + len(group) + 10 + 1
+// messages, with a queue and a group name of those lengths: frame header,
+// names, count and Cut flag.
+func PopReplyHeaderBytes(queueLen, groupLen int) int {
+	return HeaderSize + 5 + queueLen + 5 + groupLen + 10 + 1
 }
 
 // MaxMessageFixed is the most bytes a pop reply's Message takes beyond

@@ -206,10 +206,11 @@ func cmdPop(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	msgs, err := q.Pop(ctx)
-	if err != nil {
+	var b client.Batch
+	if err := q.PopBatch(ctx, &b); err != nil {
 		return o.fail(err)
 	}
+	msgs := b.Messages
 	out := make([]messageJSON, len(msgs))
 	for i := range msgs {
 		out[i] = toMessageJSON(&msgs[i])
@@ -227,6 +228,10 @@ func cmdPop(args []string, stdout, stderr io.Writer) int {
 				out[i].Acked, out[i].AckError = "refused", r.Err.Error()
 			}
 		}
+	}
+	if b.Cut {
+		// stderr, so that --json's output stays one JSON value.
+		fmt.Fprintf(stderr, "regent pop: %d message(s) fit one reply; more were ready (pop again for them)\n", len(msgs))
 	}
 	if *o.json {
 		return o.emit(out)

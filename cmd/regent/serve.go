@@ -19,6 +19,7 @@ import (
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/protocol"
 )
 
 var serveSettings = []setting{
@@ -168,7 +169,10 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 			b.close(5 * time.Second)
 		}
 	}()
-	if b.e, err = engine.New(engine.Config{EncryptionKey: c.encryptionKey, Logger: c.logger}, b.j); err != nil {
+	// Every message a push accepts fits one pop reply over TCP (and so over
+	// HTTP, which has no frame limit).
+	ecfg := engine.Config{EncryptionKey: c.encryptionKey, Logger: c.logger, MaxPopBytes: netserver.PopBytesFor(protocol.DefaultMaxFrame)}
+	if b.e, err = engine.New(ecfg, b.j); err != nil {
 		return b, err
 	}
 	stats := func() netserver.JournalStats {

@@ -1,0 +1,164 @@
+package netserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/netserver"
+)
+
+// TestTCPPopRepliesFitTheFrame: 30 messages of 1 MiB popped with batch 30
+// over TCP come in several replies, each within the 16 MiB frame, each one
+// saying it was cut short but the last; with autoAck none is lost, and with
+// leases every one is acked once.
+func TestTCPPopRepliesFitTheFrame(t *testing.T) {
+	for _, autoAck := range []bool{true, false} {
+		t.Run(fmt.Sprintf("autoAck=%v", autoAck), func(t *testing.T) {
+			f := newTCP(t)
+			ctx := ctx5(t)
+			payload := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 1<<20) }
+			for i := 0; i < 30; i++ {
+				if _, err := f.c.Push(ctx, client.Item{Queue: "big", Partition: "p", Payload: payload(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var b client.Batch
+			next, replies := 0, 0
+			for next < 30 {
+				if err := f.c.Queue("big").Group("g").Batch(30).AutoAck(autoAck).PopBatch(ctx, &b); err != nil {
+					t.Fatalf("pop after %d of 30: %v", next, err)
+				}
+				replies++
+				if len(b.Messages) == 0 {
+					t.Fatalf("reply %d is empty with %d of 30 delivered", replies, next)
+				}
+				for _, m := range b.Messages {
+					if m.Offset != uint64(next) || !bytes.Equal(m.Payload, payload(next)) {
+						t.Fatalf("reply %d: offset %d, want %d", replies, m.Offset, next)
+					}
+					next++
+				}
+				if b.Cut != (next < 30) {
+					t.Fatalf("reply %d: Cut=%v after %d of 30", replies, b.Cut, next)
+				}
+				if !autoAck {
+					res, err := f.c.AckBatch(ctx, &b, client.Completed, client.AckOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range res {
+						if r.Err != nil {
+							t.Fatalf("ack: %v", r.Err)
+						}
+					}
+				}
+			}
+			if replies < 2 {
+				t.Fatalf("30 MiB in %d reply", replies)
+			}
+			if m, err := f.c.Queue("big").Group("g").Batch(30).Pop(ctx); err != nil || len(m) != 0 {
+				t.Fatalf("after all 30: %d more, %v", len(m), err)
+			}
+		})
+	}
+}
+
+// TestLargestPayloadPopsOverBothDoors: the largest payload a push accepts
+// (one byte more is refused) is popped whole over TCP and over HTTP,
+// whichever door pushed it.
+func TestLargestPayloadPopsOverBothDoors(t *testing.T) {
+	f := newTCP(t)
+	s, err := netserver.NewHTTP(netserver.HTTPConfig{Addr: "127.0.0.1:0"}, f.e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	base := "http://" + l.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	max := f.e.MaxPayloadBytes()
+	if max < 16<<20-4096 {
+		t.Fatalf("the largest payload is %d bytes: far below the 16 MiB frame", max)
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	text := func(n int) []byte { // JSON-safe, so both doors carry it as is
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'a' + byte(rnd.IntN(26))
+		}
+		return b
+	}
+	// Over TCP: one byte too many is refused; the largest goes through.
+	long := make([]byte, max+1)
+	res, err := f.c.Push(ctx, client.Item{Queue: "huge", Partition: "tcp", Payload: long})
+	if err == nil && res[0].Status != client.PushFailed {
+		t.Fatalf("a payload of %d bytes (limit %d) was %v", max+1, max, res[0].Status)
+	}
+	viaTCP := text(max)
+	if res, err := f.c.Push(ctx, client.Item{Queue: "huge", Partition: "tcp", Payload: viaTCP}); err != nil || res[0].Status != client.PushQueued {
+		t.Fatalf("push of the largest payload over TCP: %v %+v", err, res)
+	}
+	// Over HTTP: a JSON string payload of the largest size.
+	viaHTTP := text(max - 2) // with its quotes, max bytes as stored
+	body := fmt.Sprintf(`{"items":[{"queue":"huge","partition":"http","payload":"%s"}]}`, viaHTTP)
+	resp, err := http.Post(base+"/api/v1/push", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 || bytes.Contains(out, []byte(`"failed"`)) {
+		t.Fatalf("push of the largest payload over HTTP: %d %.300s", resp.StatusCode, out)
+	}
+	for _, part := range []string{"tcp", "http"} {
+		want := viaTCP
+		if part == "http" {
+			want = append(append([]byte{'"'}, viaHTTP...), '"')
+		}
+		// Over TCP.
+		m, err := f.c.Queue("huge").Partition(part).Group("tcp-reader").Pop(ctx)
+		if err != nil || len(m) != 1 || !bytes.Equal(m[0].Payload, want) {
+			t.Fatalf("pop over TCP of the largest message pushed over %s: %d messages, %v", part, len(m), err)
+		}
+		// Over HTTP.
+		resp, err := http.Get(base + "/api/v1/pop/queue/huge/partition/" + part + "?consumerGroup=http-reader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Messages []struct {
+				Data json.RawMessage `json:"data"`
+			} `json:"messages"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || len(got.Messages) != 1 {
+			t.Fatalf("pop over HTTP of the largest message pushed over %s: %d, %v", part, len(got.Messages), err)
+		}
+		if part == "http" && !bytes.Equal(got.Messages[0].Data, want) {
+			t.Fatalf("pop over HTTP: the payload differs (%d bytes, want %d)", len(got.Messages[0].Data), len(want))
+		}
+		if part == "tcp" && len(got.Messages[0].Data) < len(want) {
+			t.Fatalf("pop over HTTP of the TCP payload: %d bytes", len(got.Messages[0].Data))
+		}
+	}
+}
