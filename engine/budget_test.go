@@ -120,3 +120,30 @@ func TestPopBudgetReadsBackOnlyWhatFits(t *testing.T) {
 		t.Fatalf("the cache grew by %d bytes for a pop of 1.5 MiB", grew)
 	}
 }
+
+// TestLaggingGroupKeepsTheCacheWithinBudget: a group reading a backlog that
+// is no longer in memory reads it back pop by pop, and what it read leaves
+// memory again once taken when the cache is over its budget, even while
+// another group has finished none of it: the cache does not grow with the
+// backlog (it grew by the whole backlog before).
+func TestLaggingGroupKeepsTheCacheWithinBudget(t *testing.T) {
+	const budget = 1 << 20
+	f := newFixture(t, func(c *Config) { c.CacheBytes = budget })
+	for i := 0; i < 40; i++ {
+		f.pushItems(PushItem{Queue: "lag", Partition: "p", Payload: bytes.Repeat([]byte{'x'}, 256<<10)})
+	}
+	f.restart()
+	f.pop(PopRequest{Queue: "lag", Group: "slow"}) // a group that holds every message back
+	peak := int64(0)
+	for n := 0; n < 40; {
+		msgs := f.pop(PopRequest{Queue: "lag", Group: "g", Batch: 4, AutoAck: true})
+		if len(msgs) == 0 {
+			t.Fatalf("nothing popped after %d of 40", n)
+		}
+		n += len(msgs)
+		peak = max(peak, f.e.Stats().CacheBytes)
+	}
+	if peak > 2*budget {
+		t.Fatalf("the cache held %d bytes with a budget of %d while a group read 10 MiB back", peak, budget)
+	}
+}

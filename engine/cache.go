@@ -218,6 +218,24 @@ func (e *Engine) warm(p *partition, cold []coldChunk, budget int) {
 	}
 }
 
+// coolDown drops from memory the chunks that a pop read back (cold), when
+// the cache is over its budget. Caller holds p's stripe.
+func (e *Engine) coolDown(p *partition, cold []coldChunk) {
+	if e.cacheBytes.Load() <= e.cfg.CacheBytes {
+		return
+	}
+	for _, cc := range cold {
+		if ci := p.chunkFor(cc.first); ci >= 0 && p.chunks[ci].first == cc.first && p.chunks[ci].pos == cc.pos {
+			e.dropChunk(&p.chunks[ci])
+		}
+	}
+	i := int(p.memLo)
+	for i < len(p.chunks) && p.chunks[i].mem == nil {
+		i++
+	}
+	p.memLo = int32(i)
+}
+
 // cacheChunk puts chunk ci of p back in memory from its record, read back.
 // Caller holds p's stripe.
 func (e *Engine) cacheChunk(p *partition, ci int, pr pushRecord) {

@@ -222,6 +222,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	// released (a replay must not stall the stripe's producers). p's stripe
 	// is held on entry and on return; it reports whether it took.
 	serve := func(p *partition) bool {
+		var cold []coldChunk
 		for warmed := false; ; warmed = true {
 			pg := e.pgFor(p, c.g)
 			if !e.deliverable(p, pg) {
@@ -229,12 +230,18 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 				return false
 			}
 			if !warmed {
-				if cold := e.coldChunks(p, pg.cursor, uint64(c.req.Batch-len(out))); len(cold) > 0 {
+				if cold = e.coldChunks(p, pg.cursor, uint64(c.req.Batch-len(out))); len(cold) > 0 {
 					p.st().mu.Unlock()
 					e.warm(p, cold, c.left)
 					p.st().mu.Lock()
 					continue // everything may have changed: look again
 				}
+			}
+			if len(cold) > 0 {
+				// Read back for this pop only: over the cache's budget they
+				// leave memory again once taken (the answer holds what it
+				// needs), so a lagging group never grows the cache.
+				defer e.coolDown(p, cold)
 			}
 			n := len(out)
 			var err error
