@@ -25,7 +25,8 @@ func TestTCPPopRepliesFitTheFrame(t *testing.T) {
 	for _, autoAck := range []bool{true, false} {
 		t.Run(fmt.Sprintf("autoAck=%v", autoAck), func(t *testing.T) {
 			f := newTCP(t)
-			ctx := ctx5(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			payload := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 1<<20) }
 			for i := 0; i < 30; i++ {
 				if _, err := f.c.Push(ctx, client.Item{Queue: "big", Partition: "p", Payload: payload(i)}); err != nil {
@@ -77,6 +78,9 @@ func TestTCPPopRepliesFitTheFrame(t *testing.T) {
 // (one byte more is refused) is popped whole over TCP and over HTTP,
 // whichever door pushed it.
 func TestLargestPayloadPopsOverBothDoors(t *testing.T) {
+	if raceEnabled {
+		t.Skip("moves 16 MiB payloads: minutes under the race detector")
+	}
 	f := newTCP(t)
 	s, err := netserver.NewHTTP(netserver.HTTPConfig{Addr: "127.0.0.1:0"}, f.e)
 	if err != nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package netserver_test
+
+const raceEnabled = false
