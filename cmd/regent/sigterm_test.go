@@ -66,17 +66,25 @@ func startServeWith(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
 	return cmd
 }
 
-// TestSIGTERMUnderLoadLosesNoQueuedPush: SIGTERM during a sustained push;
-// after a restart, every message answered queued is there exactly once.
-func TestSIGTERMUnderLoadLosesNoQueuedPush(t *testing.T) {
+// buildRegent builds this command into a temporary directory (skipped with
+// -short) and returns the directory and the binary.
+func buildRegent(t *testing.T) (dir, bin string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the regent binary")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "regent")
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "regent")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return dir, bin
+}
+
+// TestSIGTERMUnderLoadLosesNoQueuedPush: SIGTERM during a sustained push;
+// after a restart, every message answered queued is there exactly once.
+func TestSIGTERMUnderLoadLosesNoQueuedPush(t *testing.T) {
+	dir, bin := buildRegent(t)
 	data := filepath.Join(dir, "data")
 	tcp, http := freePort(t), freePort(t)
 	srv := startServe(t, bin, data, tcp, http)
@@ -178,14 +186,7 @@ func TestSIGTERMUnderLoadLosesNoQueuedPush(t *testing.T) {
 // stops the process within --shutdown-timeout and its margin, with status 1
 // and a log line saying why.
 func TestSIGTERMWithAStuckJournal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the regent binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "regent")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, bin := buildRegent(t)
 	tcp, http := freePort(t), freePort(t)
 	cmd := exec.Command(bin, "serve", "--data", filepath.Join(dir, "data"), "--tcp", tcp, "--http", http,
 		"--log-level", "warn", "--shutdown-timeout", "500ms")
