@@ -165,7 +165,7 @@ func audit(ctx context.Context, c *client.Client, l *ledger, rep *Report, cfg *C
 	}
 
 	// 4. The dead-letter queue.
-	entries, err := listDLQ(ctx, c)
+	entries, err := listDLQ(ctx, c, queueName)
 	if err != nil {
 		return err
 	}
@@ -297,12 +297,12 @@ func popAll(ctx context.Context, c *client.Client, q, p, group string, autoAck b
 	}
 }
 
-// listDLQ lists every dead-letter entry of queue "crash".
-func listDLQ(ctx context.Context, c *client.Client) ([]client.DLQEntry, error) {
+// listDLQ lists every dead-letter entry of queue q.
+func listDLQ(ctx context.Context, c *client.Client, q string) ([]client.DLQEntry, error) {
 	var out []client.DLQEntry
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		page, total, err := c.DLQ(cctx, client.DLQFilter{Queue: queueName, Limit: 1000, Offset: len(out)})
+		page, total, err := c.DLQ(cctx, client.DLQFilter{Queue: q, Limit: 1000, Offset: len(out)})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("list the DLQ: %w", err)
