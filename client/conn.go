@@ -56,8 +56,10 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	} else {
 		nc.SetDeadline(time.Now().Add(o.dialTimeout))
 	}
-	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: o.name,
-		MaxFrame: protocol.DefaultMaxFrame}) // what reader below reads: the server keeps replies within it
+	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: o.name})
+	// MaxFrame stays unsaid: the readers below read protocol.DefaultMaxFrame,
+	// what a server assumes of a client that says nothing (and a 1.0
+	// server refuses a Hello that says it).
 	if _, err := nc.Write(hello); err != nil {
 		nc.Close()
 		return nil, err

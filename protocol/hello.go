@@ -24,7 +24,8 @@ type HelloRequest struct {
 	ClientName   string
 	// MaxFrame is the largest frame the client reads, header included (0:
 	// not said; the server then assumes DefaultMaxFrame). The server keeps
-	// every reply within it.
+	// every reply within it. A 1.0 server refuses a Hello that carries it:
+	// say it only when it differs from DefaultMaxFrame.
 	MaxFrame uint32
 	arena
 }
