@@ -493,3 +493,45 @@ func TestAdminAnswersAfterCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotWaitsForAJournalBehind: a journal that refuses records for a
+// while because it is behind (overloaded) delays a snapshot, it does not fail
+// it; Close's last snapshot too.
+func TestSnapshotWaitsForAJournalBehind(t *testing.T) {
+	f := newFixture(t)
+	f.push("q", "p", "a", "b")
+	for _, step := range []struct {
+		name string
+		run  func() error
+	}{
+		{"Snapshot", f.e.Snapshot},
+		{"Close", f.e.Close},
+	} {
+		f.j.refuse(fmt.Errorf("memjournal: %w", syscall.EAGAIN))
+		done := make(chan error, 1)
+		go func() { done <- step.run() }()
+		select {
+		case err := <-done:
+			t.Fatalf("%s answered (%v) while the journal refused every record", step.name, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		f.j.refuse(nil)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s once the journal caught up: %v", step.name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still waiting 10 s after the journal caught up", step.name)
+		}
+		if step.name == "Snapshot" {
+			f.push("q", "p", "c") // something for Close's snapshot to cover
+		}
+	}
+	f.j.mu.Lock()
+	has := f.j.hasSnap
+	f.j.mu.Unlock()
+	if !has {
+		t.Fatal("no snapshot was written")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 )
 
 // A snapshot is the whole state (without leases and without cached
@@ -56,9 +57,18 @@ func (e *Engine) snapshot() error {
 	data, pos, minLive := e.encodeSnapshot()
 	e.sinceSnap.Store(0)
 	// Everything up to pos must be durable before the snapshot claims it.
+	// A journal that is behind refuses the barrier for a while: wait for it
+	// (no lock is held here; a stuck journal is Close's bound to handle).
 	ch := make(chan error, 1)
-	if _, err := e.append([]byte{recBarrier}, func(err error) { ch <- err }); err != nil {
-		return err
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		_, err := e.append([]byte{recBarrier}, func(err error) { ch <- err })
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrOverloaded) {
+			return err
+		}
+		time.Sleep(wait)
 	}
 	if err := <-ch; err != nil {
 		return fmt.Errorf("%w: %w", ErrJournal, err)
@@ -90,8 +100,9 @@ func (e *Engine) snapshot() error {
 		}
 	}
 	// A few live messages must not pin an old segment: copy them forward,
-	// so a later snapshot can drop it.
-	if _, err := e.relocateOldest(posIndex(pos)); err != nil {
+	// so a later snapshot can drop it (a journal that is behind stops it:
+	// the next snapshot goes on).
+	if _, err := e.relocateOldest(posIndex(pos)); err != nil && !errors.Is(err, ErrOverloaded) {
 		return err
 	}
 	return nil
