@@ -17,6 +17,13 @@
 // retry ack releases the lease; an expired lease does too; in both cases the
 // messages from the cursor come back, in order.
 //
+// A pop's answer is bounded by bytes as well as by count (PopRequest.MaxBytes,
+// Config.MaxPopBytes): it takes messages while they fit, its lease or autoAck
+// covers exactly those, and it says when the budget left some out. Every
+// payload a push accepts fits Config.MaxPopBytes with its names, so every
+// stored message can be popped; messages read back from the journal are read
+// only up to the budget.
+//
 // # Concurrency
 //
 // Partitions are spread over lock stripes (hash of queue id and partition
