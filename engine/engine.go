@@ -310,8 +310,10 @@ func (e *Engine) observeStamp(ts int64) {
 //
 // While the journal reports a full disk (an error matching syscall.ENOSPC:
 // the log's ErrNoSpace) changes are refused with ErrJournal wrapping it, and
-// accepted again once the journal writes again; nothing else about the
-// engine fails. Any other journal error is a failure until restarted.
+// while it reports a resource short that comes back (syscall.EAGAIN: the
+// process out of descriptors) with ErrOverloaded; both are accepted again
+// once the journal writes again, and nothing else about the engine fails.
+// Any other journal error is a failure until restarted.
 func (e *Engine) check() error {
 	if e.closed.Load() {
 		return ErrClosed
@@ -320,8 +322,11 @@ func (e *Engine) check() error {
 		return *p
 	}
 	if err := e.j.Err(); err != nil {
-		if errors.Is(err, syscall.ENOSPC) {
+		switch {
+		case errors.Is(err, syscall.ENOSPC):
 			return fmt.Errorf("%w: %w", ErrJournal, err)
+		case errors.Is(err, syscall.EAGAIN): // short of a resource that comes back (descriptors)
+			return fmt.Errorf("%w: %w", ErrOverloaded, err)
 		}
 		e.fail(err)
 		return *e.failErr.Load()
@@ -368,7 +373,7 @@ func (e *Engine) refused(err error) error {
 	case errors.Is(err, syscall.ENOSPC):
 		return fmt.Errorf("%w: %w", ErrJournal, err)
 	}
-	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) {
+	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) && !errors.Is(jerr, syscall.EAGAIN) {
 		e.fail(jerr)
 	}
 	return fmt.Errorf("%w: %w", ErrJournal, err)

@@ -28,7 +28,9 @@ type Journal interface {
 	// drops the segments before index. Indexes are positions >> 20.
 	SegmentStarts() []uint64
 	TruncateFront(index uint64) error
-	// Err reports a sticky failure (a write or fsync that failed).
+	// Err reports why the journal refuses records now: a failure (a write or
+	// fsync that failed; sticky), or a passing condition: an error matching
+	// syscall.ENOSPC (disk full) or syscall.EAGAIN (out of descriptors).
 	Err() error
 	// Stalled returns an error when records have waited longer than after
 	// without the journal writing any (a stuck disk or committer).

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +202,54 @@ func TestNoDeadlockWhenDoneTakesTheAppendersLock(t *testing.T) {
 			})
 			t.Logf("%d records of 64 KiB, %d busy refusals", producers*each, busy)
 		})
+	}
+}
+
+// TestOutOfDescriptorsIsNotSticky: a write that fails for want of file
+// descriptors (EMFILE, as when tidwall opens a new segment) is a passing
+// condition like a full disk, refused with ErrBusy (so the engine answers
+// "overloaded"), not a failure of the journal: once descriptors are back the
+// waiting records are written and appends are accepted again.
+func TestOutOfDescriptorsIsNotSticky(t *testing.T) {
+	l, sink := openT(t, t.TempDir(), withNoSpaceRetry(20*time.Millisecond))
+	var short atomic.Bool
+	h := faultHook(func(index uint64, after bool) error {
+		if short.Load() && !after {
+			return &os.PathError{Op: "open", Path: "segment", Err: syscall.EMFILE}
+		}
+		return nil
+	})
+	l.faultFn.Store(&h)
+	appendWait(t, l, []byte("before"))
+	short.Store(true)
+	waiting := make(chan error, 1)
+	if _, err := l.Append([]byte("caught"), func(err error) { waiting <- err }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Append to refuse records while descriptors are short", func() bool {
+		_, err := l.Append([]byte("refused"), nil)
+		return errors.Is(err, ErrBusy) && errors.Is(err, syscall.EAGAIN)
+	})
+	if err := l.Err(); !errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Err while short of descriptors: %v", err)
+	}
+	short.Store(false)
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Fatalf("the record caught in the group: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record caught in the group was never written")
+	}
+	appendWait(t, l, []byte("after"))
+	if l.Err() != nil {
+		t.Fatalf("Err after: %v", l.Err())
+	}
+	if _, ok := sink.find("WARN", "descriptors are back"); !ok {
+		t.Fatalf("recovery not logged:\n%s", sink.all())
+	}
+	if st := l.Stats(); st.FdShortEvents == 0 {
+		t.Fatalf("stats: %+v", st)
 	}
 }

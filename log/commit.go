@@ -1,7 +1,6 @@
 package log
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -245,7 +244,7 @@ func (l *Log) commit(g *group) {
 			time.Sleep(unsafeWriteDelay) // see EnvUnsafeAckBeforeWrite
 		}
 		err = l.write(g)
-		if errors.Is(err, ErrNoSpace) {
+		if shortErr(err) {
 			err = l.waitForSpace(g)
 		}
 	}
@@ -304,11 +303,7 @@ func (l *Log) syncer() {
 					f.Close()
 				}
 				fseg = last.seg
-				f, err = os.OpenFile(filepath.Join(l.walDir, segmentName(fseg)), os.O_RDONLY, 0)
-				if err != nil {
-					f = nil
-					err = l.failed(fmt.Errorf("log: open segment for fsync: %w", err))
-				}
+				f, err = l.openForSync(fseg)
 			}
 			if err == nil {
 				start := time.Now()
@@ -332,6 +327,32 @@ func (l *Log) syncer() {
 	}
 }
 
+// openForSync opens segment seg for the syncer's fsyncs. While the process
+// is out of descriptors it waits for one (the groups wait, and Append
+// refuses records once MaxQueuedBytes wait: "overloaded"), instead of
+// failing the journal; any other error is a failure.
+func (l *Log) openForSync(seg uint64) (*os.File, error) {
+	logged := false
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		f, err := os.OpenFile(filepath.Join(l.walDir, segmentName(seg)), os.O_RDONLY, 0)
+		if err == nil {
+			if logged {
+				l.logger.Warn("journal: a descriptor is free again; fsyncs go on", "segment", seg)
+			}
+			return f, nil
+		}
+		if !isFdShort(err) || l.isClosing() {
+			return nil, l.failed(fmt.Errorf("log: open segment for fsync: %w", err))
+		}
+		if !logged {
+			logged = true
+			l.stats.fdShort.Add(1)
+			l.logger.Error("journal: out of file descriptors to fsync a new segment; waiting for one", "segment", seg, "err", err)
+		}
+		time.Sleep(wait)
+	}
+}
+
 func (l *Log) write(g *group) error {
 	l.ebuf = encodeEntry(l.ebuf, g.index, g.n, g.body)
 	if cap(l.ebuf) > 4*l.cfg.MaxBatchBytes+entryHeaderLen {
@@ -350,7 +371,7 @@ func (l *Log) write(g *group) error {
 		}
 	}
 	if err != nil {
-		if isDiskFull(err) {
+		if isShort(err) {
 			// Not sticky: the committer rewinds the WAL and retries (see
 			// waitForSpace); Append refuses records meanwhile.
 			return l.enterNoSpace(g.index, err)
@@ -382,7 +403,7 @@ func (l *Log) write(g *group) error {
 	// tidwall/wal creates segment files without fsyncing the directory; a
 	// crash could then lose a whole fsynced segment.
 	if created && l.cfg.Sync != SyncNone {
-		if err := syncDir(l.walDir); err != nil {
+		if err := l.syncWALDir(); err != nil {
 			return l.failed(err)
 		}
 	}
@@ -418,7 +439,7 @@ func (l *Log) finalSync() {
 	if err := l.syncLocked(); err != nil {
 		return
 	}
-	if err := syncDir(l.walDir); err != nil {
+	if err := l.syncWALDir(); err != nil {
 		l.failed(err)
 	}
 }

@@ -101,6 +101,9 @@ type Log struct {
 	syncTimer  *time.Timer // SyncInterval: armed while an fsync is due
 	timerArmed bool
 
+	// walDirFile is the WAL directory, open from Open to Close (its fsyncs).
+	walDirFile *os.File
+
 	// wmu guards the wal pointer: RLock to use it (tidwall locks inside),
 	// Lock to close or reopen it.
 	wmu sync.RWMutex
@@ -177,6 +180,16 @@ func Open(cfg Config) (_ *Log, err error) {
 	if err := removeSnapTemps(l.snapDir); err != nil {
 		return nil, err
 	}
+	// The WAL directory's descriptor stays open for its fsyncs: opening one
+	// per new segment failed when the process was out of descriptors.
+	if l.walDirFile, err = os.Open(l.walDir); err != nil {
+		return nil, fmt.Errorf("log: open %s: %w", l.walDir, err)
+	}
+	defer func() {
+		if err != nil {
+			l.walDirFile.Close()
+		}
+	}()
 	if err := repairWAL(l.walDir, l.snapDir, cfg.Salvage, l.logger); err != nil {
 		return nil, err
 	}
@@ -227,7 +240,7 @@ func (l *Log) openWAL() error {
 		return fmt.Errorf("log: open wal in %s: %w", l.walDir, err)
 	}
 	// wal.Open may have created the first segment file.
-	if err := syncDir(l.walDir); err != nil {
+	if err := l.syncWALDir(); err != nil {
 		w.Close()
 		return err
 	}
@@ -283,6 +296,14 @@ func segmentIndex(name string) (uint64, bool) {
 }
 
 func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }
+
+// syncWALDir fsyncs the WAL directory through its kept descriptor.
+func (l *Log) syncWALDir() error {
+	if err := l.walDirFile.Sync(); err != nil {
+		return fmt.Errorf("log: fsync dir %s: %w", l.walDir, err)
+	}
+	return nil
+}
 
 // syncDir fsyncs a directory so that files created, renamed or removed in it
 // survive a crash.
@@ -446,15 +467,31 @@ func (l *Log) TruncateFront(index uint64) error {
 			return l.failed(fmt.Errorf("log: truncate: %w", err))
 		}
 	}
-	if err := syncDir(l.walDir); err != nil {
+	if err := l.syncWALDir(); err != nil {
 		return l.failed(err)
 	}
-	if err := l.openWAL(); err != nil {
-		return l.failed(fmt.Errorf("log: truncate: reopen: %w", err))
+	// Reopening needs descriptors: while the process is out of them, the
+	// WAL waits closed (writes and reads wait on wmu) until one is free.
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := l.openWAL()
+		if err == nil {
+			break
+		}
+		if !isFdShort(err) || l.isClosing() {
+			return l.failed(fmt.Errorf("log: truncate: reopen: %w", err))
+		}
+		time.Sleep(wait)
 	}
 	l.logger.Info("journal truncated", "dir", l.dir, "segments_dropped", len(drop),
 		"segments_left", starts-len(drop), "first_index", l.first.Load())
 	return nil
+}
+
+// isClosing reports whether Close has begun.
+func (l *Log) isClosing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closing
 }
 
 // failed makes err the sticky failure (if none is set yet) and returns it.
@@ -495,6 +532,7 @@ func (l *Log) Close() error {
 		l.readMu.Lock()
 		l.cache.reset()
 		l.readMu.Unlock()
+		l.walDirFile.Close()
 		if err := l.lock.release(); err != nil {
 			errs = append(errs, err)
 		}

@@ -44,21 +44,46 @@ func isDiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
+// isFdShort reports whether an operation failed for want of file
+// descriptors (the process's or the system's limit): they come back when
+// connections close.
+func isFdShort(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// isShort reports whether a write failed for a resource that comes back by
+// itself (space, descriptors): the committer waits and writes again.
+func isShort(err error) bool { return isDiskFull(err) || isFdShort(err) }
+
+// shortErr reports whether err is the refusal of a short resource (see
+// enterNoSpace), not a failure.
+func shortErr(err error) bool { return errors.Is(err, ErrNoSpace) || errors.Is(err, ErrBusy) }
+
 // enterNoSpace records that writing entry index found the disk full: from
 // now on Append refuses records with an error wrapping ErrNoSpace. The caller
 // holds wmu (read), so TruncateFront cannot slip in before the WAL is
 // rewound.
+//
+// Short of descriptors (EMFILE, ENFILE: opening a new segment file) is the
+// same passing condition, refused with an error wrapping ErrBusy (the
+// engine answers "overloaded") instead of ErrNoSpace.
 func (l *Log) enterNoSpace(index uint64, cause error) error {
 	err := fmt.Errorf("%w: appends are refused until space is freed (writing entry %d: %v)", ErrNoSpace, index, cause)
+	what := "journal: disk full; appends are refused, and the write is retried until space is freed"
+	counter := &l.stats.noSpace
+	if isFdShort(cause) {
+		err = fmt.Errorf("%w: out of file descriptors; appends are refused until some are free (writing entry %d: %v)", ErrBusy, index, cause)
+		what = "journal: out of file descriptors; appends are refused, and the write is retried until some are free"
+		counter = &l.stats.fdShort
+	}
 	l.mu.Lock()
 	first := l.noSpace == nil
 	l.noSpace = err
 	l.publishState()
 	l.mu.Unlock()
 	if first {
-		l.stats.noSpace.Add(1)
-		l.logger.Error("journal: disk full; appends are refused, and the write is retried until space is freed",
-			"dir", l.walDir, "entry", index, "err", cause)
+		counter.Add(1)
+		l.logger.Error(what, "dir", l.walDir, "entry", index, "err", cause)
 	}
 	return err
 }
@@ -73,7 +98,7 @@ func (l *Log) waitForSpace(g *group) error {
 	delay := min(10*time.Millisecond, l.cfg.NoSpaceRetry)
 	for attempt := 1; ; attempt++ {
 		rerr := l.rewind()
-		if rerr != nil && !isDiskFull(rerr) {
+		if rerr != nil && !isShort(rerr) {
 			return l.failed(fmt.Errorf("log: disk full, then the WAL could not be restored to its last entry: %w", rerr))
 		}
 		stopping := false
@@ -88,14 +113,18 @@ func (l *Log) waitForSpace(g *group) error {
 		}
 		if err == nil {
 			l.mu.Lock()
+			what := "journal: space is back; appends are accepted again"
+			if errors.Is(l.noSpace, ErrBusy) {
+				what = "journal: descriptors are back; appends are accepted again"
+			}
 			l.noSpace = nil
 			l.publishState()
 			l.mu.Unlock()
-			l.logger.Warn("journal: space is back; appends are accepted again", "dir", l.walDir,
+			l.logger.Warn(what, "dir", l.walDir,
 				"entry", g.index, "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
-		if rerr == nil && !errors.Is(err, ErrNoSpace) {
+		if rerr == nil && !shortErr(err) {
 			return err // sticky already
 		}
 		if stopping {
@@ -146,7 +175,7 @@ func (l *Log) rewind() (err error) {
 			}
 		}
 	}
-	if err := syncDir(l.walDir); err != nil {
+	if err := l.syncWALDir(); err != nil {
 		return err
 	}
 	l.readMu.Lock()

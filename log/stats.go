@@ -36,6 +36,7 @@ type Stats struct {
 	LastBatchRecords uint64 // records in the latest group written
 	DiskFullEvents   uint64 // times a write found the disk full (see ErrNoSpace)
 	BusyRefusals     uint64 // records refused because MaxQueuedBytes waited (see ErrBusy)
+	FdShortEvents    uint64 // times a write found the process out of file descriptors
 	QueuedBytes      uint64 // record bytes accepted and not yet done, now
 	// FsyncHistogram[i] counts fsyncs that took at most FsyncBuckets[i] (and
 	// more than the bucket before); the last element counts slower ones.
@@ -47,7 +48,7 @@ type counters struct {
 	bytesRaw, bytesWritten       atomic.Uint64
 	fsyncs, fsyncNanos, lastSync atomic.Uint64
 	lastBatch                    atomic.Uint64
-	noSpace, busy                atomic.Uint64
+	noSpace, busy, fdShort       atomic.Uint64
 	hist                         [len(FsyncBuckets) + 1]atomic.Uint64
 }
 
@@ -77,6 +78,7 @@ func (l *Log) Stats() Stats {
 		LastBatchRecords: c.lastBatch.Load(),
 		DiskFullEvents:   c.noSpace.Load(),
 		BusyRefusals:     c.busy.Load(),
+		FdShortEvents:    c.fdShort.Load(),
 	}
 	l.mu.Lock()
 	s.QueuedBytes = uint64(l.queued)
