@@ -109,6 +109,8 @@ type TCPServer struct {
 
 	booted   chan struct{}
 	done     chan error
+	died     chan error    // gnet stopped without Shutdown (see Died)
+	serving  atomic.Bool   // OnBoot ran
 	tick     time.Duration // OnTick's period
 	conns    sync.Map      // *tcpConn -> struct{}
 	nconns   atomic.Int64
@@ -135,7 +137,8 @@ func NewTCP(cfg TCPConfig, e *engine.Engine) (*TCPServer, error) {
 			tick = min(tick, max(d/4, 10*time.Millisecond))
 		}
 	}
-	return &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1), tick: tick}, nil
+	return &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
+		died: make(chan error, 1), tick: tick}, nil
 }
 
 // Start listens and serves in the background; it returns once the server
@@ -145,7 +148,7 @@ func (s *TCPServer) Start() error {
 		s.releaseProcs = reserveProcs(s.cfg.Loops)
 	}
 	go func() {
-		s.done <- gnet.Run(s, "tcp://"+s.cfg.Addr,
+		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(s.cfg.Loops),
 			gnet.WithReusePort(false),
@@ -154,6 +157,16 @@ func (s *TCPServer) Start() error {
 			gnet.WithTicker(true),
 			gnet.WithLogger(gnetLogger{s.log}),
 		)
+		if !s.draining.Load() && s.serving.Load() {
+			// gnet ends its engine on an accept error it does not retry
+			// (EMFILE past the descriptor limit): a door that died.
+			if err == nil {
+				err = errors.New("gnet stopped")
+			}
+			s.log.Error("the TCP door stopped", "addr", s.cfg.Addr, "err", err)
+			s.died <- fmt.Errorf("netserver: the TCP door on %s stopped: %w", s.cfg.Addr, err)
+		}
+		s.done <- err
 	}()
 	select {
 	case <-s.booted:
@@ -166,6 +179,11 @@ func (s *TCPServer) Start() error {
 		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, err)
 	}
 }
+
+// Died delivers an error if the server stops serving without Shutdown (its
+// event loops ended: gnet ends them on an accept error such as EMFILE). The
+// process should then exit rather than limp on with one door.
+func (s *TCPServer) Died() <-chan error { return s.died }
 
 // Addr is the address the server listens on (with the real port when the
 // configured one was 0).
@@ -218,6 +236,7 @@ func (s *TCPServer) OnBoot(eng gnet.Engine) gnet.Action {
 		}
 		syscall.Close(fd)
 	}
+	s.serving.Store(true)
 	close(s.booted)
 	return gnet.None
 }

@@ -73,10 +73,22 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "regent serve: --shutdown-timeout: want a positive duration such as 30s")
 		return exitUsage
 	}
+	nofile, err := raiseNoFile()
+	if err != nil {
+		fmt.Fprintln(stderr, "regent serve:", err)
+		return exitFailure
+	}
+	tcpConns, httpConns, err := connCaps(nofile)
+	if err != nil {
+		fmt.Fprintln(stderr, "regent serve:", err)
+		return exitFailure
+	}
+	logger.Info("descriptors", "limit", nofile, "tcp_max_conns", tcpConns, "http_max_conns", httpConns)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
-		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, logger: logger})
+		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, logger: logger,
+		tcpMaxConns: tcpConns, httpMaxConns: httpConns})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		if errors.Is(err, log.ErrCorrupt) && !salvage {
@@ -87,10 +99,17 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	abs, _ := filepath.Abs(s.get("data"))
 	fmt.Fprintf(stdout, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n",
 		version, abs, s.get("sync"), b.tcp.Addr(), b.httpLn.Addr())
+	failed := false
 	select {
 	case <-ctx.Done():
 	case err := <-b.httpErr:
 		logger.Error("http server stopped", "err", err)
+		failed = true
+	case err := <-b.tcp.Died():
+		// A broker with one door dead does not limp on: it stops, says why,
+		// and exits non-zero for its supervisor to restart it.
+		logger.Error("stopping: a door died", "err", err)
+		failed = true
 	}
 	stop() // a second signal now kills the process the default way
 	logger.Info("shutting down: finishing requests in flight")
@@ -99,6 +118,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	logger.Info("stopped")
+	if failed {
+		return exitFailure
+	}
 	return exitOK
 }
 
@@ -156,6 +178,8 @@ type brokerConfig struct {
 	salvage           bool
 	encryptionKey     []byte
 	logger            *slog.Logger
+	tcpMaxConns       int // 0: the door's default
+	httpMaxConns      int
 }
 
 func startBroker(c brokerConfig) (b *broker, err error) {
@@ -184,14 +208,14 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 			BytesWritten: s.BytesWritten, DiskBytes: b.j.DiskBytes(),
 		}
 	}
-	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger}, b.e); err != nil {
+	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger, MaxConns: c.tcpMaxConns}, b.e); err != nil {
 		return b, err
 	}
 	if err = b.tcp.Start(); err != nil {
 		b.tcp = nil
 		return b, err
 	}
-	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: c.httpAddr, JournalStats: stats, Version: version,
+	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: c.httpAddr, JournalStats: stats, Version: version, MaxConns: c.httpMaxConns,
 		TCPConnections: b.tcp.Connections, Logger: c.logger}, b.e); err != nil {
 		return b, err
 	}
