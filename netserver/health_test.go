@@ -2,6 +2,7 @@ package netserver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -65,11 +66,30 @@ func TestHealthReportsAStuckJournal(t *testing.T) {
 	for {
 		code, body := health()
 		if code == http.StatusServiceUnavailable && strings.Contains(body, "committer finished no group") {
+			if !strings.Contains(body, `"journal":"engine: journal failed: log: the committer`) && !strings.Contains(body, `"journal":"journal failed`) {
+				t.Fatalf("/health names the journal as the part that fails: %s", body)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("/health with the journal stuck for seconds: %d %s", code, body)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHealthReportsADeadTCPDoor: /health answers 503 naming the binary
+// protocol's door when it does not serve.
+func TestHealthReportsADeadTCPDoor(t *testing.T) {
+	h := newHarness(t, func(c *HTTPConfig, _ *engineConfig) {
+		c.TCPHealth = func() error { return errors.New("the TCP door on :6633 stopped: accept: too many open files") }
+	})
+	code, body := h.do("GET", "/health", nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), `"tcp":"the TCP door on :6633 stopped`) {
+		t.Fatalf("/health with the TCP door dead: %d %s", code, body)
+	}
+	h2 := newHarness(t, func(c *HTTPConfig, _ *engineConfig) { c.TCPHealth = func() error { return nil } })
+	if code, body := h2.do("GET", "/health", nil); code != http.StatusOK || !strings.Contains(string(body), `"doors":{"http":"ok","tcp":"ok"}`) {
+		t.Fatalf("/health with both doors serving: %d %s", code, body)
 	}
 }

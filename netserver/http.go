@@ -52,6 +52,9 @@ type HTTPConfig struct {
 	// TCPConnections, when set, reports the binary protocol's open
 	// connections for /metrics.
 	TCPConnections func() int
+	// TCPHealth, when set, reports why the binary protocol's door does not
+	// serve (nil while it does); /health reports it.
+	TCPHealth func() error
 	// Version is reported by /health; default "dev".
 	Version string
 	// Logger receives the bridge's logs; nil means slog.Default().

@@ -15,14 +15,26 @@ import (
 func (s *HTTPServer) handleHealth(w http.ResponseWriter, r *http.Request) {
 	status, db, code := "healthy", "connected", http.StatusOK
 	var reason any
+	journal, tcp := "ok", "ok"
 	if err := s.e.Healthy(); err != nil {
 		status, db, code, reason = "unhealthy", "disconnected", http.StatusServiceUnavailable, err.Error()
+		journal = err.Error()
+	}
+	if f := s.cfg.TCPHealth; f != nil {
+		if err := f(); err != nil {
+			status, code, tcp = "unhealthy", http.StatusServiceUnavailable, err.Error()
+			if reason == nil {
+				reason = err.Error()
+			}
+		}
 	}
 	s.writeValue(w, code, map[string]any{
 		"status": status, "database": db, "server": "Regent", "worker_id": 0, "version": s.cfg.Version,
 		"shared_state": map[string]any{"enabled": false},
 		"queen":        map[string]any{"worker_id": 0, "status": "active"},
 		"error":        reason,
+		// Regent's: each part, "ok" or why not (the HTTP door answers this).
+		"doors": map[string]any{"http": "ok", "tcp": tcp}, "journal": journal,
 	})
 }
 

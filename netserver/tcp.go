@@ -109,8 +109,9 @@ type TCPServer struct {
 
 	booted   chan struct{}
 	done     chan error
-	died     chan error    // gnet stopped without Shutdown (see Died)
-	serving  atomic.Bool   // OnBoot ran
+	died     chan error  // gnet stopped without Shutdown (see Died)
+	serving  atomic.Bool // OnBoot ran
+	deadErr  atomic.Pointer[error]
 	tick     time.Duration // OnTick's period
 	conns    sync.Map      // *tcpConn -> struct{}
 	nconns   atomic.Int64
@@ -164,7 +165,9 @@ func (s *TCPServer) Start() error {
 				err = errors.New("gnet stopped")
 			}
 			s.log.Error("the TCP door stopped", "addr", s.cfg.Addr, "err", err)
-			s.died <- fmt.Errorf("netserver: the TCP door on %s stopped: %w", s.cfg.Addr, err)
+			derr := fmt.Errorf("netserver: the TCP door on %s stopped: %w", s.cfg.Addr, err)
+			s.deadErr.Store(&derr)
+			s.died <- derr
 		}
 		s.done <- err
 	}()
@@ -184,6 +187,17 @@ func (s *TCPServer) Start() error {
 // event loops ended: gnet ends them on an accept error such as EMFILE). The
 // process should then exit rather than limp on with one door.
 func (s *TCPServer) Died() <-chan error { return s.died }
+
+// Healthy reports why the server does not serve (not started, died), or nil.
+func (s *TCPServer) Healthy() error {
+	if p := s.deadErr.Load(); p != nil {
+		return *p
+	}
+	if !s.serving.Load() {
+		return errors.New("netserver: the TCP door is not serving")
+	}
+	return nil
+}
 
 // Addr is the address the server listens on (with the real port when the
 // configured one was 0).

@@ -216,7 +216,7 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 		return b, err
 	}
 	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: c.httpAddr, JournalStats: stats, Version: version, MaxConns: c.httpMaxConns,
-		TCPConnections: b.tcp.Connections, Logger: c.logger}, b.e); err != nil {
+		TCPConnections: b.tcp.Connections, TCPHealth: b.tcp.Healthy, Logger: c.logger}, b.e); err != nil {
 		return b, err
 	}
 	if b.httpLn, err = net.Listen("tcp", c.httpAddr); err != nil {
