@@ -107,11 +107,14 @@ func (e *Engine) resolveAckTarget(it *AckItem) (*partition, *group, error) {
 	return p, g, nil
 }
 
-// ackRun applies the acks of one partition and group, as one effect record.
-// It reports whether it journaled one, and the journal's refusal when the
-// journal refused it: the acks are then answered with it, and everything
-// they changed is put back as it was (cursor, lease, retry counts, delay;
-// the dead-letter entries are not filed).
+// ackRun applies the acks of one partition and group as one effect record,
+// or as several when the dead letters they file (each with its message's
+// payload) pass Config.MaxRecordBytes: a record is written each time they
+// do. It reports whether it journaled any, and the journal's refusal when it
+// refused one: the acks of that record and of the rest of the run are then
+// answered with it, and everything they changed is put back as it was
+// (cursor, lease, retry counts, delay; their dead-letter entries are not
+// filed).
 func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, error) {
 	p, g, err := e.resolveAckTarget(&items[0])
 	if err != nil {
@@ -126,34 +129,48 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, 
 	pg := e.pgFor(p, g)
 	now := e.clock.Now()
 	before := save(pg)
-	changed := false
+	changed, kept := false, false
+	var refused error
 	var dead []deadEntry
+	deadBytes, start := 0, 0
 	var cache leaseMsgs
 	defer cache.release()
 	for i := range items {
 		r := &res[i]
 		*r = AckResult{Queue: p.q.name, Partition: p.name}
+		n := len(dead)
 		c, err := e.ackOne(p, g, pg, &items[i], now, r, &dead, &cache)
 		r.Err = err
 		changed = changed || c
-	}
-	if !changed {
-		return false, nil
-	}
-	if _, err := e.appendPart(e.effectRecord(p, g, pg, dead), pend); err != nil {
-		before.restore()
-		for i := range res {
-			res[i] = AckResult{Err: err, Queue: p.q.name, Partition: p.name}
+		for k := n; k < len(dead); k++ {
+			deadBytes += len(dead[k].m.payload) + len(dead[k].err)
 		}
-		return false, err
+		if !changed || (i < len(items)-1 && deadBytes < e.cfg.MaxRecordBytes) {
+			continue
+		}
+		if _, err := e.appendPart(e.effectRecord(p, g, pg, dead), pend); err != nil {
+			before.restore()
+			for k := start; k < len(items); k++ {
+				res[k] = AckResult{Err: err, Queue: p.q.name, Partition: p.name}
+			}
+			refused = err
+			break
+		}
+		e.fileDead(p, g, dead)
+		e.stats.acked.Add(uint64(i + 1 - start))
+		kept = true
+		if i < len(items)-1 {
+			before, changed, dead, deadBytes, start = save(pg), false, nil, 0, i+1
+		}
 	}
-	e.fileDead(p, g, dead)
-	e.stats.acked.Add(uint64(len(items)))
+	if !kept {
+		return false, refused
+	}
 	var wakes []*waiter
 	e.settle(p, g, pg, now, &wakes)
 	// The wakes are retried on other goroutines: safe under the lock.
 	e.wake(wakes)
-	return true, nil
+	return true, refused
 }
 
 // ackOne checks one ack against pg's lease and applies it to the lease's

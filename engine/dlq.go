@@ -67,11 +67,10 @@ func (e *Engine) dlqQueues(name string) []*queue {
 
 // Redrive batches: each batch is one journal record (the new messages and
 // the removal of their entries), so a batch is redriven whole or not at all,
-// and no record grows with the size of the dead-letter queue.
-const (
-	redriveBatchBytes   = 16 << 20 // payload bytes, beyond the first entry
-	redriveBatchEntries = 1000
-)
+// and no record grows with the size of the dead-letter queue: a batch holds
+// at most Config.MaxRecordBytes of payloads (beyond its first entry) and
+// redriveBatchEntries entries.
+const redriveBatchEntries = 1000
 
 // RedriveDLQ puts the dead-letter entries matching f (restricted to ids when
 // ids is not empty) back at the end of their partitions as new messages and
@@ -104,7 +103,7 @@ func (e *Engine) redriveQueue(ctx context.Context, q *queue, f *DLQFilter, ids [
 		// A batch shares one producer subject (a transaction's pushes do).
 		k, bytes := 0, 0
 		for k < len(sel) && k < redriveBatchEntries && sel[k].m.sub == sel[0].m.sub &&
-			(k == 0 || bytes+len(sel[k].m.payload) <= redriveBatchBytes) {
+			(k == 0 || bytes+len(sel[k].m.payload) <= e.cfg.MaxRecordBytes) {
 			bytes += len(sel[k].m.payload)
 			k++
 		}

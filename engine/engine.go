@@ -53,6 +53,13 @@ type Config struct {
 	// EncryptionKey (32 bytes) seals the payloads of queues with
 	// encryptionEnabled (AES-256-GCM). Without it such queues refuse pushes.
 	EncryptionKey []byte
+	// MaxRecordBytes is the size the engine keeps the records it can split
+	// within: the acks of one request that file dead letters (each entry
+	// carries its message's payload), and dead-letter redrives. A record
+	// that cannot be split (a push, a transaction) is refused whole when the
+	// journal finds it too large. Default 64 MiB: a quarter of the journal's
+	// largest entry, and four times the largest message.
+	MaxRecordBytes int
 	// JournalStallAfter is how long records may wait for the journal to
 	// write them before Healthy reports the journal stuck; default 10 s.
 	JournalStallAfter time.Duration
@@ -102,6 +109,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SnapshotEveryBytes == 0 {
 		c.SnapshotEveryBytes = 256 << 20
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = 64 << 20
 	}
 	if c.JournalStallAfter <= 0 {
 		c.JournalStallAfter = 10 * time.Second

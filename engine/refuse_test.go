@@ -535,3 +535,106 @@ func TestSnapshotWaitsForAJournalBehind(t *testing.T) {
 		t.Fatal("no snapshot was written")
 	}
 }
+
+// limitJournal refuses records above max bytes, as the log refuses those
+// above its MaxEntryBytes (with an error matching EMSGSIZE).
+type limitJournal struct {
+	*memJournal
+	max int
+}
+
+func (j limitJournal) Append(rec []byte, done func(error)) (uint64, error) {
+	if len(rec) > j.max {
+		return 0, fmt.Errorf("limitjournal: record of %d bytes: %w", len(rec), syscall.EMSGSIZE)
+	}
+	return j.memJournal.Append(rec, done)
+}
+
+// TestDeadLettersSplitIntoBoundedRecords: acks that file dead letters, each
+// carrying its message's payload, are journaled in records of about
+// MaxRecordBytes, not one record as large as the request (which the journal
+// refused, failing the engine for good): all succeed and survive a restart.
+// When the journal refuses one of those records, its acks and the run's
+// later ones are refused and left as they were; the earlier ones stand.
+func TestDeadLettersSplitIntoBoundedRecords(t *testing.T) {
+	mj := newMemJournal()
+	e, err := New(Config{NoTicker: true, Stripes: 4, MaxRecordBytes: 1000}, limitJournal{mj, 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	items := make([]PushItem, 6)
+	for i := range items {
+		items[i] = PushItem{Queue: "q", Payload: []byte(strings.Repeat(string(rune('a'+i)), 400))}
+	}
+	for i := range items {
+		if _, err := e.Push(ctx, items[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := e.Pop(ctx, PopRequest{Queue: "q", Group: "g", Batch: 6})
+	if err != nil || len(msgs) != 6 {
+		t.Fatalf("pop: %d %v", len(msgs), err)
+	}
+	acks := make([]AckItem, 6)
+	for i, m := range msgs {
+		acks[i] = ackOf(m, DLQ)
+		acks[i].Error = "bad"
+	}
+	// The journal takes the first record and refuses the next: the first
+	// acks stand, the rest are refused and still leased.
+	mj.mu.Lock()
+	mj.appendErr, mj.allow = fmt.Errorf("memjournal: %w", syscall.EAGAIN), 1
+	mj.mu.Unlock()
+	res, err := e.Ack(ctx, acks)
+	mj.refuse(nil)
+	if err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	ok := 0
+	for i, r := range res {
+		if r.Err == nil {
+			if ok != i {
+				t.Fatalf("ack %d succeeded after a refused one", i)
+			}
+			ok++
+		} else if !errors.Is(r.Err, ErrOverloaded) {
+			t.Fatalf("ack %d: %v", i, r.Err)
+		}
+	}
+	if ok == 0 || ok == 6 {
+		t.Fatalf("%d of 6 acks succeeded: the run was not split (or not refused)", ok)
+	}
+	if _, total, _ := e.DLQ(DLQFilter{Queue: "q"}); total != ok {
+		t.Fatalf("%d dead letters after %d acks succeeded", total, ok)
+	}
+	// The refused ones, sent again, succeed: all six filed.
+	res, err = e.Ack(ctx, acks[ok:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("ack %d again: %v", ok+i, r.Err)
+		}
+	}
+	if err := e.Healthy(); err != nil {
+		t.Fatalf("the engine after records the journal refused for their size: %v", err)
+	}
+	e.Close()
+	e2, err := New(Config{NoTicker: true, Stripes: 4}, mj.reopen())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	dl, total, _ := e2.DLQ(DLQFilter{Queue: "q"})
+	if total != 6 {
+		t.Fatalf("after a restart: %d dead letters", total)
+	}
+	for _, d := range dl {
+		if len(d.Message.Payload) != 400 || d.Error != "bad" {
+			t.Fatalf("dead letter %+v", d)
+		}
+	}
+}

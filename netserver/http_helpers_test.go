@@ -35,7 +35,15 @@ type harnessOpt func(*HTTPConfig, *engineConfig)
 
 func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone})
+	return newHarnessLog(t, log.Config{Sync: log.SyncNone}, opts...)
+}
+
+// newHarnessLog is newHarness with its journal configured by lc (its Dir is
+// the test's).
+func newHarnessLog(t *testing.T, lc log.Config, opts ...harnessOpt) *harness {
+	t.Helper()
+	lc.Dir = t.TempDir()
+	j, err := log.Open(lc)
 	if err != nil {
 		t.Fatalf("log.Open: %v", err)
 	}
