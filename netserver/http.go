@@ -14,6 +14,8 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/protocol"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // HTTPConfig configures the HTTP bridge. Zero values take the documented
@@ -22,6 +24,13 @@ type HTTPConfig struct {
 	// Addr is the address ListenAndServe listens on; default ":6632"
 	// (Queen's port).
 	Addr string
+	// MaxBodyBytesInFlight bounds the request bodies held at once, across
+	// all connections: a request whose body does not fit waits up to
+	// BodyWait for room, then is answered 503 with Retry-After. Default
+	// 256 MiB; at least MaxBodyBytes.
+	MaxBodyBytesInFlight int64
+	// BodyWait is how long a body waits for room; default 1 s.
+	BodyWait time.Duration
 	// MaxBodyBytes caps a request body; a larger one is refused with 413
 	// before it is read. Default 64 MiB.
 	MaxBodyBytes int64
@@ -65,6 +74,7 @@ type HTTPConfig struct {
 const (
 	DefaultHTTPAddr              = ":6632"
 	DefaultMaxBodyBytes          = 64 << 20
+	DefaultMaxBodyBytesInFlight  = 256 << 20
 	DefaultHTTPReadHeaderTimeout = 10 * time.Second
 	DefaultHTTPIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes        = 1 << 20
@@ -83,6 +93,15 @@ func (c *HTTPConfig) setDefaults() error {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBodyBytesInFlight == 0 {
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes)
+	}
+	if c.MaxBodyBytesInFlight < c.MaxBodyBytes {
+		return fmt.Errorf("netserver: MaxBodyBytesInFlight %d is below MaxBodyBytes %d", c.MaxBodyBytesInFlight, c.MaxBodyBytes)
+	}
+	if c.BodyWait <= 0 {
+		c.BodyWait = time.Second
 	}
 	if c.ReadHeaderTimeout == 0 {
 		c.ReadHeaderTimeout = DefaultHTTPReadHeaderTimeout
@@ -124,6 +143,8 @@ type HTTPServer struct {
 	auth    *authenticator // nil when auth is off
 	met     *httpMetrics
 	started time.Time
+	bodies  *semaphore.Weighted // MaxBodyBytesInFlight
+	held    atomic.Int64        // bytes of bodies counted against it now
 
 	maintenance    atomic.Bool // push maintenance mode (see handleMaintenance)
 	popMaintenance atomic.Bool // pops answer 204 while set
@@ -140,7 +161,8 @@ func NewHTTP(cfg HTTPConfig, e *engine.Engine) (*HTTPServer, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &HTTPServer{cfg: cfg, e: e, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now()}
+	s := &HTTPServer{cfg: cfg, e: e, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now(),
+		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight)}
 	if cfg.Auth.Enabled {
 		a, err := newAuthenticator(cfg.Auth)
 		if err != nil {
@@ -440,6 +462,20 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		s.writeErr(w, fmt.Errorf("%w: request body of %d bytes is above the limit of %d", engine.ErrTooLarge, r.ContentLength, max))
 		return nil, false
 	}
+	// The body is held in memory (and counted against MaxBodyBytesInFlight)
+	// until the handler gives it back with putBody.
+	held := int64(0)
+	fail := func(bp *[]byte) {
+		putBuf(bp)
+		s.release(held)
+		w.Header()["Connection"] = hdrClose // do not wait for the rest of the body
+	}
+	if r.ContentLength > 0 {
+		if !s.holdBody(w, r, r.ContentLength) {
+			return nil, false
+		}
+		held = r.ContentLength
+	}
 	bp := getBuf()
 	b := *bp
 	if r.ContentLength >= 0 {
@@ -452,8 +488,7 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		b = b[:n]
 		if _, err := io.ReadFull(r.Body, b); err != nil {
 			*bp = b
-			putBuf(bp)
-			w.Header()["Connection"] = hdrClose // do not wait for the rest of the body
+			fail(bp)
 			writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error())
 			return nil, false
 		}
@@ -462,12 +497,19 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
+		if more := int64(cap(b)) - held; more > 0 { // what the buffer may hold is counted first
+			if !s.holdBody(w, r, more) {
+				*bp = b
+				fail(bp)
+				return nil, false
+			}
+			held += more
+		}
 		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > max {
 			*bp = b
-			putBuf(bp)
-			w.Header()["Connection"] = hdrClose
+			fail(bp)
 			s.writeErr(w, fmt.Errorf("%w: request body above the limit of %d bytes", engine.ErrTooLarge, max))
 			return nil, false
 		}
@@ -476,13 +518,15 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		}
 		if err != nil {
 			*bp = b
-			putBuf(bp)
-			w.Header()["Connection"] = hdrClose
+			fail(bp)
 			writeError(w, http.StatusBadRequest, "cannot read the request body: "+err.Error())
 			return nil, false
 		}
 	}
 	*bp = b
+	if extra := held - int64(len(b)); extra > 0 { // keep exactly what putBody gives back
+		s.release(extra)
+	}
 	rc.SetReadDeadline(time.Time{})
 	if !allowEmpty && len(b) == 0 {
 		putBuf(bp)
@@ -490,6 +534,44 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		return nil, false
 	}
 	return bp, true
+}
+
+// holdBody counts n more bytes of request bodies against
+// MaxBodyBytesInFlight, waiting up to BodyWait for room; when there is none
+// it answers 503 with Retry-After and reports false.
+func (s *HTTPServer) holdBody(w http.ResponseWriter, r *http.Request, n int64) bool {
+	if s.bodies.TryAcquire(n) {
+		s.held.Add(n)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.BodyWait)
+	defer cancel()
+	if s.bodies.Acquire(ctx, n) == nil {
+		s.held.Add(n)
+		return true
+	}
+	s.met.bodyRefusals.Add(1)
+	w.Header()["Connection"] = hdrClose
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the server holds %d bytes of request bodies already (its limit): try again", s.cfg.MaxBodyBytesInFlight))
+	return false
+}
+
+// putBody gives a body read by readBody back: its memory, and its share of
+// MaxBodyBytesInFlight.
+func (s *HTTPServer) putBody(bp *[]byte) {
+	if bp == nil {
+		return
+	}
+	s.release(int64(len(*bp)))
+	putBuf(bp)
+}
+
+func (s *HTTPServer) release(n int64) {
+	if n > 0 {
+		s.held.Add(-n)
+		s.bodies.Release(n)
+	}
 }
 
 // writeJSON answers with status and the JSON in b.

@@ -124,7 +124,7 @@ func (s *HTTPServer) handleAck(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer putBuf(body)
+	defer s.putBody(body)
 	c := ackCalls.Get().(*ackCall)
 	defer c.release()
 	rd := jsonReader{b: *body}
@@ -151,7 +151,7 @@ func (s *HTTPServer) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer putBuf(body)
+	defer s.putBody(body)
 	c := ackCalls.Get().(*ackCall)
 	defer c.release()
 	rd := jsonReader{b: *body}
@@ -296,7 +296,7 @@ func (s *HTTPServer) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer putBuf(body)
+	defer s.putBody(body)
 	seconds := 60.0
 	if len(strings.TrimSpace(unsafeString(*body))) > 0 {
 		rd := jsonReader{b: *body}

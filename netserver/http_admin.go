@@ -32,7 +32,7 @@ func (s *HTTPServer) decodeBody(w http.ResponseWriter, r *http.Request, v any, a
 	if !ok {
 		return false
 	}
-	defer putBuf(body)
+	defer s.putBody(body)
 	if len(*body) == 0 {
 		return true
 	}

@@ -56,7 +56,7 @@ func (s *HTTPServer) handlePush(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer putBuf(body)
+	defer s.putBody(body)
 	c := pushCalls.Get().(*pushCall)
 	defer c.release()
 	var err error

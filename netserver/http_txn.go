@@ -35,7 +35,7 @@ func (s *HTTPServer) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer putBuf(body)
+	defer s.putBody(body)
 	rd := jsonReader{b: *body}
 	if !rd.open('{', "the body must be a JSON object") {
 		s.writeErr(w, invalidJSON(rd.err))

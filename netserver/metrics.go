@@ -43,7 +43,10 @@ type httpMetrics struct {
 	set      *metrics.Set
 	requests atomic.Uint64
 	parked   atomic.Int64 // long polls parked in the engine
-	smp      sampler
+	// bodyRefusals counts requests answered 503 for want of room in
+	// MaxBodyBytesInFlight.
+	bodyRefusals atomic.Uint64
+	smp          sampler
 }
 
 func newHTTPMetrics(s *HTTPServer) *httpMetrics {
@@ -99,6 +102,8 @@ func (m *httpMetrics) write(w io.Writer) {
 	metrics.WriteGaugeFloat64(w, "regent_pop_messages_per_second", rt.pop)
 	metrics.WriteGaugeFloat64(w, "regent_ack_messages_per_second", rt.ack)
 	metrics.WriteGaugeUint64(w, "regent_queues", uint64(st.Queues))
+	metrics.WriteCounterUint64(w, "regent_http_body_refusals_total", m.bodyRefusals.Load())
+	metrics.WriteGaugeUint64(w, "regent_http_body_bytes_in_flight", uint64(max(m.s.held.Load(), 0)))
 	metrics.WriteGaugeUint64(w, "regent_cache_bytes", uint64(max(st.CacheBytes, 0)))
 	metrics.WriteGaugeFloat64(w, "regent_uptime_seconds", time.Since(m.s.started).Seconds())
 	metrics.WriteGaugeUint64(w, "regent_http_connections", uint64(max(m.s.conns.Load(), 0)))
