@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,6 +146,7 @@ type HTTPServer struct {
 	started time.Time
 	bodies  *semaphore.Weighted // MaxBodyBytesInFlight
 	held    atomic.Int64        // bytes of bodies counted against it now
+	big     bigBufs             // large body buffers, reused while bodies flow
 
 	maintenance    atomic.Bool // push maintenance mode (see handleMaintenance)
 	popMaintenance atomic.Bool // pops answer 204 while set
@@ -483,7 +485,7 @@ func (s *HTTPServer) readBody(w http.ResponseWriter, r *http.Request, allowEmpty
 		// body there).
 		n := int(r.ContentLength)
 		if cap(b) < n {
-			b = make([]byte, n)
+			b = s.big.get(n)
 		}
 		b = b[:n]
 		if _, err := io.ReadFull(r.Body, b); err != nil {
@@ -564,7 +566,59 @@ func (s *HTTPServer) putBody(bp *[]byte) {
 		return
 	}
 	s.release(int64(len(*bp)))
+	if cap(*bp) > maxPooledBuf {
+		held := s.held.Load()
+		s.big.put(*bp, s.cfg.MaxBodyBytesInFlight-held, held == 0)
+		*bp = nil
+	}
 	putBuf(bp)
+}
+
+// bigBufs keeps large body buffers for the next large bodies while bodies
+// flow, so that a flood of them reuses MaxBodyBytesInFlight of buffers
+// instead of making as much garbage (with the runtime's default GC pacing,
+// twice the budget in memory); once no body is held, they go.
+type bigBufs struct {
+	mu    sync.Mutex
+	free  [][]byte
+	bytes int64 // their capacities
+}
+
+// get returns a buffer of length n: a kept one not more than twice as
+// large, or a new one.
+func (bb *bigBufs) get(n int) []byte {
+	bb.mu.Lock()
+	for i, b := range bb.free {
+		if cap(b) >= n && cap(b) <= 2*n {
+			bb.free[i] = bb.free[len(bb.free)-1]
+			bb.free[len(bb.free)-1] = nil
+			bb.free = bb.free[:len(bb.free)-1]
+			bb.bytes -= int64(cap(b))
+			bb.mu.Unlock()
+			return b[:n]
+		}
+	}
+	bb.mu.Unlock()
+	return make([]byte, n)
+}
+
+// put keeps b for reuse within room (what MaxBodyBytesInFlight leaves
+// beside the bodies held now), so that bodies held and buffers kept stay
+// within the budget together. When no body is held (room is the whole
+// budget) every kept buffer goes: a broker that has finished a flood keeps
+// no memory for it.
+func (bb *bigBufs) put(b []byte, room int64, idle bool) {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if idle {
+		clear(bb.free)
+		bb.free, bb.bytes = nil, 0
+		return
+	}
+	if bb.bytes+int64(cap(b)) <= room {
+		bb.free = append(bb.free, b)
+		bb.bytes += int64(cap(b))
+	}
 }
 
 func (s *HTTPServer) release(n int64) {
