@@ -346,9 +346,7 @@ func dumpDurable(e *Engine) string {
 		if i := strings.Index(l, " ready="); i >= 0 {
 			l = l[:i]
 		}
-		if strings.Contains(l, " retries=[] blocked=0") {
-			l = strings.Replace(l, " retries=[] blocked=0", "", 1)
-		}
+		l = strings.Replace(l, " retries=[] blocked=0", "", 1)
 		keep = append(keep, l)
 	}
 	return strings.Join(keep, "\n")
