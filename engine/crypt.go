@@ -80,6 +80,9 @@ func (e *Engine) open(m *msg) ([]byte, error) {
 	}
 	if m.key != 0 {
 		k := e.keyByID(m.key)
+		if k == nil && e.lostKeys[m.key] {
+			return nil, fmt.Errorf("%w: message %s is sealed by key %s, declared lost", ErrEncryption, m.id, fmtKeyID(m.key))
+		}
 		if k == nil {
 			return nil, fmt.Errorf("%w: message %s is sealed by key %s, which this server is not given", ErrEncryption, m.id, fmtKeyID(m.key))
 		}
@@ -98,6 +101,13 @@ func (e *Engine) open(m *msg) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: message %s (sealed before keys were named) does not open with any key this server is given", ErrEncryption, m.id)
+}
+
+// messageMeta is the listed form of a message whose payload does not open:
+// everything but the payload, and why.
+func messageMeta(p *partition, off uint64, m *msg, why error) Message {
+	return Message{ID: m.id, TransactionID: m.txnID(), TraceID: m.trace, CreatedAt: m.ts,
+		Queue: p.q.name, Partition: p.name, PartitionID: p.id(), Offset: off, ProducerSub: m.sub, PayloadErr: why}
 }
 
 // message builds the delivered form of p's message at offset off.

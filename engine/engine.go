@@ -60,6 +60,10 @@ type Config struct {
 	// never seal: a rotation gives the new key as EncryptionKey and the
 	// previous ones here, and the new one is recorded as the directory's.
 	EncryptionOldKeys [][]byte
+	// EncryptionLostKeys are fingerprints (KeyFingerprint) of keys lost for
+	// good: New starts although messages they sealed are held, and each such
+	// message goes to the dead-letter queue when a group reaches it.
+	EncryptionLostKeys []string
 	// JournalStallAfter is how long records may wait for the journal to
 	// write them before Healthy reports the journal stuck; default 10 s.
 	JournalStallAfter time.Duration
@@ -152,7 +156,8 @@ type Engine struct {
 	aead       cipher.AEAD // nil without Config.EncryptionKey
 	keyID      uint64      // aead's key id (keys.go); 0 without a key
 	keys       []sealKey   // the key, then the old keys: what opens
-	recKey     uint64      // the key recorded in the data directory (keys.go); 0 if none
+	lostKeys   map[uint64]bool
+	recKey     uint64 // the key recorded in the data directory (keys.go); 0 if none
 	nonce      nonces
 
 	labels       labelWaiters // parked pops by namespace and task

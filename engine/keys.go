@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -35,8 +36,18 @@ import (
 //	| messages sealed by K (partitions, DLQ)     | K neither the key nor an old key       | refused, naming K and where they are   |
 //	| messages sealed before keys were named     | no key at all                          | refused                                |
 //
-// Old keys that open nothing held are reported (they can be dropped).
-// Without a key, the recorded key stays recorded.
+// A key declared lost (Config.EncryptionLostKeys) lifts both refusals for
+// that key: what it sealed cannot be read by anyone any more. Old keys that
+// open nothing held are reported (they can be dropped). Without a key, the
+// recorded key stays recorded.
+//
+// A message that no key given opens (its key declared lost, a damaged
+// payload, a record written before keys were named that no key opens) is
+// an error for that message alone: a pop files it to the dead-letter queue
+// of the group that reached it, with the reason, and serves what follows
+// (pop.go); ScanMessages lists it with PayloadErr; a redrive leaves it in
+// the dead-letter queue. Its sealed payload is kept there as it was, so a
+// redrive once its key is given again brings it back.
 //
 // Records written before keys were named are read as they are: their
 // sealed payloads are opened by whichever key given opens them. Their key
@@ -95,6 +106,14 @@ func fmtKeyID(id uint64) string {
 	return fmt.Sprintf("%016x", id)
 }
 
+func parseKeyID(s string) (uint64, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != 8 {
+		return 0, fmt.Errorf("%w: lost key %q: want a key fingerprint (16 hex characters, as a refusal to start names it)", ErrInvalid, s)
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
 // setKeys takes the keys of cfg: the key seals, it and the old keys open.
 func (e *Engine) setKeys(cfg *Config) error {
 	take := func(key []byte, what string) (sealKey, error) {
@@ -124,6 +143,16 @@ func (e *Engine) setKeys(cfg *Config) error {
 		if e.keyByID(k.id) == nil { // a key given twice is one key
 			e.keys = append(e.keys, k)
 		}
+	}
+	for _, s := range cfg.EncryptionLostKeys {
+		id, err := parseKeyID(s)
+		if err != nil {
+			return err
+		}
+		if e.lostKeys == nil {
+			e.lostKeys = make(map[uint64]bool)
+		}
+		e.lostKeys[id] = true
 	}
 	return nil
 }
@@ -297,14 +326,15 @@ func (e *Engine) checkKeys() error {
 	use := e.keysInUse()
 	rec := e.recKey
 	given := func(id uint64) bool { return e.keyByID(id) != nil }
-	if e.keyID != 0 && rec != 0 && e.keyID != rec && !given(rec) {
+	if e.keyID != 0 && rec != 0 && e.keyID != rec && !given(rec) && !e.lostKeys[rec] {
 		held := "no message it sealed is held now"
 		if u := use[rec]; u != nil {
 			held = "it sealed messages held in " + u.String()
 		}
 		return fmt.Errorf("%w: the encryption key does not match the data directory's: the directory's key is %s (%s), the key given is %s. "+
-			"Start with the directory's key; or rotate to the new key, giving %s as an old key (it opens what it sealed, the new key seals from now on)",
-			ErrEncryption, fmtKeyID(rec), held, fmtKeyID(e.keyID), fmtKeyID(rec))
+			"Start with the directory's key; or rotate to the new key, giving %s as an old key (it opens what it sealed, the new key seals from now on); "+
+			"or, if %s is lost for good, declare it lost",
+			ErrEncryption, fmtKeyID(rec), held, fmtKeyID(e.keyID), fmtKeyID(rec), fmtKeyID(rec))
 	}
 	ids := make([]uint64, 0, len(use))
 	for id := range use {
@@ -320,6 +350,9 @@ func (e *Engine) checkKeys() error {
 				missing = append(missing, "messages sealed before keys were named are held in "+u.String()+" (give the key that sealed them)")
 			}
 		case given(id):
+		case e.lostKeys[id]:
+			e.log.Warn("messages sealed by a key declared lost are held: each goes to the dead-letter queue when a group reaches it",
+				"key", fmtKeyID(id), "held", u.String())
 		default:
 			missing = append(missing, fmt.Sprintf("key %s sealed messages held in %s", fmtKeyID(id), u))
 		}
@@ -329,7 +362,8 @@ func (e *Engine) checkKeys() error {
 		if len(e.keys) == 0 {
 			lead = "the data directory holds sealed messages and no encryption key is given"
 		}
-		return fmt.Errorf("%w: %s: %s. Give each of these keys (the current one as the key, earlier ones as old keys)",
+		return fmt.Errorf("%w: %s: %s. Give each of these keys (the current one as the key, earlier ones as old keys), "+
+			"or declare a key lost for good (what it sealed then goes to the dead-letter queue when reached)",
 			ErrEncryption, lead, strings.Join(missing, "; "))
 	}
 	for _, k := range e.keys {

@@ -33,7 +33,7 @@ func (f *fixture) restartWith(mod func(*Config)) error {
 
 func withKeys(key []byte, old ...[]byte) func(*Config) {
 	return func(c *Config) {
-		c.EncryptionKey, c.EncryptionOldKeys = key, old
+		c.EncryptionKey, c.EncryptionOldKeys, c.EncryptionLostKeys = key, old, nil
 	}
 }
 
@@ -230,6 +230,124 @@ func TestRotationWithOldKeys(t *testing.T) {
 		t.Fatalf("key2 alone once key1's messages are gone: %v", err)
 	}
 	wantPayloads(t, f.pop(PopRequest{Queue: "secret", Group: "late"}), "c")
+}
+
+// tamper flips the last byte (in the GCM tag) of the sealed payload of
+// every message in the journal whose payload was pl, and restarts so that
+// the tail cache reads the journal again.
+func (f *fixture) tamper(pl string) {
+	f.t.Helper()
+	f.j.mu.Lock()
+	n := 0
+	for _, rec := range f.j.recs {
+		r := reader{b: rec}
+		if r.u8() != recPush {
+			continue
+		}
+		pr := readPush(&r, rec)
+		for _, m := range pr.refs {
+			sealed := rec[m.pay : m.pay+m.payLen]
+			if got, err := f.e.open(&msg{flags: flagEncrypted, key: pr.key, payload: sealed}); err == nil && string(got) == pl {
+				sealed[len(sealed)-1] ^= 1
+				n++
+			}
+		}
+	}
+	f.j.mu.Unlock()
+	if n == 0 {
+		f.t.Fatalf("no message %q to tamper with", pl)
+	}
+	f.restart()
+}
+
+// TestUnreadableMessageGoesToTheDLQ: a message that no key opens (here
+// its payload was tampered with) is an error for that message alone: a pop
+// stops before it, the next pop files it to the dead-letter queue of the
+// group that reached it, with the reason, and delivers what follows; each
+// group files it for itself; listings show it as unreadable instead of
+// failing; a redrive leaves it where it is. Before, every pop of the
+// partition failed from that message on, for ever.
+func TestUnreadableMessageGoesToTheDLQ(t *testing.T) {
+	f := sealedFixture(t, "a", "bad", "c", "d")
+	f.tamper("bad")
+	msgs := f.pop(PopRequest{Queue: "secret", Batch: 10})
+	wantPayloads(t, msgs, "a")
+	f.ackMsgs(msgs, Completed)
+	msgs = f.pop(PopRequest{Queue: "secret", Batch: 10})
+	wantPayloads(t, msgs, "c,d")
+	f.ackMsgs(msgs, Completed)
+	dlq, _, err := f.e.DLQ(DLQFilter{Queue: "secret"})
+	if err != nil || len(dlq) != 1 || dlq[0].Message.Offset != 1 || dlq[0].Message.Group != QueueModeGroup ||
+		!strings.Contains(dlq[0].Error, "damaged or tampered with") || !errors.Is(dlq[0].Message.PayloadErr, ErrEncryption) {
+		t.Fatalf("DLQ: %+v %v", dlq, err)
+	}
+	// Another group, autoAck, and a run of one at the cursor: the same.
+	got := f.pop(PopRequest{Queue: "secret", Group: "g2", Batch: 1, AutoAck: true})
+	wantPayloads(t, got, "a")
+	got = f.pop(PopRequest{Queue: "secret", Group: "g2", Batch: 10, AutoAck: true})
+	wantPayloads(t, got, "c,d")
+	if _, n, _ := f.e.DLQ(DLQFilter{Queue: "secret", Group: "g2"}); n != 1 {
+		t.Fatalf("g2 filed %d dead letters, want 1", n)
+	}
+	var listed []string
+	err = f.e.ScanMessages("secret", "p", 0, 0, func(m *Message) bool {
+		if m.PayloadErr != nil {
+			listed = append(listed, "unreadable")
+		} else {
+			listed = append(listed, string(m.Payload))
+		}
+		return true
+	})
+	if err != nil || strings.Join(listed, ",") != "a,unreadable,c,d" {
+		t.Fatalf("listed %v (%v)", listed, err)
+	}
+	red, err := f.e.RedriveDLQ(context.Background(), DLQFilter{Queue: "secret"}, nil)
+	if !errors.Is(err, ErrEncryption) || len(red) != 0 {
+		t.Fatalf("redrive of unreadable entries: %v %v", red, err)
+	}
+	f.restart()
+	if _, n, _ := f.e.DLQ(DLQFilter{Queue: "secret"}); n != 2 {
+		t.Fatalf("after a restart the DLQ holds %d, want 2", n)
+	}
+	f.push("secret", "p", "e")
+	wantPayloads(t, f.pop(PopRequest{Queue: "secret", Batch: 10}), "e")
+}
+
+// TestLostKeyMessagesGoToTheDLQ: a key declared lost lets the broker start
+// although messages it sealed are held; each goes to the dead-letter queue
+// when reached, with the reason, and the messages after it are delivered.
+// Given the key again as an old key, a redrive brings them back (sealed by
+// the new key); the originals, still held in the partition, still need it.
+func TestLostKeyMessagesGoToTheDLQ(t *testing.T) {
+	f := sealedFixture(t, "a", "b")
+	err := f.restartWith(func(c *Config) {
+		c.EncryptionKey, c.EncryptionOldKeys, c.EncryptionLostKeys = key2, nil, []string{KeyFingerprint(key1)}
+	})
+	if err != nil {
+		t.Fatalf("start with key1 declared lost: %v", err)
+	}
+	f.push("secret", "p", "c")
+	wantPayloads(t, f.pop(PopRequest{Queue: "secret", Batch: 10, AutoAck: true}), "c")
+	dlq, _, _ := f.e.DLQ(DLQFilter{Queue: "secret"})
+	if len(dlq) != 2 || !strings.Contains(dlq[0].Error, KeyFingerprint(key1)) {
+		t.Fatalf("DLQ: %+v", dlq)
+	}
+	// Still needed by the DLQ: key2 alone is refused.
+	wantRefused(t, f.restartWith(withKeys(key2)), KeyFingerprint(key1), `2 dead letters of queue "secret"`)
+	if err := f.restartWith(withKeys(key2, key1)); err != nil {
+		t.Fatal(err)
+	}
+	red, err := f.e.RedriveDLQ(context.Background(), DLQFilter{Queue: "secret"}, nil)
+	if err != nil || len(red) != 2 {
+		t.Fatalf("redrive: %v %v", red, err)
+	}
+	wantPayloads(t, f.pop(PopRequest{Queue: "secret", Batch: 10}), "a,b")
+	k1, k2 := KeyFingerprint(key1), KeyFingerprint(key2)
+	// a, b, c, then the redrive of a and b (one record)
+	if got, want := strings.Join(f.keysNamed(), ","), strings.Join([]string{k1, k1, k2, k2}, ","); got != want {
+		t.Fatalf("push records name keys %s, want %s", got, want)
+	}
+	wantRefused(t, f.restartWith(withKeys(key2)), k1, `1 partition of queue "secret".`)
 }
 
 // TestRecordsWithoutKeyIDs: a directory written before push records named
