@@ -158,6 +158,10 @@ type Message struct {
 	Group         string
 	RetryCount    int    // failed acks this message has had in this group
 	ProducerSub   string // the producer's authenticated subject, if any
+	// PayloadErr is set, and Payload nil, when ScanMessages lists a message
+	// whose payload does not open (no key the server is given opens it);
+	// it wraps ErrEncryption.
+	PayloadErr error
 }
 
 // AckStatus is one of the four answers to a delivered message.

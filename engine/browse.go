@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -148,7 +149,9 @@ func (e *Engine) viewPartition(p *partition, groups []*group) PartitionView {
 // the oldest held) and stopping after the last one created at or before
 // until (0: the newest), or when fn returns false. The messages are read a
 // push record at a time under the partition's lock and handed to fn without
-// it; fn must not modify their payloads. LeaseID and Group are not set.
+// it; fn must not modify their payloads. LeaseID and Group are not set. A
+// message whose payload does not open (no key given opens it) is handed to
+// fn without its payload, with PayloadErr saying why.
 func (e *Engine) ScanMessages(queueName, partName string, since, until int64, fn func(*Message) bool) error {
 	q := e.queue(queueName)
 	if q == nil || q.deleted.Load() {
@@ -192,7 +195,9 @@ func (e *Engine) ScanMessages(queueName, partName string, since, until int64, fn
 				continue
 			}
 			out, err := e.message(p, from+uint64(i), &buf[i], nil)
-			if err != nil {
+			if errors.Is(err, ErrEncryption) {
+				out = messageMeta(p, from+uint64(i), &buf[i], err) // listed as unreadable
+			} else if err != nil {
 				return err
 			}
 			out.PartitionID = pid

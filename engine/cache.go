@@ -118,7 +118,7 @@ func (e *Engine) msgsRange(p *partition, from, to uint64, dst []msg) ([]msg, err
 		if err != nil {
 			return dst, err
 		}
-		mem := cached{buf: pr.buf, refs: pr.refs, flags: pr.flags &^ flagSub, sub: pr.sub}
+		mem := cached{buf: pr.buf, refs: pr.refs, flags: pr.flags &^ recordFlags, sub: pr.sub, key: pr.key}
 		for ; off < end; off++ {
 			i := int(off - c.first)
 			if i >= len(mem.refs) {
@@ -240,7 +240,7 @@ func (e *Engine) coolDown(p *partition, cold []coldChunk) {
 // Caller holds p's stripe.
 func (e *Engine) cacheChunk(p *partition, ci int, pr pushRecord) {
 	mem := &cached{buf: pr.buf, refs: pr.refs, cost: int64(cap(pr.buf) + 48*len(pr.refs) + 64),
-		flags: pr.flags &^ flagSub, sub: pr.sub}
+		flags: pr.flags &^ recordFlags, sub: pr.sub, key: pr.key}
 	p.chunks[ci].mem = mem
 	e.cacheBytes.Add(mem.cost)
 	if int32(ci) < p.memLo {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -76,21 +77,31 @@ const redriveBatchEntries = 1000
 // ids is not empty) back at the end of their partitions as new messages and
 // removes them from the dead-letter queue. Each batch of entries is put back
 // and removed in one durable step; on an error the batches before it are
-// done and the rest are still in the dead-letter queue.
+// done and the rest are still in the dead-letter queue. An entry whose
+// payload does not open (no key given opens it) stays in the dead-letter
+// queue and the others go on: the call then ends with an ErrEncryption
+// error that counts them.
 func (e *Engine) RedriveDLQ(ctx context.Context, f DLQFilter, ids []UUID) ([]Redriven, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
 	var out []Redriven
+	var unread error
 	for _, q := range e.dlqQueues(f.Queue) {
 		red, err := e.redriveQueue(ctx, q, &f, ids)
 		out = append(out, red...)
-		if err != nil {
+		if errors.Is(err, errUnreadable) {
+			unread = errors.Join(unread, err)
+		} else if err != nil {
 			return out, err
 		}
 	}
-	return out, nil
+	return out, unread
 }
+
+// errUnreadable marks a redrive's error for the entries it left because
+// they do not open.
+var errUnreadable = fmt.Errorf("%w: dead letters that no key given opens", ErrEncryption)
 
 func (e *Engine) redriveQueue(ctx context.Context, q *queue, f *DLQFilter, ids []UUID) ([]Redriven, error) {
 	q.dlqOp.Lock() // one redrive or purge of this queue at a time
@@ -99,6 +110,7 @@ func (e *Engine) redriveQueue(ctx context.Context, q *queue, f *DLQFilter, ids [
 	sel := q.dlqSelect(f, ids)
 	q.dlqMu.Unlock()
 	var out []Redriven
+	unread, firstUnread := 0, error(nil)
 	for len(sel) > 0 {
 		// A batch shares one producer subject (a transaction's pushes do).
 		k, bytes := 0, 0
@@ -111,14 +123,22 @@ func (e *Engine) redriveQueue(ctx context.Context, q *queue, f *DLQFilter, ids [
 		sel = sel[k:]
 		items := make([]PushItem, 0, len(batch))
 		gone := make([]UUID, 0, len(batch))
+		parts := make([]string, 0, len(batch))
 		for i := range batch {
 			d := &batch[i]
 			pl, err := e.open(&d.m)
 			if err != nil {
-				return out, err
+				if unread++; firstUnread == nil {
+					firstUnread = err
+				}
+				continue // it stays, and the others go on
 			}
 			items = append(items, PushItem{Queue: q.name, Partition: d.p.name, TraceID: d.m.trace, ProducerSub: d.m.sub, Payload: pl})
 			gone = append(gone, d.id)
+			parts = append(parts, d.p.name)
+		}
+		if len(items) == 0 {
+			continue
 		}
 		extra := &txnExtra{rec: encodeDLQDel(q, gone), apply: func() {
 			q.dlqMu.Lock()
@@ -141,11 +161,14 @@ func (e *Engine) redriveQueue(ctx context.Context, q *queue, f *DLQFilter, ids [
 			a.err = a.r.Err
 		}
 		if a.err != nil {
-			return out, fmt.Errorf("engine: redrive of %d dead letters of %q: %w", len(batch), q.name, a.err)
+			return out, fmt.Errorf("engine: redrive of %d dead letters of %q: %w", len(items), q.name, a.err)
 		}
 		for i, r := range a.r.Pushes {
-			out = append(out, Redriven{Entry: gone[i], MessageID: r.MessageID, PartitionID: r.PartitionID, Queue: q.name, Partition: batch[i].p.name})
+			out = append(out, Redriven{Entry: gone[i], MessageID: r.MessageID, PartitionID: r.PartitionID, Queue: q.name, Partition: parts[i]})
 		}
+	}
+	if unread > 0 {
+		return out, fmt.Errorf("%w: %d of %q stay in its dead-letter queue (the first: %v)", errUnreadable, unread, q.name, firstUnread)
 	}
 	return out, nil
 }

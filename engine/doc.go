@@ -92,7 +92,9 @@
 // requests, so recovery replays them without leases or clocks. Leases are not
 // journaled: after a restart the messages that were in flight come back, with
 // their retry counts kept. The record and snapshot formats are drawn in
-// record.go and snapshot.go.
+// record.go and snapshot.go. Sealed payloads name the key that sealed them,
+// and the journal records the key in use: New refuses keys that do not fit
+// what the directory holds, and a rotation is explicit (keys.go).
 //
 // An operation answered with an error leaves no trace. A change becomes
 // visible only once the journal has accepted its record, or is undone

@@ -52,6 +52,9 @@ type Config struct {
 	SnapshotEveryBytes int64
 	// EncryptionKey (32 bytes) seals the payloads of queues with
 	// encryptionEnabled (AES-256-GCM). Without it such queues refuse pushes.
+	// New checks the keys against the data directory (keys.go): it refuses
+	// a key other than the one recorded there, and a missing key (or old
+	// key) while messages it sealed are held.
 	EncryptionKey []byte
 	// MaxRecordBytes is the size the engine keeps the records it can split
 	// within: the acks of one request that file dead letters (each entry
@@ -60,6 +63,14 @@ type Config struct {
 	// journal finds it too large. Default 64 MiB: a quarter of the journal's
 	// largest entry, and four times the largest message.
 	MaxRecordBytes int
+	// EncryptionOldKeys (32 bytes each) open the payloads they sealed and
+	// never seal: a rotation gives the new key as EncryptionKey and the
+	// previous ones here, and the new one is recorded as the directory's.
+	EncryptionOldKeys [][]byte
+	// EncryptionLostKeys are fingerprints (KeyFingerprint) of keys lost for
+	// good: New starts although messages they sealed are held, and each such
+	// message goes to the dead-letter queue when a group reaches it.
+	EncryptionLostKeys []string
 	// JournalStallAfter is how long records may wait for the journal to
 	// write them before Healthy reports the journal stuck; default 10 s.
 	JournalStallAfter time.Duration
@@ -153,6 +164,10 @@ type Engine struct {
 	wg         sync.WaitGroup
 	stats      counters
 	aead       cipher.AEAD // nil without Config.EncryptionKey
+	keyID      uint64      // aead's key id (keys.go); 0 without a key
+	keys       []sealKey   // the key, then the old keys: what opens
+	lostKeys   map[uint64]bool
+	recKey     uint64 // the key recorded in the data directory (keys.go); 0 if none
 	nonce      nonces
 
 	labels       labelWaiters // parked pops by namespace and task
@@ -185,18 +200,17 @@ func New(cfg Config, j Journal) (*Engine, error) {
 		queuesID: make(map[uint64]*queue),
 		stop:     make(chan struct{}),
 	}
-	if cfg.EncryptionKey != nil {
-		aead, err := newAEAD(cfg.EncryptionKey)
-		if err != nil {
-			return nil, err
-		}
-		e.aead = aead
+	if err := e.setKeys(&cfg); err != nil {
+		return nil, err
 	}
 	now := e.clock.Now()
 	for i := range e.stripes {
 		e.stripes[i].wheel.init(int64(cfg.TimerTick), 1024, now)
 	}
 	if err := e.recover(); err != nil {
+		return nil, err
+	}
+	if err := e.checkKeys(); err != nil {
 		return nil, err
 	}
 	if !cfg.NoTicker {

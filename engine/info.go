@@ -75,9 +75,8 @@ func (e *Engine) dlqEntry(d *dlqItem) DLQEntry {
 	m, err := e.message(d.p, d.off, &d.m, nil)
 	if err != nil {
 		// Listed, with the reason in place of a payload nobody can read.
-		m = Message{ID: d.m.id, TransactionID: d.m.txnID(), TraceID: d.m.trace, CreatedAt: d.m.ts,
-			Queue: d.p.q.name, Partition: d.p.name, PartitionID: d.p.id(), Offset: d.off, ProducerSub: d.m.sub}
-		e.log.Error("dead-letter entry: payload unreadable", "queue", d.p.q.name, "entry", d.id, "err", err)
+		m = messageMeta(d.p, d.off, &d.m, err)
+		e.log.Debug("dead-letter entry: payload unreadable", "queue", d.p.q.name, "entry", d.id, "err", err)
 	}
 	m.Group, m.RetryCount = d.group, d.retries
 	return DLQEntry{ID: d.id, Message: m, Error: d.err, RetryCount: d.retries, FailedAt: d.failedAt}

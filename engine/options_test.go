@@ -66,19 +66,6 @@ func TestEncryptionWithoutKeyRefusesPushes(t *testing.T) {
 	}
 }
 
-// TestEncryptionWrongKeyNeverDelivers: a message sealed under another key
-// is not delivered (the pop fails) and stays where it is.
-func TestEncryptionWrongKeyNeverDelivers(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.EncryptionKey = testKey })
-	f.configure("secret", func(o *QueueOptions) { o.EncryptionEnabled = true })
-	f.pushItems(PushItem{Queue: "secret", Payload: []byte("s")})
-	f.cfg.EncryptionKey = bytes.Repeat([]byte{7}, 32)
-	f.restart()
-	if _, err := f.e.Pop(context.Background(), PopRequest{Queue: "secret"}); !errors.Is(err, ErrEncryption) {
-		t.Fatalf("pop under the wrong key: %v", err)
-	}
-}
-
 func TestProducerSubIsKeptWithTheMessage(t *testing.T) {
 	f := newFixture(t)
 	f.pushItems(PushItem{Queue: "q", Payload: []byte("a"), ProducerSub: "svc-orders"}, PushItem{Queue: "q", Payload: []byte("b")})

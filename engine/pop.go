@@ -341,8 +341,11 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		e.log.Error("pop: cannot read messages", "queue", p.q.name, "partition", p.name, "err", err)
 		return out, err
 	}
-	// Open every payload before anything changes: a message that does not
-	// open (a key that changed) is never delivered, and the pop fails.
+	// Open every payload before anything changes. A message that does not
+	// open (no key given opens it) is an error for that message alone: at
+	// the cursor it goes to this group's dead-letter queue with the reason,
+	// with the unreadable ones right after it, and the partition goes on;
+	// further on, the answer stops before it (it is at the cursor next).
 	start := len(out)
 	if cap(out)-len(out) < len(ms) {
 		// One allocation for this partition's run (not one per power of
@@ -351,17 +354,39 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	}
 	tombs := p.q.tombsOf(p)
 	ids := idText{n: len(ms), bare: c.req.BareTxn}
-	for i := range ms {
-		if len(tombs) > 0 && p.q.tombstoned(p, from+uint64(i)) {
+	for i := 0; i < len(ms); i++ {
+		off := from + uint64(i)
+		if len(tombs) > 0 && p.q.tombstoned(p, off) {
 			continue // deleted: passed as done (below), never delivered
 		}
-		msg, err := e.message(p, from+uint64(i), &ms[i], &ids)
-		if err != nil {
+		msg, err := e.message(p, off, &ms[i], &ids)
+		if err == nil {
+			msg.Group = c.g.name
+			out = append(out, msg)
+			continue
+		}
+		if !errors.Is(err, ErrEncryption) {
 			e.log.Error("pop: cannot open a message", "queue", p.q.name, "partition", p.name, "err", err)
 			return out[:start], err
 		}
-		msg.Group = c.g.name
-		out = append(out, msg)
+		if len(out) > start {
+			c.left += budgetOf(p, ms[i:])
+			ms, to = ms[:i], off
+			break
+		}
+		k, derr := e.deadUnreadable(p, c.g, pg, from, ms, i, err, now)
+		if derr != nil {
+			e.putBack(p, c, pg)
+			return out[:start], derr
+		}
+		c.left += budgetOf(p, ms[:k])
+		from += uint64(k)
+		ms = ms[k:]
+		i = -1
+	}
+	if len(ms) == 0 { // all of it went to the dead-letter queue
+		e.notify(p, c.g, pg, wakes) // what follows may be deliverable
+		return out, nil
 	}
 	var l *lease
 	a := pg.act
@@ -418,6 +443,68 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		e.notify(p, c.g, pg, wakes)
 	}
 	return out, nil
+}
+
+// deadUnreadable files the message ms[i] (at offset from+i) that does not
+// open (why) to g's dead-letter queue, with every message after it that
+// does not open either, and moves g's cursor past them (and past the deleted
+// ones among and before them): one effect record, applied once the journal
+// took it. It returns how many of ms the cursor passed; on the journal's
+// refusal nothing changed. Caller holds p's stripe; pg's cursor is at from.
+func (e *Engine) deadUnreadable(p *partition, g *group, pg *pgState, from uint64, ms []msg, i int, why error, now int64) (int, error) {
+	a := pg.act
+	entry := func(k int, why error) deadEntry {
+		off := from + uint64(k)
+		retries := 0
+		if a != nil {
+			retries = int(a.retryCount(off))
+		}
+		return deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: why.Error(), m: ms[k]}
+	}
+	dead := []deadEntry{entry(i, why)}
+	k := i + 1
+	for ; k < len(ms); k++ {
+		if p.q.tombstoned(p, from+uint64(k)) {
+			continue
+		}
+		_, err := e.open(&ms[k])
+		if err == nil {
+			break
+		}
+		dead = append(dead, entry(k, err))
+	}
+	cursor := from + uint64(k)
+	ef := effect{queueID: p.q.id, seq: p.seq, group: g.name, cursor: cursor, dead: dead}
+	if a != nil {
+		ef.retries, ef.blockedUntil = retriesFrom(a.retries, cursor), a.blockedUntil
+	}
+	size := 64 + len(g.name) + 4*len(ef.retries)
+	for i := range dead {
+		size += 96 + len(dead[i].err) + len(dead[i].m.txn) + len(dead[i].m.trace) + len(dead[i].m.sub) + len(dead[i].m.payload)
+	}
+	if _, err := e.append(appendEffect(make([]byte, 0, size), &ef), nil); err != nil {
+		return 0, err
+	}
+	pg.cursor = cursor
+	if a != nil {
+		a.dropRetriesBelow(cursor)
+	}
+	e.fileDead(p, g, dead)
+	for _, d := range dead {
+		e.log.Warn("a message that no key given opens went to the dead-letter queue", "queue", p.q.name, "partition", p.name,
+			"offset", d.off, "group", g.name, "reason", d.err)
+	}
+	e.shrinkTail(p, false)
+	return k, nil
+}
+
+// budgetOf is what ms take of a pop's byte budget (see fitBudget).
+func budgetOf(p *partition, ms []msg) int {
+	n := 0
+	for i := range ms {
+		n += msgBytes(len(ms[i].payload), len(ms[i].txn), len(ms[i].trace), len(p.name), len(ms[i].sub))
+	}
+	return n
 }
 
 // putBack returns p to the front of the group's ready list, where attempt

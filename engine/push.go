@@ -120,12 +120,14 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 // forgotten before its stripe could be taken.
 func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResult, pend *pending) (_ pushTouch, _ error, again bool) {
 	var flags uint8
+	var key uint64
 	if q.options().EncryptionEnabled {
 		if e.aead == nil {
 			e.failRun(res, fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
 			return pushTouch{}, nil, false
 		}
 		flags |= flagEncrypted
+		key = e.keyID
 	}
 	sub := items[0].ProducerSub
 	if len(sub) > MaxNameBytes {
@@ -157,7 +159,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 	}
 	// Pass 1: decide each item and size the record.
 	n := 0
-	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 10
+	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 8 + 10
 	var idBuf [128]UUID // a batch's ids without growing a slice (larger ones allocate once)
 	ids := idBuf[:0]
 	if len(items) > len(idBuf) {
@@ -207,7 +209,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 	}
 	// Pass 2: encode the record; the cache keeps it and points into it.
 	b := make([]byte, 0, size)
-	b = appendPushHeader(b, recPush, p, first, ts, flags, sub, n)
+	b = appendPushHeaderKey(b, recPush, p, first, ts, flags, sub, key, n)
 	refs := make([]msgRef, n)
 	k := 0
 	for i := range items {
@@ -245,7 +247,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 		}
 		return pushTouch{}, err, false
 	}
-	e.applyPushMem(p, pos, first, ts, b, refs, flags, own(sub), false)
+	e.applyPushMem(p, pos, first, ts, b, refs, flags, own(sub), key, false)
 	for i := range items {
 		if res[i].Status == Queued && items[i].TransactionID != "" {
 			e.rememberTxn(p, items[i].TransactionID, res[i].Offset, floor)
@@ -307,13 +309,14 @@ func isRefusal(err error) bool {
 }
 
 // applyPushMem adds messages [first, first+len(refs)) to p: a chunk in the
-// index, held in memory, and (on replay) the dedup index. Caller holds p's
-// stripe.
-func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, buf []byte, refs []msgRef, flags uint8, sub string, replay bool) {
+// index, held in memory, its key in p's key runs, and (on replay) the dedup
+// index. Caller holds p's stripe.
+func (e *Engine) applyPushMem(p *partition, pos, first uint64, ts int64, buf []byte, refs []msgRef, flags uint8, sub string, key uint64, replay bool) {
 	if len(refs) == 0 {
 		return
 	}
-	mem := &cached{buf: buf, refs: refs, cost: int64(cap(buf) + 48*len(refs) + 64), flags: flags &^ flagSub, sub: sub}
+	p.noteKey(first, runKey(flags, key))
+	mem := &cached{buf: buf, refs: refs, cost: int64(cap(buf) + 48*len(refs) + 64), flags: flags &^ recordFlags, sub: sub, key: key}
 	if replay {
 		for i := range refs {
 			if r := &refs[i]; r.txnLen > 0 {

@@ -12,13 +12,17 @@ import "time"
 //	queue   (1)  = id u64 | name str | created varint | options
 //	queueDel(2)  = id u64
 //	push    (3)  = queueID u64 | seq uvarint | partition str | first uvarint | ts varint
-//	               | flags u8 | [sub str, when flags has 2] | n uvarint | n × message
+//	               | flags u8 | [sub str, when flags has 2] | [key u64, when flags has 4]
+//	               | n uvarint | n × message
 //	  message    = id [16] | transactionId str | traceId str | payload bytes
-//	  flags      = 1: payloads sealed (AES-256-GCM: nonce 12 | ciphertext | tag 16); 2: a producer subject
+//	  flags      = 1: payloads sealed (AES-256-GCM: nonce 12 | ciphertext | tag 16); 2: a producer subject;
+//	               4: the id of the key that sealed them (the first 8 bytes of its fingerprint, keys.go).
+//	               Sealed without 4 (records written before keys were named): any key given may open them.
 //	effect  (4)  = queueID u64 | seq uvarint | group str | cursor uvarint | blockedUntil varint
 //	               | n uvarint | n × (offset uvarint | retries uvarint) | m uvarint | m × dead
 //	  dead       = entry id [16] | offset uvarint | retries uvarint | failedAt varint | error str
-//	               | flags u8 | [sub str] | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
+//	               | flags u8 | [sub str, when flags has 2] | [key u64, when flags has 4]
+//	               | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
 //	group   (5)  = queueID u64 | name str | mode u8 | from varint | created varint
 //	groupDel(6)  = queueID u64 | name str
 //	txn     (7)  = n uvarint | n × bytes (each a queue, push, effect or dlqDel record,
@@ -29,6 +33,7 @@ import "time"
 //	dlqDel (11)  = queueID u64 | n uvarint | n × entry id [16]  (redriven or purged)
 //	forget (12)  = queueID u64 | seq uvarint   (an empty, idle partition is forgotten)
 //	tomb   (13)  = queueID u64 | seq uvarint | offset uvarint   (one message deleted)
+//	keys   (14)  = key u64   (the id of the key that seals from here on: recorded at start, keys.go)
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -45,6 +50,7 @@ const (
 	recDLQDel   = 11
 	recForget   = 12
 	recTomb     = 13
+	recKeys     = 14
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {
@@ -144,19 +150,24 @@ type pushRecord struct {
 	ts      int64
 	flags   uint8
 	sub     string
+	key     uint64 // the sealing key's id (flags has flagKey), or 0
 	buf     []byte
 	refs    []msgRef
 }
 
-// encodePush encodes msgs, stored payloads (sealed or not, per flags), as a
-// push (or move) record of p from offset first.
+// encodePush encodes msgs, stored payloads (sealed or not, per flags, all
+// by the key of msgs[0]), as a push (or move) record of p from offset first.
 func encodePush(kind byte, p *partition, first uint64, ts int64, flags uint8, sub string, msgs []msg) []byte {
-	size := 48 + len(p.name) + len(sub)
+	size := 56 + len(p.name) + len(sub)
 	for i := range msgs {
 		size += 16 + 12 + len(msgs[i].txn) + len(msgs[i].trace) + len(msgs[i].payload)
 	}
+	var key uint64
+	if len(msgs) > 0 && flags&flagEncrypted != 0 {
+		key = msgs[0].key
+	}
 	b := make([]byte, 0, size)
-	b = appendPushHeader(b, kind, p, first, ts, flags, sub, len(msgs))
+	b = appendPushHeaderKey(b, kind, p, first, ts, flags, sub, key, len(msgs))
 	for k := range msgs {
 		m := &msgs[k]
 		b = append(b, m.id[:]...)
@@ -167,21 +178,34 @@ func encodePush(kind byte, p *partition, first uint64, ts int64, flags uint8, su
 	return b
 }
 
+// appendPushHeader appends the header of a push record whose payloads name
+// no key (not sealed).
 func appendPushHeader(b []byte, kind byte, p *partition, first uint64, ts int64, flags uint8, sub string, n int) []byte {
+	return appendPushHeaderKey(b, kind, p, first, ts, flags, sub, 0, n)
+}
+
+// appendPushHeaderKey appends the header of a push record whose payloads
+// are sealed by key (0: none named).
+func appendPushHeaderKey(b []byte, kind byte, p *partition, first uint64, ts int64, flags uint8, sub string, key uint64, n int) []byte {
 	b = append(b, kind)
 	b = appendU64(b, p.q.id)
 	b = appendUvarint(b, p.seq)
 	b = appendStr(b, p.name)
 	b = appendUvarint(b, first)
 	b = appendVarint(b, ts)
+	flags &^= recordFlags
 	if sub != "" {
 		flags |= flagSub
-	} else {
-		flags &^= flagSub
+	}
+	if key != 0 {
+		flags |= flagKey
 	}
 	b = append(b, flags)
 	if sub != "" {
 		b = appendStr(b, sub)
+	}
+	if key != 0 {
+		b = appendU64(b, key)
 	}
 	return appendUvarint(b, uint64(n))
 }
@@ -199,6 +223,9 @@ func readPush(r *reader, rec []byte) pushRecord {
 	p.flags = r.u8()
 	if p.flags&flagSub != 0 {
 		p.sub = r.strRef()
+	}
+	if p.flags&flagKey != 0 {
+		p.key = r.u64()
 	}
 	n := r.count(19)
 	if n > 0 {
@@ -275,13 +302,19 @@ func appendDead(b []byte, d *deadEntry) []byte {
 	b = appendUvarint(b, uint64(d.retries))
 	b = appendVarint(b, d.failedAt)
 	b = appendStr(b, d.err)
-	flags := d.m.flags &^ flagSub
+	flags := d.m.flags &^ recordFlags
 	if d.m.sub != "" {
 		flags |= flagSub
+	}
+	if d.m.key != 0 {
+		flags |= flagKey
 	}
 	b = append(b, flags)
 	if d.m.sub != "" {
 		b = appendStr(b, d.m.sub)
+	}
+	if d.m.key != 0 {
+		b = appendU64(b, d.m.key)
 	}
 	b = append(b, d.m.id[:]...)
 	b = appendStr(b, d.m.txn)
@@ -301,6 +334,10 @@ func readDead(r *reader) deadEntry {
 	if d.m.flags&flagSub != 0 {
 		d.m.sub = r.str()
 	}
+	if d.m.flags&flagKey != 0 {
+		d.m.key = r.u64()
+	}
+	d.m.flags &^= recordFlags
 	d.m.id = r.uuid()
 	d.m.txn = r.str()
 	d.m.trace = r.str()

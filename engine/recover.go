@@ -180,6 +180,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		if p := e.replayPart(qid, seq); p != nil {
 			p.q.addTomb(p, off)
 		}
+	case recKeys:
+		return e.replayKeys(&r)
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)
@@ -226,7 +228,7 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	case pr.first > p.next:
 		return fmt.Errorf("%w: %s/%s jumps from offset %d to %d", errCorruptRecord, q.name, p.name, p.next, pr.first)
 	}
-	e.applyPushMem(p, pos, pr.first, pr.ts, pr.buf, pr.refs, pr.flags, pr.sub, true)
+	e.applyPushMem(p, pos, pr.first, pr.ts, pr.buf, pr.refs, pr.flags, pr.sub, pr.key, true)
 	return nil
 }
 

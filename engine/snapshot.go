@@ -12,7 +12,7 @@ import (
 // payloads, which stay in the journal) at one journal position; recovery
 // loads it and replays only what follows.
 //
-//	snapshot   = version u8 (1) | stamp varint | nq uvarint | nq × queue
+//	snapshot   = version u8 (1) | stamp varint | nq uvarint | nq × queue | [keys (keys.go)]
 //	queue      = id u64 | name str | created varint | options | ngroups uvarint | ngroups × group
 //	             | nparts uvarint | nparts × partition | ndead uvarint | ndead × dead
 //	group      = idx uvarint | name str | mode u8 | from varint | created varint   (slots = max idx+1)
@@ -195,6 +195,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 		}
 		q.dlqMu.Unlock()
 	}
+	b = e.appendKeySection(b)
 	return b, pos, minLive
 }
 
@@ -310,6 +311,9 @@ func (e *Engine) loadSnapshot(data []byte) error {
 			e.queues[name] = q
 			e.queuesID[id] = q
 		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		e.readKeySection(&r)
 	}
 	return r.err
 }

@@ -66,6 +66,7 @@ type partition struct {
 	tm       *ptimer     // delayedProcessing and windowBuffer: wakes the groups; nil until needed
 	groups   []pgState   // by group.idx
 	dedup    *dedupIndex // producer transactionIds of the window (dedup.go); nil until one is seen
+	keys     []keyRun    // which key sealed which offsets (keys.go); nil while nothing was sealed
 	// gone: forgotten (retention, or created by a request that kept
 	// nothing in it). Set under q.mu and the stripe; a push that holds a
 	// gone partition looks its name up again.
@@ -96,6 +97,7 @@ type cached struct {
 	cost  int64
 	flags uint8  // record flags: payloads encrypted
 	sub   string // the producer's authenticated subject, if any
+	key   uint64 // the key that sealed the payloads (keys.go); 0: none named
 }
 
 type msgRef struct {
@@ -112,6 +114,7 @@ func (c *cached) msg(i int, ts int64) msg {
 		ts:      ts,
 		flags:   c.flags,
 		sub:     c.sub,
+		key:     c.key,
 		txn:     unsafeString(c.buf[r.txn : r.txn+uint32(r.txnLen)]),
 		trace:   unsafeString(c.buf[r.trace : r.trace+uint32(r.traceLen)]),
 		payload: c.buf[r.pay : r.pay+r.payLen : r.pay+r.payLen],
@@ -128,13 +131,19 @@ type msg struct {
 	payload []byte // as stored: sealed when flags has flagEncrypted
 	flags   uint8
 	sub     string
+	key     uint64 // the key that sealed payload; 0: none named (not sealed, or sealed before keys were named)
 }
 
 // Push record flags.
 const (
 	flagEncrypted uint8 = 1 << iota // payloads are AES-256-GCM sealed: nonce | ciphertext | tag
 	flagSub                         // a producer subject follows the flags
+	flagKey                         // the id of the sealing key follows (keys.go)
 )
+
+// recordFlags are the flags that only say what follows in a record: memory
+// keeps the fields instead.
+const recordFlags = flagSub | flagKey
 
 func (m *msg) txnID() string {
 	if m.txn != "" {

@@ -289,7 +289,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 			}
 			s = &txnSection{p: p, first: p.next, ts: ts, sub: it.ProducerSub}
 			if p.q.options().EncryptionEnabled {
-				s.flags = flagEncrypted
+				s.flags, s.key = flagEncrypted, e.keyID
 			}
 			byP[p] = s
 			secs = append(secs, s)
@@ -323,7 +323,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		if s.flags&flagEncrypted != 0 {
 			pl = e.appendSealed(nil, pl)
 		}
-		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: pl})
+		s.msgs = append(s.msgs, msg{id: id, ts: s.ts, txn: it.TransactionID, trace: it.TraceID, payload: pl, key: s.key})
 		s.items = append(s.items, it)
 	}
 	// Encode: new queues, effects, push sections, then the extra record.
@@ -384,7 +384,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 				s = x
 			}
 		}
-		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.buf, prec.refs, prec.flags, prec.sub, false)
+		e.applyPushMem(s.p, pos, prec.first, prec.ts, prec.buf, prec.refs, prec.flags, prec.sub, prec.key, false)
 		if s.p.q.options().MaxSize <= 0 {
 			s.p.q.depth.Add(int64(len(prec.refs)))
 		}
@@ -476,6 +476,7 @@ type txnSection struct {
 	items []*PushItem
 	ts    int64
 	flags uint8
+	key   uint64 // the key that seals its payloads (with flagEncrypted)
 	sub   string
 }
 

@@ -20,6 +20,9 @@ import (
 //   - completed: every group that reads the partition has passed it;
 //   - processing: some group holds it under a live lease;
 //   - pending: otherwise (including while no group has read the partition).
+//
+// A message whose payload does not open (no key the server is given opens
+// it) is listed with payloadError.
 
 type msgKey struct {
 	pid engine.UUID
@@ -187,6 +190,7 @@ func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
 			"traceId":   strOrNil(f.m.TraceID), "producerSub": strOrNil(f.m.ProducerSub), "queuePriority": f.v.Options.Priority,
 			"createdAt": fmtTime(f.m.CreatedAt), "leaseExpiresAt": timePtr(f.st.leaseExpires),
 		}
+		unreadable(msgs[i], &f.m)
 	}
 	s.writeValue(w, http.StatusOK, map[string]any{"messages": msgs, "mode": queueMode(groups)})
 }
@@ -212,8 +216,18 @@ func (s *HTTPServer) handleStatusQueueMessages(w http.ResponseWriter, r *http.Re
 			"queuePath": f.m.Queue + "/" + f.m.Partition, "queue": f.m.Queue, "partition": f.m.Partition,
 			"status": f.st.status, "createdAt": fmtTime(f.m.CreatedAt),
 		}
+		unreadable(msgs[i], &f.m)
 	}
 	s.writeValue(w, http.StatusOK, map[string]any{"messages": msgs, "pagination": map[string]int{"limit": limit, "offset": offset}})
+}
+
+// unreadable adds payloadError to a listed message whose payload no key
+// the server is given opens (Regent's field: such a message is listed, not
+// skipped, and a pop files it to the dead-letter queue).
+func unreadable(out map[string]any, m *engine.Message) {
+	if m.PayloadErr != nil {
+		out["payloadError"] = m.PayloadErr.Error()
+	}
 }
 
 // findMessage resolves the {partitionId}/{transactionId} of a path.

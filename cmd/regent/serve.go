@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,7 +28,9 @@ var serveSettings = []setting{
 	{"tcp", "REGENT_TCP", ":6633", "binary protocol listen address (the Go client, regent's commands)"},
 	{"http", "REGENT_HTTP", ":6632", "HTTP listen address (Queen's HTTP API v1, /metrics, /health)"},
 	{"sync", "REGENT_SYNC", "always", "fsync policy: always, interval:10ms, or none"},
-	{"encryption-key", "REGENT_ENCRYPTION_KEY", "", "64 hex characters: the AES-256 key that seals the payloads of queues with encryptionEnabled (without it they refuse pushes)"},
+	{"encryption-key", "REGENT_ENCRYPTION_KEY", "", "64 hex characters: the AES-256 key that seals the payloads of queues with encryptionEnabled (without it they refuse pushes); the data directory records its fingerprint, and start refuses another key"},
+	{"encryption-old-keys", "REGENT_ENCRYPTION_OLD_KEYS", "", "keys (64 hex characters each, comma-separated) that open what they sealed and never seal: a rotation is --encryption-key NEW --encryption-old-keys OLD"},
+	{"encryption-lost-keys", "REGENT_ENCRYPTION_LOST_KEYS", "", "fingerprints (16 hex characters each, comma-separated, as a refusal to start names them) of keys lost for good: start anyway; each message they sealed goes to the dead-letter queue when reached"},
 	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal corruption by truncating the journal at the first bad entry (DROPS what follows; logged); false: refuse to start on it"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
@@ -63,6 +66,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	oldKeys, err := parseKeys(s.get("encryption-old-keys"))
+	if err != nil {
+		fmt.Fprintln(stderr, "regent serve: --encryption-old-keys:", err)
+		return exitUsage
+	}
+	lostKeys := splitList(s.get("encryption-lost-keys"))
 	salvage, err := strconv.ParseBool(s.get("salvage"))
 	if err != nil {
 		fmt.Fprintln(stderr, "regent serve: --salvage: want true or false")
@@ -87,12 +96,15 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
-		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, logger: logger,
+		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, oldKeys: oldKeys, lostKeys: lostKeys, logger: logger,
 		tcpMaxConns: tcpConns, httpMaxConns: httpConns})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		if errors.Is(err, log.ErrCorrupt) && !salvage {
 			fmt.Fprintln(stderr, "regent serve: the journal is corrupt. Keep a copy of the data directory, then --salvage starts by truncating the journal at the first bad entry (what follows is dropped, and logged).")
+		}
+		if errors.Is(err, engine.ErrEncryption) {
+			fmt.Fprintln(stderr, keysHint)
 		}
 		return exitFailure
 	}
@@ -122,6 +134,36 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+const keysHint = `regent serve: the encryption keys do not fit the data directory (see the error above). ` +
+	`Start with the key that sealed its messages (--encryption-key). To rotate, give the new key as --encryption-key and ` +
+	`the previous ones as --encryption-old-keys (they open what they sealed; the new key seals and is recorded). ` +
+	`A key lost for good can be named by its fingerprint in --encryption-lost-keys: the broker starts, and each message it ` +
+	`sealed goes to the dead-letter queue when reached.`
+
+// parseKeys reads comma-separated keys of 64 hex characters.
+func parseKeys(list string) ([][]byte, error) {
+	var keys [][]byte
+	for i, k := range splitList(list) {
+		b, err := hex.DecodeString(k)
+		if err != nil || len(b) != 32 {
+			return nil, fmt.Errorf("key %d: want 64 hex characters (32 bytes)", i+1)
+		}
+		keys = append(keys, b)
+	}
+	return keys, nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // closeWithin runs close(grace) and waits for it at most grace and a few
@@ -177,6 +219,8 @@ type brokerConfig struct {
 	syncInterval      time.Duration
 	salvage           bool
 	encryptionKey     []byte
+	oldKeys           [][]byte
+	lostKeys          []string // fingerprints
 	logger            *slog.Logger
 	tcpMaxConns       int // 0: the door's default
 	httpMaxConns      int
@@ -195,7 +239,8 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 	}()
 	// Every message a push accepts fits one pop reply over TCP (and so over
 	// HTTP, which has no frame limit).
-	ecfg := engine.Config{EncryptionKey: c.encryptionKey, Logger: c.logger, MaxPopBytes: netserver.PopBytesFor(protocol.DefaultMaxFrame)}
+	ecfg := engine.Config{EncryptionKey: c.encryptionKey, EncryptionOldKeys: c.oldKeys, EncryptionLostKeys: c.lostKeys,
+		Logger: c.logger, MaxPopBytes: netserver.PopBytesFor(protocol.DefaultMaxFrame)}
 	if b.e, err = engine.New(ecfg, b.j); err != nil {
 		return b, err
 	}
