@@ -33,6 +33,8 @@ type options struct {
 	name        string
 	backoffMin  time.Duration
 	backoffMax  time.Duration
+	token       TokenSource // nil: no token
+	renew       bool        // renew the token before it expires
 }
 
 // WithConns sets how many connections the client keeps (default 2); calls
@@ -182,12 +184,21 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 // again after a back-off, until ctx ends: the broker kept nothing of it.
 func (c *Client) do(ctx context.Context, op protocol.Op, encode func([]byte, uint64) []byte, reply protocol.Body) error {
 	backoff := time.Millisecond
+	reauthed := false
 	for {
 		cn, err := c.conn(ctx)
 		if err != nil {
 			return err
 		}
 		err = cn.do(ctx, op, encode, reply)
+		if protocol.CodeOf(err) == protocol.CodeUnauthenticated && c.opt.renew && !reauthed {
+			// The token expired on this connection before its renewal
+			// (a refused request leaves no trace): a fresh one, once.
+			reauthed = true
+			if _, rerr := cn.reauth(ctx, c.opt.token); rerr == nil {
+				continue
+			}
+		}
 		if protocol.CodeOf(err) != protocol.CodeOverloaded {
 			return err
 		}

@@ -81,6 +81,11 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("hello: %w", err)
 	}
+	ar, err := helloAuth(ctx, nc, rd, o, hr.Minor)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
 	nc.SetDeadline(time.Time{})
 	window := int(hr.MaxInFlight)
 	if window <= 0 || window > o.maxInFlight {
@@ -97,6 +102,9 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	go c.writer()
 	// Buffered: one read system call brings many replies, not two per reply.
 	go c.reader(protocol.NewReader(bufio.NewReaderSize(nc, 64<<10), protocol.DefaultMaxFrame))
+	if ar != nil && o.renew && ar.Expires != 0 {
+		go c.renewLoop(o.token, ar.Expires)
+	}
 	return c, nil
 }
 
