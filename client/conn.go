@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -49,6 +50,19 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if o.tls != nil {
+		// A TLS terminator in front of the broker (see WithTLS).
+		cfg := o.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		nc = tc
 	}
 	// Hello, synchronously, before the pipeline starts.
 	if dl, ok := ctx.Deadline(); ok {
