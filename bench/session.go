@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,9 @@ type Options struct {
 	// the Regent targets send.
 	ServeEnv []string
 	Token    string
+	// TLS makes the regent target speak TLS to RegentTCP (a TLS
+	// terminator in front of a running Regent).
+	TLS *tls.Config
 
 	// PeerURL names a running NATS server; StartPeer starts one for every
 	// run instead, from PeerBin or else built by `go install` at
@@ -108,7 +112,7 @@ func (s *Session) server(ctx context.Context, side Side) (*Server, Endpoints, er
 		return srv, srv.Endpoints, nil
 	}
 	if o.RegentTCP != "" || o.RegentHTTP != "" {
-		return nil, Endpoints{RegentTCP: o.RegentTCP, RegentHTTP: o.RegentHTTP, Token: o.Token}, nil
+		return nil, Endpoints{RegentTCP: o.RegentTCP, RegentHTTP: o.RegentHTTP, Token: o.Token, TLS: o.TLS}, nil
 	}
 	var srv *Server
 	var err error

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 )
 
@@ -68,6 +69,9 @@ type Endpoints struct {
 	// Token is the JWT the Regent targets send (a broker with auth on: the
 	// binary protocol checks it once per connection, HTTP on every request).
 	Token string
+	// TLS, when set, makes the regent target speak TLS (a Regent behind a
+	// TLS terminator).
+	TLS *tls.Config
 }
 
 // NewTarget connects the target named name to its server.
@@ -77,7 +81,7 @@ func NewTarget(name string, ep Endpoints) (Target, error) {
 		if ep.RegentTCP == "" {
 			return nil, fmt.Errorf("%w: target regent needs a TCP address (--addr, or let the harness start the server)", ErrConfig)
 		}
-		return &regentTarget{addr: ep.RegentTCP, token: ep.Token}, nil
+		return &regentTarget{addr: ep.RegentTCP, token: ep.Token, tls: ep.TLS}, nil
 	case TargetRegentHTTP:
 		if ep.RegentHTTP == "" {
 			return nil, fmt.Errorf("%w: target regent-http needs an HTTP address (--http-addr, or let the harness start the server)", ErrConfig)

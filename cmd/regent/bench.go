@@ -85,7 +85,7 @@ type benchFlags struct {
 	peerURL, peerBin, out, cpuprofile   *string
 	startPeer, jsonOut, showLogs        *bool
 	auth                                *bool
-	token                               *string
+	token, tlsCA                        *string
 }
 
 func newBenchFlags(out io.Writer, compare bool) *benchFlags {
@@ -126,6 +126,7 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.showLogs = fs.Bool("log", false, "show the servers' logs on stderr")
 	f.auth = fs.Bool("auth", false, "start Regent with authentication on (HS256, a fresh secret) and send a token: checked once per connection over TCP, on every request over HTTP")
 	f.token = fs.String("token", "", "the token (a JWT) to send to a running Regent (--addr, --http-addr) with auth on")
+	f.tlsCA = fs.String("tls-ca", "", "with --addr: speak TLS to it (a TLS terminator in front of Regent), trusting the CA certificates of this PEM `FILE`")
 	return f
 }
 
@@ -232,6 +233,16 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 	}
 	opts.CPUProfile = *f.cpuprofile
 	opts.Token = *f.token
+	if *f.tlsCA != "" {
+		if *f.addr == "" {
+			return fail(exitUsage, errors.New("--tls-ca goes with --addr (a TLS terminator in front of a running Regent)"))
+		}
+		cfg, err := tlsConfigCA(*f.tlsCA)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		opts.TLS = cfg
+	}
 	if *f.auth {
 		if *f.addr != "" || *f.httpAddr != "" {
 			return fail(exitUsage, errors.New("--auth starts its own Regent: with --addr give --token"))

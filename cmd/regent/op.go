@@ -25,6 +25,7 @@ type opCmd struct {
 	json    *bool
 	timeout *time.Duration
 	token   *string
+	tlsCA   *string
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -43,6 +44,7 @@ func newOp(name, usage string, stdout, stderr io.Writer) *opCmd {
 	o.json = o.fs.Bool("json", false, "print JSON for scripts")
 	o.timeout = o.fs.Duration("timeout", 10*time.Second, "how long to wait for the broker")
 	o.token = o.fs.String("token", "", "the token (a JWT) of a broker with auth on (env REGENT_TOKEN)")
+	o.tlsCA = o.fs.String("tls-ca", os.Getenv("REGENT_TLS_CA"), "speak TLS to --addr (a TLS terminator in front of the broker), trusting the CA certificates of this PEM `FILE`; \"system\": the system's (env REGENT_TLS_CA)")
 	o.fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: regent %s %s\n\n", name, usage)
 		o.fs.PrintDefaults()
@@ -87,6 +89,13 @@ func (o *opCmd) dial(ctx context.Context) (*client.Client, error) {
 	}
 	if tok != "" {
 		opts = append(opts, client.WithToken(tok))
+	}
+	if *o.tlsCA != "" {
+		cfg, err := tlsConfigCA(*o.tlsCA)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithTLS(cfg))
 	}
 	return client.Dial(dctx, *o.addr, opts...)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -182,6 +183,24 @@ func securityFrom(s *settings, logger *slog.Logger) (security, error) {
 // authHS256 is the AuthConfig of an HS256 secret and the defaults.
 func authHS256(secret string) netserver.AuthConfig {
 	return netserver.AuthConfig{Enabled: true, Secret: []byte(secret)}
+}
+
+// tlsConfigCA is a client's TLS configuration trusting the CA
+// certificates of a PEM file, or the system's for "system".
+func tlsConfigCA(file string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if file == "system" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	if !cfg.RootCAs.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", file)
+	}
+	return cfg, nil
 }
 
 // listener serves TLS on l when it is configured.

@@ -212,3 +212,47 @@ func selfSigned(t *testing.T, dir string) (cert, key string) {
 	os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600)
 	return cert, key
 }
+
+// The operator commands speak TLS to a TLS terminator in front of the
+// binary protocol (--tls-ca), the alternative the README documents.
+func TestOperatorCommandsThroughATLSTerminator(t *testing.T) {
+	addr := testBroker(t)
+	cert, key := selfSigned(t, t.TempDir())
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer b.Close()
+				go io.Copy(b, c)
+				io.Copy(c, b)
+			}()
+		}
+	}()
+	front := l.Addr().String()
+	if code, out, errs := cli(t, front, "", "push", "tls", "x", "--tls-ca", cert); code != exitOK || !strings.HasPrefix(out, "queued") {
+		t.Errorf("push through the terminator: exit %d %q %q", code, out, errs)
+	}
+	if code, _, _ := cli(t, front, "", "queues", "--timeout", "2s"); code != exitFailure {
+		t.Errorf("plain TCP to the TLS terminator: exit %d, want 1", code)
+	}
+	if code, _, errs := cli(t, front, "", "queues", "--tls-ca", key); code != exitFailure || !strings.Contains(errs, "no PEM certificate") {
+		t.Errorf("--tls-ca of a key file: exit %d %q", code, errs)
+	}
+}
