@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,5 +185,41 @@ func TestTCPAuthOffAcceptsTokens(t *testing.T) {
 	var pe *protocol.Error
 	if _, err := c.Queues(ctx5(t)); errors.As(err, &pe) {
 		t.Fatal(err)
+	}
+}
+
+// A token source renews the token on the open connection before it
+// expires, with no request to prompt it, and the connection goes on
+// after the first token's expiry.
+func TestTCPAuthTokenSourceRenewsBeforeExpiry(t *testing.T) {
+	f := newTCP(t, func(c *netserver.TCPConfig) {
+		c.Auth = netserver.AuthConfig{Enabled: true, Secret: tcpSecret, ClockSkew: time.Nanosecond}
+	})
+	var calls atomic.Int32
+	first := time.Now().Add(2 * time.Second)
+	src := func(context.Context) (string, error) {
+		exp := first
+		if calls.Add(1) > 1 {
+			exp = time.Now().Add(time.Hour)
+		}
+		return roleToken(t, "read-write", "exp", exp.Unix()), nil
+	}
+	c := f.dial(client.WithConns(1), client.WithTokenSource(src))
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for calls.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the token source was called %d times in 10 s; want a renewal before the first token expires", calls.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the renewal, with a deadline
+	}
+	for time.Now().Unix() <= first.Unix() { // past the first token's exp
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Queue("renewed").Push(ctx5(t), []byte("x")); err != nil {
+		t.Fatalf("push after the first token expired: %v", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("token source called %d times, want 2 (dial, renewal)", n)
 	}
 }
