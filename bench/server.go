@@ -67,6 +67,11 @@ func RegentDurability(sync string) string {
 // 127.0.0.1 with a temp data dir and the given sync policy. Its log goes
 // to logw (nil: discarded).
 func StartRegent(ctx context.Context, bin, sync string, logw io.Writer) (*Server, error) {
+	return StartRegentEnv(ctx, bin, sync, nil, logw)
+}
+
+// StartRegentEnv is StartRegent with env added to the child's environment.
+func StartRegentEnv(ctx context.Context, bin, sync string, env []string, logw io.Writer) (*Server, error) {
 	dir, err := os.MkdirTemp("", "regent-bench-*")
 	if err != nil {
 		return nil, err
@@ -76,7 +81,7 @@ func StartRegent(ctx context.Context, bin, sync string, logw io.Writer) (*Server
 	}
 	cmd := exec.Command(bin, "serve", "--data", filepath.Join(dir, "data"), "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--sync", sync, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "REGENT_LOG_FORMAT=text")
+	cmd.Env = append(append(os.Environ(), "REGENT_LOG_FORMAT=text"), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		os.RemoveAll(dir)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,14 @@ type Options struct {
 	InProcess func(ctx context.Context, sync string) (*Server, error)
 	// Sync is the sync policy of a Regent the harness starts ("always").
 	Sync string
+	// ServeEnv is added to the environment of a Regent the harness starts
+	// as a child (REGENT_JWT_SECRET turns auth on), and Token is the JWT
+	// the Regent targets send.
+	ServeEnv []string
+	Token    string
+	// TLS makes the regent target speak TLS to RegentTCP (a TLS
+	// terminator in front of a running Regent).
+	TLS *tls.Config
 
 	// PeerURL names a running NATS server; StartPeer starts one for every
 	// run instead, from PeerBin or else built by `go install` at
@@ -103,21 +112,23 @@ func (s *Session) server(ctx context.Context, side Side) (*Server, Endpoints, er
 		return srv, srv.Endpoints, nil
 	}
 	if o.RegentTCP != "" || o.RegentHTTP != "" {
-		return nil, Endpoints{RegentTCP: o.RegentTCP, RegentHTTP: o.RegentHTTP}, nil
+		return nil, Endpoints{RegentTCP: o.RegentTCP, RegentHTTP: o.RegentHTTP, Token: o.Token, TLS: o.TLS}, nil
 	}
 	var srv *Server
 	var err error
 	if o.InProcess != nil {
 		srv, err = o.InProcess(ctx, o.Sync)
 	} else if o.RegentBin != "" {
-		srv, err = StartRegent(ctx, o.RegentBin, o.Sync, o.Log)
+		srv, err = StartRegentEnv(ctx, o.RegentBin, o.Sync, o.ServeEnv, o.Log)
 	} else {
 		err = fmt.Errorf("%w: no Regent to run against: give its address or let the harness start one", ErrConfig)
 	}
 	if err != nil {
 		return nil, Endpoints{}, err
 	}
-	return srv, srv.Endpoints, nil
+	ep := srv.Endpoints
+	ep.Token = o.Token
+	return srv, ep, nil
 }
 
 // RunOne runs cfg against side, on a server started for this run when the

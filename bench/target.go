@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 )
 
@@ -65,6 +66,12 @@ type Endpoints struct {
 	RegentTCP  string // host:port of Regent's binary protocol
 	RegentHTTP string // host:port of Regent's HTTP API
 	NATS       string // nats://host:port
+	// Token is the JWT the Regent targets send (a broker with auth on: the
+	// binary protocol checks it once per connection, HTTP on every request).
+	Token string
+	// TLS, when set, makes the regent target speak TLS (a Regent behind a
+	// TLS terminator).
+	TLS *tls.Config
 }
 
 // NewTarget connects the target named name to its server.
@@ -74,12 +81,12 @@ func NewTarget(name string, ep Endpoints) (Target, error) {
 		if ep.RegentTCP == "" {
 			return nil, fmt.Errorf("%w: target regent needs a TCP address (--addr, or let the harness start the server)", ErrConfig)
 		}
-		return &regentTarget{addr: ep.RegentTCP}, nil
+		return &regentTarget{addr: ep.RegentTCP, token: ep.Token, tls: ep.TLS}, nil
 	case TargetRegentHTTP:
 		if ep.RegentHTTP == "" {
 			return nil, fmt.Errorf("%w: target regent-http needs an HTTP address (--http-addr, or let the harness start the server)", ErrConfig)
 		}
-		return &httpTarget{base: "http://" + ep.RegentHTTP}, nil
+		return &httpTarget{base: "http://" + ep.RegentHTTP, token: ep.Token}, nil
 	case TargetNATS:
 		if ep.NATS == "" {
 			return nil, fmt.Errorf("%w: target nats needs a server URL (--peer-url) or --start-peer", ErrConfig)

@@ -16,6 +16,7 @@ import (
 // its acks in flight).
 type httpTarget struct {
 	base      string // http://host:port
+	token     string // sent as "Authorization: Bearer" when set
 	queue     string
 	conns     int
 	multiPart int
@@ -24,8 +25,30 @@ type httpTarget struct {
 func (t *httpTarget) Name() string { return TargetRegentHTTP }
 
 func (t *httpTarget) client(conns int) *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns,
-		MaxConnsPerHost: conns, DisableCompression: true}}
+	var rt http.RoundTripper = &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost: conns, DisableCompression: true}
+	if t.token != "" {
+		rt = bearer{rt, "Bearer " + t.token}
+	}
+	return &http.Client{Transport: rt}
+}
+
+// bearer adds the token to every request.
+type bearer struct {
+	rt  http.RoundTripper
+	hdr string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.hdr)
+	return b.rt.RoundTrip(r)
+}
+
+func (b bearer) CloseIdleConnections() {
+	if c, ok := b.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 func (t *httpTarget) Setup(ctx context.Context, c *Config) error {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"time"
 
 	"github.com/regentmq/regent/client"
@@ -10,6 +11,8 @@ import (
 // regentTarget drives Regent through the Go client (binary protocol).
 type regentTarget struct {
 	addr      string
+	token     string      // a JWT, when the broker has auth on
+	tls       *tls.Config // TLS to a terminator in front of the broker
 	queue     string
 	multiPart int // partitions one pop may lease
 }
@@ -17,7 +20,14 @@ type regentTarget struct {
 func (t *regentTarget) Name() string { return TargetRegent }
 
 func (t *regentTarget) dial(ctx context.Context) (*client.Client, error) {
-	return client.Dial(ctx, t.addr, client.WithConns(1), client.WithName("regent-bench"))
+	opts := []client.Option{client.WithConns(1), client.WithName("regent-bench")}
+	if t.token != "" {
+		opts = append(opts, client.WithToken(t.token))
+	}
+	if t.tls != nil {
+		opts = append(opts, client.WithTLS(t.tls))
+	}
+	return client.Dial(ctx, t.addr, opts...)
 }
 
 func (t *regentTarget) Setup(ctx context.Context, c *Config) error {

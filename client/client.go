@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -33,6 +34,9 @@ type options struct {
 	name        string
 	backoffMin  time.Duration
 	backoffMax  time.Duration
+	tls         *tls.Config // nil: plain TCP
+	token       TokenSource // nil: no token
+	renew       bool        // renew the token before it expires
 }
 
 // WithConns sets how many connections the client keeps (default 2); calls
@@ -48,6 +52,13 @@ func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n
 
 // WithName is the client name the server sees in the handshake.
 func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithTLS speaks TLS on every connection, with cfg (its ServerName
+// defaults to the host of the address). The broker's binary protocol has no
+// TLS of its own: this is for a broker behind a TLS terminator (a sidecar
+// such as stunnel or HAProxy forwarding to the broker's TCP port), as the
+// README's Security section describes.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithReconnectBackoff sets the wait between reconnection attempts: it
 // starts at min and doubles up to max (defaults 50 ms and 5 s).
@@ -182,12 +193,21 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 // again after a back-off, until ctx ends: the broker kept nothing of it.
 func (c *Client) do(ctx context.Context, op protocol.Op, encode func([]byte, uint64) []byte, reply protocol.Body) error {
 	backoff := time.Millisecond
+	reauthed := false
 	for {
 		cn, err := c.conn(ctx)
 		if err != nil {
 			return err
 		}
 		err = cn.do(ctx, op, encode, reply)
+		if protocol.CodeOf(err) == protocol.CodeUnauthenticated && c.opt.renew && !reauthed {
+			// The token expired on this connection before its renewal
+			// (a refused request leaves no trace): a fresh one, once.
+			reauthed = true
+			if _, rerr := cn.reauth(ctx, c.opt.token); rerr == nil {
+				continue
+			}
+		}
 		if protocol.CodeOf(err) != protocol.CodeOverloaded {
 			return err
 		}

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -50,6 +51,19 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	if o.tls != nil {
+		// A TLS terminator in front of the broker (see WithTLS).
+		cfg := o.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		nc = tc
+	}
 	// Hello, synchronously, before the pipeline starts.
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
@@ -81,6 +95,11 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("hello: %w", err)
 	}
+	ar, err := helloAuth(ctx, nc, rd, o, hr.Minor)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
 	nc.SetDeadline(time.Time{})
 	window := int(hr.MaxInFlight)
 	if window <= 0 || window > o.maxInFlight {
@@ -97,6 +116,9 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	go c.writer()
 	// Buffered: one read system call brings many replies, not two per reply.
 	go c.reader(protocol.NewReader(bufio.NewReaderSize(nc, 64<<10), protocol.DefaultMaxFrame))
+	if ar != nil && o.renew && ar.Expires != 0 {
+		go c.renewLoop(o.token, ar.Expires)
+	}
 	return c, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -80,6 +82,12 @@ func TestHTTPAuthHS256(t *testing.T) {
 	expect(tok("admin")+"x", "POST", "/api/v1/push", push, 401, "bad signature")
 	expect(signJWT(t, "HS256", []byte("other"), claims("admin")), "POST", "/api/v1/push", push, 401, "bad signature")
 	expect(tok("admin", "exp", time.Now().Add(-time.Hour).Unix()), "POST", "/api/v1/push", push, 401, "expired")
+	// An exp that is not a number (the hand-written verifier skipped it and
+	// took the token), an iat in the future, a bad iss type.
+	expect(tok("admin", "exp", "2099-01-01"), "POST", "/api/v1/push", push, 401, "wrong type")
+	expect(tok("admin", "exp", obj{"t": 1}), "POST", "/api/v1/push", push, 401, "wrong type")
+	expect(tok("admin", "iat", time.Now().Add(time.Hour).Unix()), "POST", "/api/v1/push", push, 401, "future")
+	expect(tok("read-only", "exp", time.Now().Add(-10*time.Second).Unix()), "GET", "/api/v1/resources/queues", nil, 200, "") // within the 30 s skew
 	expect(tok("admin", "nbf", time.Now().Add(time.Hour).Unix()), "POST", "/api/v1/push", push, 401, "not valid yet")
 	expect(tok("admin", "iss", "someone"), "POST", "/api/v1/push", push, 401, "issuer")
 	expect(tok("admin", "aud", "other"), "POST", "/api/v1/push", push, 401, "audience")
@@ -114,6 +122,82 @@ func TestHTTPAuthHS256(t *testing.T) {
 	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
 	expect(signJWT(t, "EdDSA", edKey, claims("admin")), "GET", "/api/v1/dlq", nil, 401, "not accepted")
 	expect(signJWT(t, "none", []byte{}, claims("admin")), "GET", "/api/v1/dlq", nil, 401, "not accepted")
+}
+
+// A JWKS file's keys verify tokens by kid; an HS256 token signed with the
+// public key's bytes as its secret (algorithm confusion) is refused; with
+// MetricsAuth, /metrics wants a token.
+func TestHTTPAuthKeyFiles(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edPub, edKey, _ := ed25519.GenerateKey(rand.Reader)
+	e := big.NewInt(int64(rsaKey.E)).Bytes()
+	jwks := fmt.Sprintf(`{"keys":[{"kty":"RSA","kid":"r1","use":"sig","n":%q,"e":%q},{"kty":"OKP","crv":"Ed25519","kid":"e1","x":%q}]}`,
+		base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()), base64.RawURLEncoding.EncodeToString(e), base64.RawURLEncoding.EncodeToString(edPub))
+	pub, set, err := ParseKeyFile([]byte(jwks))
+	if err != nil || pub != nil || len(set) != 2 {
+		t.Fatalf("ParseKeyFile(JWKS): %v %v %v", pub, set, err)
+	}
+	h := newHarness(t, func(hc *HTTPConfig, _ *engineConfig) {
+		hc.Auth = AuthConfig{Enabled: true, KeySet: set, MetricsAuth: true}
+	})
+	withKid := func(alg, kid string, key any, c obj) string {
+		t.Helper()
+		tok := signJWT(t, alg, key, c)
+		// Re-sign with a kid header.
+		hdr := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf(`{"alg":%q,"typ":"JWT","kid":%q}`, alg, kid)))
+		parts := strings.SplitN(tok, ".", 3)
+		signed := hdr + "." + parts[1]
+		return signWith(t, alg, key, signed)
+	}
+	for _, c := range []struct {
+		name, tok string
+		want      int
+	}{
+		{"RS256 r1", withKid("RS256", "r1", rsaKey, claims("read-only")), 200},
+		{"EdDSA e1", withKid("EdDSA", "e1", edKey, claims("read-only")), 200},
+		{"RS256 with the Ed25519 kid", withKid("RS256", "e1", rsaKey, claims("read-only")), 401},
+		{"unknown kid", withKid("RS256", "zz", rsaKey, claims("read-only")), 401},
+		{"HS256 with the public key as secret", signJWT(t, "HS256", x509.MarshalPKCS1PublicKey(&rsaKey.PublicKey), claims("admin")), 401},
+		{"no token on /metrics", "", 401},
+	} {
+		h.token = c.tok
+		if code, b := h.do("GET", "/metrics", nil); code != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, code, b, c.want)
+		}
+	}
+	h.token = ""
+	if code, _ := h.do("GET", "/health", nil); code != 200 {
+		t.Errorf("/health with MetricsAuth: %d", code)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(edPub)
+	if pub, set, err := ParseKeyFile(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})); err != nil || set != nil || pub == nil {
+		t.Errorf("ParseKeyFile(PEM): %v %v %v", pub, set, err)
+	}
+	for _, bad := range []string{`{"keys":[]}`, `{"keys":[{"kty":"OKP","crv":"X25519","x":"AA"}]}`, `{nope`} {
+		if _, _, err := ParseKeyFile([]byte(bad)); err == nil {
+			t.Errorf("ParseKeyFile(%s) accepted", bad)
+		}
+	}
+}
+
+// signWith signs an already encoded header.claims.
+func signWith(t *testing.T, alg string, key any, signed string) string {
+	t.Helper()
+	var sig []byte
+	switch alg {
+	case "RS256":
+		sum := sha256.Sum256([]byte(signed))
+		var err error
+		if sig, err = rsa.SignPKCS1v15(rand.Reader, key.(*rsa.PrivateKey), crypto.SHA256, sum[:]); err != nil {
+			t.Fatal(err)
+		}
+	case "EdDSA":
+		sig = ed25519.Sign(key.(ed25519.PrivateKey), []byte(signed))
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 func TestHTTPAuthPublicKeys(t *testing.T) {

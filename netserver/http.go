@@ -135,18 +135,19 @@ func (c *HTTPConfig) setDefaults() error {
 // the same engine operations as the binary protocol and maps engine errors
 // through the one table in errors.go. It is safe for concurrent use.
 type HTTPServer struct {
-	cfg     HTTPConfig
-	e       *engine.Engine
-	log     *slog.Logger
-	mux     *http.ServeMux
-	handler http.Handler
-	srv     *http.Server
-	auth    *authenticator // nil when auth is off
-	met     *httpMetrics
-	started time.Time
-	bodies  *semaphore.Weighted // MaxBodyBytesInFlight
-	held    atomic.Int64        // bytes of bodies counted against it now
-	big     bigBufs             // large body buffers, reused while bodies flow
+	cfg      HTTPConfig
+	e        *engine.Engine
+	log      *slog.Logger
+	mux      *http.ServeMux
+	handler  http.Handler
+	srv      *http.Server
+	auth     *authenticator // nil when auth is off
+	patterns []string       // every route registered, for the tests
+	met      *httpMetrics
+	started  time.Time
+	bodies   *semaphore.Weighted // MaxBodyBytesInFlight
+	held     atomic.Int64        // bytes of bodies counted against it now
+	big      bigBufs             // large body buffers, reused while bodies flow
 
 	maintenance    atomic.Bool // push maintenance mode (see handleMaintenance)
 	popMaintenance atomic.Bool // pops answer 204 while set
@@ -357,18 +358,16 @@ func (w *deadlineWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// level is the role a route needs when auth is on.
-type level uint8
-
-const (
-	levelPublic level = iota
-	levelReadOnly
-	levelReadWrite
-	levelAdmin
-)
-
-// handle registers a route with the role it needs.
-func (s *HTTPServer) handle(pattern string, lv level, h http.HandlerFunc) {
+// handle registers a route; its level comes from accessTable (access.go).
+func (s *HTTPServer) handle(pattern string, h http.HandlerFunc) {
+	lv := routeLevel(pattern)
+	s.patterns = append(s.patterns, pattern)
+	if lv == levelMetrics {
+		lv = levelPublic
+		if s.cfg.Auth.MetricsAuth {
+			lv = levelReadOnly
+		}
+	}
 	if s.auth == nil || lv == levelPublic {
 		s.mux.HandleFunc(pattern, h)
 		return
@@ -384,64 +383,64 @@ func (s *HTTPServer) handle(pattern string, lv level, h http.HandlerFunc) {
 // routes registers every route of Queen's HTTP API v1 that Regent serves.
 func (s *HTTPServer) routes() {
 	// Health and metrics.
-	s.handle("GET /health", levelPublic, s.handleHealth)
-	s.handle("GET /metrics", levelPublic, s.handleMetricsJSON)
-	s.handle("GET /metrics/prometheus", levelPublic, s.handlePrometheus)
+	s.handle("GET /health", s.handleHealth)
+	s.handle("GET /metrics", s.handleMetricsJSON)
+	s.handle("GET /metrics/prometheus", s.handlePrometheus)
 	// Data plane.
-	s.handle("POST /api/v1/push", levelReadWrite, s.handlePush)
-	s.handle("GET /api/v1/pop/queue/{queue}", levelReadWrite, s.handlePop)
-	s.handle("GET /api/v1/pop", levelReadWrite, s.handlePop) // by namespace and task: Queen documents it, Regent serves it
-	s.handle("GET /api/v1/pop/queue/{queue}/partition/{partition...}", levelReadWrite, s.handlePop)
-	s.handle("POST /api/v1/ack", levelReadWrite, s.handleAck)
-	s.handle("POST /api/v1/ack/batch", levelReadWrite, s.handleAckBatch)
-	s.handle("POST /api/v1/transaction", levelReadWrite, s.handleTransaction)
-	s.handle("POST /api/v1/lease/{leaseId}/extend", levelReadWrite, s.handleLeaseExtend)
+	s.handle("POST /api/v1/push", s.handlePush)
+	s.handle("GET /api/v1/pop/queue/{queue}", s.handlePop)
+	s.handle("GET /api/v1/pop", s.handlePop) // by namespace and task: Queen documents it, Regent serves it
+	s.handle("GET /api/v1/pop/queue/{queue}/partition/{partition...}", s.handlePop)
+	s.handle("POST /api/v1/ack", s.handleAck)
+	s.handle("POST /api/v1/ack/batch", s.handleAckBatch)
+	s.handle("POST /api/v1/transaction", s.handleTransaction)
+	s.handle("POST /api/v1/lease/{leaseId}/extend", s.handleLeaseExtend)
 	// Queues.
-	s.handle("POST /api/v1/configure", levelReadWrite, s.handleConfigure)
-	s.handle("DELETE /api/v1/resources/queues/{queue}", levelAdmin, s.handleDeleteQueue)
-	s.handle("GET /api/v1/resources/overview", levelReadOnly, s.handleOverview)
-	s.handle("GET /api/v1/resources/queues", levelReadOnly, s.handleQueues)
-	s.handle("GET /api/v1/resources/queues/{queue}", levelReadOnly, s.handleQueue)
-	s.handle("GET /api/v1/resources/namespaces", levelReadOnly, s.handleNamespaces)
-	s.handle("GET /api/v1/resources/tasks", levelReadOnly, s.handleTasks)
+	s.handle("POST /api/v1/configure", s.handleConfigure)
+	s.handle("DELETE /api/v1/resources/queues/{queue}", s.handleDeleteQueue)
+	s.handle("GET /api/v1/resources/overview", s.handleOverview)
+	s.handle("GET /api/v1/resources/queues", s.handleQueues)
+	s.handle("GET /api/v1/resources/queues/{queue}", s.handleQueue)
+	s.handle("GET /api/v1/resources/namespaces", s.handleNamespaces)
+	s.handle("GET /api/v1/resources/tasks", s.handleTasks)
 	// Messages and the dead-letter queue.
-	s.handle("GET /api/v1/messages", levelReadOnly, s.handleMessages)
-	s.handle("GET /api/v1/messages/{partitionId}/{transactionId}", levelReadOnly, s.handleMessage)
-	s.handle("DELETE /api/v1/messages/{partitionId}/{transactionId}", levelReadWrite, s.handleDeleteMessage)
-	s.handle("GET /api/v1/dlq", levelReadOnly, s.handleDLQ)
-	s.handle("POST /api/v1/dlq/redrive", levelReadWrite, s.handleDLQRedrive)
-	s.handle("POST /api/v1/dlq/purge", levelAdmin, s.handleDLQPurge)
+	s.handle("GET /api/v1/messages", s.handleMessages)
+	s.handle("GET /api/v1/messages/{partitionId}/{transactionId}", s.handleMessage)
+	s.handle("DELETE /api/v1/messages/{partitionId}/{transactionId}", s.handleDeleteMessage)
+	s.handle("GET /api/v1/dlq", s.handleDLQ)
+	s.handle("POST /api/v1/dlq/redrive", s.handleDLQRedrive)
+	s.handle("POST /api/v1/dlq/purge", s.handleDLQPurge)
 	// Consumer groups.
-	s.handle("GET /api/v1/consumer-groups", levelReadOnly, s.handleGroups)
-	s.handle("GET /api/v1/consumer-groups/lagging", levelReadOnly, s.handleLagging)
-	s.handle("GET /api/v1/consumer-groups/{group}", levelReadOnly, s.handleGroup)
-	s.handle("DELETE /api/v1/consumer-groups/{group}", levelAdmin, s.handleDeleteGroup)
-	s.handle("DELETE /api/v1/consumer-groups/{group}/queues/{queue}", levelAdmin, s.handleDeleteGroup)
-	s.handle("POST /api/v1/consumer-groups/{group}/subscription", levelReadWrite, s.handleSubscription)
-	s.handle("POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", levelReadWrite, s.handleSeek)
-	s.handle("POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", levelReadWrite, s.handlePartitionSeek)
-	s.handle("POST /api/v1/stats/refresh", levelAdmin, s.handleStatsRefresh)
+	s.handle("GET /api/v1/consumer-groups", s.handleGroups)
+	s.handle("GET /api/v1/consumer-groups/lagging", s.handleLagging)
+	s.handle("GET /api/v1/consumer-groups/{group}", s.handleGroup)
+	s.handle("DELETE /api/v1/consumer-groups/{group}", s.handleDeleteGroup)
+	s.handle("DELETE /api/v1/consumer-groups/{group}/queues/{queue}", s.handleDeleteGroup)
+	s.handle("POST /api/v1/consumer-groups/{group}/subscription", s.handleSubscription)
+	s.handle("POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", s.handleSeek)
+	s.handle("POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", s.handlePartitionSeek)
+	s.handle("POST /api/v1/stats/refresh", s.handleStatsRefresh)
 	// Status (the dashboard's feeds).
-	s.handle("GET /api/v1/status", levelReadOnly, s.handleStatus)
-	s.handle("GET /api/v1/status/queues", levelReadOnly, s.handleStatusQueues)
-	s.handle("GET /api/v1/status/queues/{queue}", levelReadOnly, s.handleStatusQueue)
-	s.handle("GET /api/v1/status/queues/{queue}/messages", levelReadOnly, s.handleStatusQueueMessages)
-	s.handle("GET /api/v1/status/analytics", levelReadOnly, s.handleAnalytics)
-	s.handle("GET /api/v1/status/buffers", levelReadOnly, s.handleBuffers)
+	s.handle("GET /api/v1/status", s.handleStatus)
+	s.handle("GET /api/v1/status/queues", s.handleStatusQueues)
+	s.handle("GET /api/v1/status/queues/{queue}", s.handleStatusQueue)
+	s.handle("GET /api/v1/status/queues/{queue}/messages", s.handleStatusQueueMessages)
+	s.handle("GET /api/v1/status/analytics", s.handleAnalytics)
+	s.handle("GET /api/v1/status/buffers", s.handleBuffers)
 	// Traces.
-	s.handle("POST /api/v1/traces", levelReadWrite, s.handleAddTrace)
-	s.handle("GET /api/v1/traces/names", levelReadOnly, s.handleTraceNames)
-	s.handle("GET /api/v1/traces/by-name/{traceName}", levelReadOnly, s.handleTracesByName)
-	s.handle("GET /api/v1/traces/{partitionId}/{transactionId}", levelReadOnly, s.handleTraces)
+	s.handle("POST /api/v1/traces", s.handleAddTrace)
+	s.handle("GET /api/v1/traces/names", s.handleTraceNames)
+	s.handle("GET /api/v1/traces/by-name/{traceName}", s.handleTracesByName)
+	s.handle("GET /api/v1/traces/{partitionId}/{transactionId}", s.handleTraces)
 	// Maintenance.
-	s.handle("GET /api/v1/system/maintenance", levelAdmin, s.handleMaintenance)
-	s.handle("POST /api/v1/system/maintenance", levelAdmin, s.handleMaintenance)
-	s.handle("GET /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
-	s.handle("POST /api/v1/system/maintenance/pop", levelAdmin, s.handlePopMaintenance)
+	s.handle("GET /api/v1/system/maintenance", s.handleMaintenance)
+	s.handle("POST /api/v1/system/maintenance", s.handleMaintenance)
+	s.handle("GET /api/v1/system/maintenance/pop", s.handlePopMaintenance)
+	s.handle("POST /api/v1/system/maintenance/pop", s.handlePopMaintenance)
 	// The web dashboard at / (its files under /dashboard/, feeds under /api/v1/dashboard/).
 	s.dashboardRoutes()
 	// Everything else: Queen answers 404.
-	s.handle("/", levelPublic, func(w http.ResponseWriter, r *http.Request) {
+	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found")
 	})
 }

@@ -16,11 +16,11 @@ import (
 // dashboardRoutes registers the dashboard's page, files and feeds.
 func (s *HTTPServer) dashboardRoutes() {
 	page := dashboard.Handler().ServeHTTP
-	s.handle("GET /{$}", levelPublic, page)
-	s.handle("GET "+dashboard.AssetPrefix, levelPublic, page)
-	s.handle("GET /api/v1/dashboard/system", levelReadOnly, s.handleDashSystem)
-	s.handle("GET /api/v1/dashboard/queues", levelReadOnly, s.handleDashQueues)
-	s.handle("GET /api/v1/dashboard/queues/{queue}", levelReadOnly, s.handleDashQueue)
+	s.handle("GET /{$}", page)
+	s.handle("GET "+dashboard.AssetPrefix, page)
+	s.handle("GET /api/v1/dashboard/system", s.handleDashSystem)
+	s.handle("GET /api/v1/dashboard/queues", s.handleDashQueues)
+	s.handle("GET /api/v1/dashboard/queues/{queue}", s.handleDashQueue)
 }
 
 // serves reports whether the bridge has a route for method and path other

@@ -52,6 +52,8 @@ type TCPConfig struct {
 	FixedProcs bool
 	// JournalStats, when set, adds the journal's figures to Stats replies.
 	JournalStats func() JournalStats
+	// Auth turns on JWT authentication (off by default): see tcp_auth.go.
+	Auth AuthConfig
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -104,6 +106,7 @@ type TCPServer struct {
 	cfg  TCPConfig
 	e    *engine.Engine
 	log  *slog.Logger
+	auth *authenticator // nil when auth is off
 	eng  gnet.Engine
 	addr net.Addr
 
@@ -138,8 +141,16 @@ func NewTCP(cfg TCPConfig, e *engine.Engine) (*TCPServer, error) {
 			tick = min(tick, max(d/4, 10*time.Millisecond))
 		}
 	}
-	return &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
-		died: make(chan error, 1), tick: tick}, nil
+	s := &TCPServer{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
+		died: make(chan error, 1), tick: tick}
+	if cfg.Auth.Enabled {
+		a, err := newAuthenticator(cfg.Auth)
+		if err != nil {
+			return nil, err
+		}
+		s.auth = a
+	}
+	return s, nil
 }
 
 // Start listens and serves in the background; it returns once the server

@@ -27,6 +27,7 @@ type tcpConn struct {
 	hello      bool        // loop only: the client said Hello
 	minor      uint16      // loop only: the protocol minor version the client speaks
 	maxReply   int         // loop only: the largest frame the client reads (and the server sends)
+	auth       connAuth    // loop only: what the connection's token allows (tcp_auth.go)
 	greeted    atomic.Bool // hello, for OnTick
 	opened     int64       // Unix nanoseconds
 	inflight   atomic.Int32
@@ -208,6 +209,9 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 		tc.send(errReply{op, id, protocol.NewError(protocol.CodeVersionMismatch, "send Hello first")})
 		return false
 	}
+	if !tc.authorize(op, id) {
+		return true
+	}
 	switch op {
 	case protocol.OpHello:
 		var req protocol.HelloRequest
@@ -234,6 +238,8 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 		}})
 	case protocol.OpPing:
 		tc.send(bodyReply{id, &protocol.PingReply{}})
+	case protocol.OpAuth:
+		return tc.authenticate(id, f.Body)
 	case protocol.OpPush:
 		return tc.push(id, f.Body)
 	case protocol.OpPop:

@@ -55,6 +55,11 @@ func (tc *tcpConn) push(id uint64, body []byte) bool {
 	}
 	j.err = nil
 	j.items = toEnginePush(j.items, j.req.Items)
+	if sub := tc.producerSub(); sub != "" {
+		for i := range j.items {
+			j.items[i].ProducerSub = sub
+		}
+	}
 	if cap(j.res) < len(j.items) {
 		j.res = make([]engine.PushResult, len(j.items))
 	}
@@ -294,6 +299,11 @@ func (tc *tcpConn) txn(id uint64, body []byte) bool {
 	}
 	j.acks = toEngineAcks(nil, j.req.Acks)
 	j.pushes = toEnginePush(nil, j.req.Pushes)
+	if sub := tc.producerSub(); sub != "" {
+		for i := range j.pushes {
+			j.pushes[i].ProducerSub = sub
+		}
+	}
 	tc.s.e.TransactionAsync(j.acks, j.pushes, func(r engine.TxnResult, err error) {
 		j.res, j.err = r, err
 		j.finish(j)

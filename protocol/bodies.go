@@ -9,6 +9,8 @@ func NewRequest(op Op) Body {
 		return &HelloRequest{}
 	case OpPing:
 		return &PingRequest{}
+	case OpAuth:
+		return &AuthRequest{}
 	case OpPush:
 		return &PushRequest{}
 	case OpPop:
@@ -51,6 +53,8 @@ func NewReply(op Op) Body {
 		return &HelloReply{}
 	case OpPing:
 		return &PingReply{}
+	case OpAuth:
+		return &AuthReply{}
 	case OpPush:
 		return &PushReply{}
 	case OpPop:

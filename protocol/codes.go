@@ -36,6 +36,8 @@ const (
 	CodeVersionMismatch   Code = 19 // the client's major protocol version differs from the server's
 	CodeInternal          Code = 20 // a bug or an unexpected failure in the server
 	CodeEncryption        Code = 21 // a sealed payload cannot be sealed or opened (no key, or another key)
+	CodeUnauthenticated   Code = 22 // no valid token: none given, expired, or refused (1.2)
+	CodeForbidden         Code = 23 // the token's role does not allow the operation (1.2)
 )
 
 // codeInfo is one row of the code table.
@@ -76,6 +78,8 @@ var codeTable = [...]codeInfo{
 	CodeVersionMismatch:   {"version_mismatch", 400},
 	CodeInternal:          {"internal", 500},
 	CodeEncryption:        {"encryption", 500},
+	CodeUnauthenticated:   {"unauthenticated", 401},
+	CodeForbidden:         {"forbidden", 403},
 }
 
 // Known reports whether c is in the code table.

@@ -43,6 +43,7 @@
 //	op    name          request                     reply
 //	0x01  hello         HelloRequest                HelloReply
 //	0x02  ping          PingRequest (empty)         PingReply (empty)
+//	0x03  auth          AuthRequest                 AuthReply             (1.2)
 //	0x10  push          PushRequest                 PushReply
 //	0x11  pop           PopRequest                  PopReply
 //	0x12  ack           AckRequest                  AckReply
@@ -86,8 +87,11 @@
 //
 //	ErrorReply          u16 code | str message
 //
-//	HelloRequest        u16 major | u16 minor | str clientName
+//	HelloRequest        u16 major | u16 minor | str clientName | [u32 maxFrame]   (1.1)
 //	HelloReply          u16 major | u16 minor | str serverName | u32 maxFrame | uv maxInFlight
+//
+//	AuthRequest         str token                                          (1.2)
+//	AuthReply           bool enforced | u8 role | i64 expires | str subject
 //
 //	PushRequest         PushItem...
 //	  PushItem          str queue | str partition | str transactionId | str traceId | bytes payload
@@ -198,10 +202,60 @@
 //	18    overloaded           429   too many requests in flight
 //	19    version_mismatch     400   another major protocol version
 //	20    internal             500   a server bug
+//	21    encryption           500   a sealed payload cannot be sealed or opened
+//	22    unauthenticated      401   no valid token (none, expired, refused)   (1.2)
+//	23    forbidden            403   the token's role does not allow it        (1.2)
 //
 // Refused acks keep their 409 here, but the HTTP bridge answers an ack
 // request with 200 and the refusals inside (Queen's API does). QueueFull is
 // 429, not 507: see the comment on the code table.
+//
+// # Authentication (1.2)
+//
+// A broker with auth on wants a token, a JWT (the bearer token of Queen's
+// HTTP API), on every connection. The client sends it in an Auth frame after
+// Hello, not in Hello: a Hello with trailing bytes is refused by a 1.0 server
+// (HelloRequest.MaxFrame is said only when it is not the default for that
+// reason), and a separate frame can be sent again on the open connection to
+// renew a token before it expires.
+//
+//	client                                server (auth on)
+//	Hello                      ──►
+//	                           ◄──        HelloReply (minor 2: knows Auth)
+//	Auth{token}                ──►        verifies signature, exp/nbf/iat,
+//	                           ◄──        iss, aud once; AuthReply{role, expires}
+//	Push, Pop, ...             ──►        each checked against the role and
+//	                                      the expiry (no new verification)
+//	Auth{renewed token}        ──►        replaces the connection's token
+//
+// With auth on, every request but Hello, Ping and Auth is refused with
+// unauthenticated (401) before an Auth was accepted, after a refused Auth,
+// and once the token's exp (plus the server's clock skew) has passed: a token
+// that expires while the connection is open stops authorizing new requests
+// (requests already taken are answered). A request that the role does not
+// allow is refused with forbidden (403). Refusals are error replies; the
+// connection stays open. The level each opcode needs is the level of the
+// HTTP route that does the same thing, from one table in the server:
+//
+//	public      hello, ping, auth
+//	read-only   queue_info, queue_list, dlq_list, stats
+//	read-write  push, pop, ack, lease_extend, transaction, configure, seek,
+//	            dlq_redrive
+//	admin       delete_queue, delete_group, dlq_purge
+//
+// (Configure is read-write, as POST /api/v1/configure is in Queen: a
+// producer's token creates the queues it pushes to.) The roles of AuthReply:
+// 0 none (a valid token naming no known role), 1 read-only, 2 read-write,
+// 3 admin; each may do what the ones below it may. A server with auth off
+// answers Auth with enforced false and checks nothing. Pushes over an
+// authenticated connection carry the token's subject as their producerSub.
+//
+// Old peers: a 1.0 or 1.1 server answers Auth with unknown_op and closes the
+// connection, so a client sends Auth only to a server whose HelloReply says
+// minor 2 or later (an older server does not check tokens: the client goes
+// on without). A 1.0 or 1.1 client on a server with auth on gets its
+// requests refused with code 22, which it prints as "code(22)" followed by
+// the message, which says that a token is needed.
 //
 // # Buffers and ownership
 //

@@ -16,6 +16,7 @@ type Op uint8
 const (
 	OpHello       Op = 0x01
 	OpPing        Op = 0x02
+	OpAuth        Op = 0x03 // 1.2
 	OpPush        Op = 0x10
 	OpPop         Op = 0x11
 	OpAck         Op = 0x12
@@ -36,6 +37,7 @@ const (
 var opNames = [256]string{
 	OpHello:       "hello",
 	OpPing:        "ping",
+	OpAuth:        "auth",
 	OpPush:        "push",
 	OpPop:         "pop",
 	OpAck:         "ack",

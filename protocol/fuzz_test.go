@@ -247,6 +247,8 @@ func FuzzHelloRequest(f *testing.F)       { fuzzBody(f, &HelloRequest{}) }
 func FuzzHelloReply(f *testing.F)         { fuzzBody(f, &HelloReply{}) }
 func FuzzPingRequest(f *testing.F)        { fuzzBody(f, &PingRequest{}) }
 func FuzzPingReply(f *testing.F)          { fuzzBody(f, &PingReply{}) }
+func FuzzAuthRequest(f *testing.F)        { fuzzBody(f, &AuthRequest{}) }
+func FuzzAuthReply(f *testing.F)          { fuzzBody(f, &AuthReply{}) }
 func FuzzPushRequest(f *testing.F)        { fuzzBody(f, &PushRequest{}) }
 func FuzzPushReply(f *testing.F)          { fuzzBody(f, &PushReply{}) }
 func FuzzPopRequest(f *testing.F)         { fuzzBody(f, &PopRequest{}) }

@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 1
+	VersionMinor uint16 = 2
 )
 
 // Minor versions and what they added:
@@ -15,6 +15,8 @@ const (
 //	1.0  the first
 //	1.1  HelloRequest.MaxFrame; PopReply.Cut (sent only to a client that
 //	     said 1.1 or later in its Hello)
+//	1.2  the Auth opcode (a bearer token on an open connection), and the
+//	     error codes unauthenticated and forbidden
 
 // HelloRequest is the first frame a client sends on a connection.
 //

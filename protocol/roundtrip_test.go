@@ -139,6 +139,8 @@ func TestKnownLayouts(t *testing.T) {
 			[]byte{0, 0, 0, 10, 0x02, 1, 1, 2, 3, 4, 5, 6, 7, 8}},
 		{"hello", AppendHelloRequest(nil, 7, &HelloRequest{Major: 1, Minor: 2, ClientName: "go"}),
 			[]byte{0, 0, 0, 17, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, 0, 2, 2, 'g', 'o'}},
+		{"auth", AppendAuthRequest(nil, 1, &AuthRequest{Token: "t"}),
+			[]byte{0, 0, 0, 12, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 't'}},
 		{"error", AppendError(nil, OpPop, 9, CodeQueueNotFound, "q"),
 			[]byte{0, 0, 0, 14, 0x11, 3, 0, 0, 0, 0, 0, 0, 0, 9, 0, 2, 1, 'q'}},
 		{"push", AppendPushRequest(nil, 3, &PushRequest{Items: []PushItem{{Queue: "q", Payload: []byte{0xAB}}}}),
@@ -187,6 +189,8 @@ func TestNamedEncoders(t *testing.T) {
 		{AppendHelloReply(nil, 5, &HelloReply{MaxFrame: 9}), &HelloReply{MaxFrame: 9}},
 		{AppendPingRequest(nil, 5), &PingRequest{}},
 		{AppendPingReply(nil, 5), &PingReply{}},
+		{AppendAuthRequest(nil, 5, &AuthRequest{Token: "t"}), &AuthRequest{Token: "t"}},
+		{AppendAuthReply(nil, 5, &AuthReply{Enforced: true, Role: RoleAdmin}), &AuthReply{Enforced: true, Role: RoleAdmin}},
 		{AppendPushRequest(nil, 5, push), push},
 		{AppendPushReply(nil, 5, &PushReply{}), &PushReply{}},
 		{AppendPopRequest(nil, 5, &PopRequest{Queue: "q"}), &PopRequest{Queue: "q"}},
@@ -256,7 +260,7 @@ func TestRegistry(t *testing.T) {
 	if NewRequest(0) != nil || NewReply(0xff) != nil {
 		t.Error("unknown opcodes give bodies")
 	}
-	if n := len(Ops()); n != 17 {
+	if n := len(Ops()); n != 18 {
 		t.Errorf("%d opcodes", n)
 	}
 }

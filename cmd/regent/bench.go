@@ -84,6 +84,8 @@ type benchFlags struct {
 	queue, addr, httpAddr, server, sync *string
 	peerURL, peerBin, out, cpuprofile   *string
 	startPeer, jsonOut, showLogs        *bool
+	auth                                *bool
+	token, tlsCA                        *string
 }
 
 func newBenchFlags(out io.Writer, compare bool) *benchFlags {
@@ -122,6 +124,9 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.out = fs.String("out", "", "also write the result file (JSON) there")
 	f.cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process during each run's measured phase (a pre-fill excluded): the first run's to `FILE`, the n-th's to FILE.n; with --server inprocess it holds client and server (go tool pprof -tagignore bench=client shows the server alone)")
 	f.showLogs = fs.Bool("log", false, "show the servers' logs on stderr")
+	f.auth = fs.Bool("auth", false, "start Regent with authentication on (HS256, a fresh secret) and send a token: checked once per connection over TCP, on every request over HTTP")
+	f.token = fs.String("token", "", "the token (a JWT) to send to a running Regent (--addr, --http-addr) with auth on")
+	f.tlsCA = fs.String("tls-ca", "", "with --addr: speak TLS to it (a TLS terminator in front of Regent), trusting the CA certificates of this PEM `FILE`")
 	return f
 }
 
@@ -227,6 +232,25 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 		}
 	}
 	opts.CPUProfile = *f.cpuprofile
+	opts.Token = *f.token
+	if *f.tlsCA != "" {
+		if *f.addr == "" {
+			return fail(exitUsage, errors.New("--tls-ca goes with --addr (a TLS terminator in front of a running Regent)"))
+		}
+		cfg, err := tlsConfigCA(*f.tlsCA)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		opts.TLS = cfg
+	}
+	if *f.auth {
+		if *f.addr != "" || *f.httpAddr != "" {
+			return fail(exitUsage, errors.New("--auth starts its own Regent: with --addr give --token"))
+		}
+		if err := benchAuth(&opts); err != nil {
+			return fail(exitFailure, err)
+		}
+	}
 	sess := bench.NewSession(opts)
 	defer sess.Close()
 	file := &bench.File{Kind: "run", Command: bench.CommandLine(cmdline), Env: bench.CurrentEnv()}
@@ -296,6 +320,11 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 // startInProcess starts a broker inside this process with the same wiring
 // as serve, on free ports of 127.0.0.1, over a temp data dir.
 func startInProcess(ctx context.Context, sync string) (*bench.Server, error) {
+	return startInProcessWith(ctx, sync, security{})
+}
+
+// startInProcessWith is startInProcess with the given security settings.
+func startInProcessWith(ctx context.Context, sync string, sec security) (*bench.Server, error) {
 	pol, interval, err := log.ParseSync(sync)
 	if err != nil {
 		return nil, err
@@ -305,7 +334,7 @@ func startInProcess(ctx context.Context, sync string) (*bench.Server, error) {
 		return nil, err
 	}
 	b, err := startBroker(brokerConfig{dir: dir, tcpAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", sync: pol,
-		syncInterval: interval, logger: slog.New(slog.DiscardHandler)})
+		syncInterval: interval, logger: slog.New(slog.DiscardHandler), security: sec})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

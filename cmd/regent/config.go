@@ -36,7 +36,10 @@ func newSettings(name string, out io.Writer, list []setting) *settings {
 		}
 		v := new(string)
 		*v = def
-		if st.def == "true" || st.def == "false" {
+		if hiddenSettings[st.flag] {
+			// A secret: --help must not print what the environment holds.
+			s.fs.Var(hiddenSetting{v}, st.flag, help)
+		} else if st.def == "true" || st.def == "false" {
 			// A switch: a bare --flag means true, as with any Go bool flag.
 			s.fs.Var(boolSetting{v}, st.flag, help)
 		} else {
@@ -46,6 +49,15 @@ func newSettings(name string, out io.Writer, list []setting) *settings {
 	}
 	return s
 }
+
+// hiddenSettings are the settings whose value --help does not show.
+var hiddenSettings = map[string]bool{}
+
+// hiddenSetting is a string setting whose value is not shown.
+type hiddenSetting struct{ v *string }
+
+func (h hiddenSetting) String() string     { return "" }
+func (h hiddenSetting) Set(s string) error { *h.v = s; return nil }
 
 // boolSetting is a boolean setting kept as its string ("true" or "false").
 type boolSetting struct{ v *string }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/protocol"
 )
 
 // opCmd is the frame of an operator command: it talks to a running broker
@@ -23,6 +24,8 @@ type opCmd struct {
 	addr    *string
 	json    *bool
 	timeout *time.Duration
+	token   *string
+	tlsCA   *string
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -40,6 +43,8 @@ func newOp(name, usage string, stdout, stderr io.Writer) *opCmd {
 	o.addr = o.fs.String("addr", defaultAddr(), "the broker's binary protocol address (env REGENT_ADDR)")
 	o.json = o.fs.Bool("json", false, "print JSON for scripts")
 	o.timeout = o.fs.Duration("timeout", 10*time.Second, "how long to wait for the broker")
+	o.token = o.fs.String("token", "", "the token (a JWT) of a broker with auth on (env REGENT_TOKEN)")
+	o.tlsCA = o.fs.String("tls-ca", os.Getenv("REGENT_TLS_CA"), "speak TLS to --addr (a TLS terminator in front of the broker), trusting the CA certificates of this PEM `FILE`; \"system\": the system's (env REGENT_TLS_CA)")
 	o.fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: regent %s %s\n\n", name, usage)
 		o.fs.PrintDefaults()
@@ -77,7 +82,22 @@ func (o *opCmd) parse(args []string, min, max int) (pos []string, code int, ok b
 func (o *opCmd) dial(ctx context.Context) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, *o.timeout)
 	defer cancel()
-	return client.Dial(dctx, *o.addr, client.WithConns(1), client.WithName("regent-cli"))
+	opts := []client.Option{client.WithConns(1), client.WithName("regent-cli")}
+	tok := *o.token
+	if tok == "" {
+		tok = os.Getenv("REGENT_TOKEN")
+	}
+	if tok != "" {
+		opts = append(opts, client.WithToken(tok))
+	}
+	if *o.tlsCA != "" {
+		cfg, err := tlsConfigCA(*o.tlsCA)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithTLS(cfg))
+	}
+	return client.Dial(dctx, *o.addr, opts...)
 }
 
 // ctx bounds one request.
@@ -87,6 +107,9 @@ func (o *opCmd) ctx() (context.Context, context.CancelFunc) {
 
 // fail reports err on one line and returns the failure exit code.
 func (o *opCmd) fail(err error) int {
+	if protocol.CodeOf(err) == protocol.CodeUnauthenticated {
+		err = fmt.Errorf("%w (give a token: --token or REGENT_TOKEN)", err)
+	}
 	fmt.Fprintf(o.stderr, "regent %s: %v\n", o.name, err)
 	return exitFailure
 }

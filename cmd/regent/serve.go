@@ -42,6 +42,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	s.fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: regent serve [flags]\n\nRuns the broker until SIGINT or SIGTERM (a second signal exits at once).\n\n")
 		s.fs.PrintDefaults()
+		fmt.Fprint(stderr, queenEnvHelp)
 	}
 	if err := s.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,6 +83,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "regent serve: --shutdown-timeout: want a positive duration such as 30s")
 		return exitUsage
 	}
+	sec, err := securityFrom(s, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "regent serve:", err)
+		return exitUsage
+	}
 	nofile, err := raiseNoFile()
 	if err != nil {
 		fmt.Fprintln(stderr, "regent serve:", err)
@@ -97,7 +103,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	b, err := startBroker(brokerConfig{dir: s.get("data"), tcpAddr: s.get("tcp"), httpAddr: s.get("http"),
 		sync: pol, syncInterval: interval, salvage: salvage, encryptionKey: key, oldKeys: oldKeys, lostKeys: lostKeys, logger: logger,
-		tcpMaxConns: tcpConns, httpMaxConns: httpConns})
+		tcpMaxConns: tcpConns, httpMaxConns: httpConns, security: sec})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		if errors.Is(err, log.ErrCorrupt) && !salvage {
@@ -111,6 +117,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	abs, _ := filepath.Abs(s.get("data"))
 	fmt.Fprintf(stdout, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n",
 		version, abs, s.get("sync"), b.tcp.Addr(), b.httpLn.Addr())
+	fmt.Fprint(stdout, sec.banner())
 	failed := false
 	select {
 	case <-ctx.Done():
@@ -224,6 +231,7 @@ type brokerConfig struct {
 	logger            *slog.Logger
 	tcpMaxConns       int // 0: the door's default
 	httpMaxConns      int
+	security          security // serve_auth.go
 }
 
 func startBroker(c brokerConfig) (b *broker, err error) {
@@ -253,7 +261,8 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 			BytesWritten: s.BytesWritten, DiskBytes: b.j.DiskBytes(),
 		}
 	}
-	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger, MaxConns: c.tcpMaxConns}, b.e); err != nil {
+	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger, MaxConns: c.tcpMaxConns,
+		Auth: c.security.auth}, b.e); err != nil {
 		return b, err
 	}
 	if err = b.tcp.Start(); err != nil {
@@ -261,12 +270,13 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 		return b, err
 	}
 	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: c.httpAddr, JournalStats: stats, Version: version, MaxConns: c.httpMaxConns,
-		TCPConnections: b.tcp.Connections, TCPHealth: b.tcp.Healthy, Logger: c.logger}, b.e); err != nil {
+		TCPConnections: b.tcp.Connections, TCPHealth: b.tcp.Healthy, Logger: c.logger, Auth: c.security.auth}, b.e); err != nil {
 		return b, err
 	}
 	if b.httpLn, err = net.Listen("tcp", c.httpAddr); err != nil {
 		return b, fmt.Errorf("http: %w", err)
 	}
+	b.httpLn = c.security.listener(b.httpLn)
 	go func() { b.httpErr <- b.http.Serve(b.httpLn) }()
 	return b, nil
 }
