@@ -146,3 +146,26 @@ func TestServeAtTheDescriptorLimit(t *testing.T) {
 		t.Fatalf("the broker logged a dead door or journal:\n%s", stderr.String())
 	}
 }
+
+// TestServeHelpShowsNoSecret: serve --help names the environment variables
+// of its secrets but never prints what they hold.
+func TestServeHelpShowsNoSecret(t *testing.T) {
+	for env, v := range map[string]string{
+		"REGENT_ENCRYPTION_KEY":      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		"REGENT_ENCRYPTION_OLD_KEYS": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+		"REGENT_JWT_SECRET":          "a-jwt-secret-nobody-may-read",
+	} {
+		t.Setenv(env, v)
+	}
+	var out, errOut bytes.Buffer
+	run([]string{"serve", "--help"}, &out, &errOut)
+	help := out.String() + errOut.String()
+	for _, secret := range []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "a-jwt-secret"} {
+		if strings.Contains(help, secret) {
+			t.Errorf("serve --help prints a secret from the environment (%s...)", secret)
+		}
+	}
+	if !strings.Contains(help, "REGENT_ENCRYPTION_KEY") {
+		t.Errorf("serve --help does not name REGENT_ENCRYPTION_KEY:\n%s", help)
+	}
+}

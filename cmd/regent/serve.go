@@ -310,3 +310,9 @@ func (b *broker) close(grace time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
+
+func init() {
+	// Secrets: --help must not print what the environment holds.
+	hiddenSettings["encryption-key"] = true
+	hiddenSettings["encryption-old-keys"] = true
+}
