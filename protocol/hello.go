@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 1
+	VersionMinor uint16 = 2
 )
 
 // Minor versions and what they added:
@@ -15,6 +15,10 @@ const (
 //	1.0  the first
 //	1.1  HelloRequest.MaxFrame; PopReply.Cut (sent only to a client that
 //	     said 1.1 or later in its Hello)
+//	1.2  pages: QueueInfoRequest.After and Limit, QueueListRequest.After
+//	     and Limit (sent only to a server that said 1.2 or later in its
+//	     Hello reply); QueueInfoReply.More and QueueListReply.More (sent
+//	     only to a client that said 1.2 or later)
 
 // HelloRequest is the first frame a client sends on a connection.
 //
