@@ -252,9 +252,20 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "purged %d entries\n", n)
 		return exitOK
 	}
-	entries, total, err := c.DLQ(ctx, f)
-	if err != nil {
-		return o.fail(err)
+	// A page may come back shorter than asked (the broker fills one reply
+	// at most): read on until --limit entries or the end.
+	var entries []client.DLQEntry
+	total := 0
+	for {
+		f.Offset, f.Limit = len(entries), *limit-len(entries)
+		page, n, err := c.DLQ(ctx, f)
+		if err != nil {
+			return o.fail(err)
+		}
+		entries, total = append(entries, page...), n
+		if len(page) == 0 || len(entries) >= *limit || len(entries) >= total {
+			break
+		}
 	}
 	if *o.json {
 		out := make([]map[string]any, len(entries))

@@ -13,9 +13,9 @@ import (
 	"github.com/regentmq/regent/netserver"
 )
 
-// TestQueuePagesThrough: `regent queue` lists every partition of a queue
-// larger than one page (10,000), in text and in JSON, each once.
-func TestQueuePagesThrough(t *testing.T) {
+// pagesBroker is testBroker with its engine at hand.
+func pagesBroker(t *testing.T) (string, *engine.Engine) {
+	t.Helper()
 	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +38,13 @@ func TestQueuePagesThrough(t *testing.T) {
 		e.Close()
 		j.Close()
 	})
+	return srv.Addr().String(), e
+}
+
+// TestQueuePagesThrough: `regent queue` lists every partition of a queue
+// larger than one page (10,000), in text and in JSON, each once.
+func TestQueuePagesThrough(t *testing.T) {
+	addr, e := pagesBroker(t)
 	const n = 12_345
 	for i := 0; i < n; i += 1000 {
 		var items []engine.PushItem
@@ -48,7 +55,6 @@ func TestQueuePagesThrough(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addr := srv.Addr().String()
 	code, out, errs := cli(t, addr, "", "queue", "big", "--json")
 	var qi struct {
 		Partitions []struct{ Name string } `json:"partitions"`
@@ -64,5 +70,44 @@ func TestQueuePagesThrough(t *testing.T) {
 	code, out, errs = cli(t, addr, "", "queue", "big")
 	if code != exitOK || strings.Count(out, "partition-") != n || !strings.Contains(out, "12345 partitions") {
 		t.Fatalf("queue: %d, %d partition rows, %s", code, strings.Count(out, "partition-"), errs)
+	}
+}
+
+// TestDLQReadsOnPastAShortPage: `regent dlq --limit 100` lists all 18 dead
+// letters of 1 MiB although the broker answers them in pages that fit its
+// frame (16 MiB).
+func TestDLQReadsOnPastAShortPage(t *testing.T) {
+	addr, e := pagesBroker(t)
+	ctx := context.Background()
+	big := []byte(strings.Repeat("d", 1<<20))
+	for i := 0; i < 18; i++ {
+		if _, err := e.Push(ctx, []engine.PushItem{{Queue: "fat", Partition: "p", Payload: big}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for filed := 0; filed < 18; {
+		msgs, err := e.Pop(ctx, engine.PopRequest{Queue: "fat", Group: "g", Batch: 18})
+		if err != nil || len(msgs) == 0 {
+			t.Fatalf("pop: %d messages: %v", len(msgs), err)
+		}
+		items := make([]engine.AckItem, len(msgs))
+		for i, m := range msgs {
+			items[i] = engine.AckItem{PartitionID: m.PartitionID, HasOffset: true, Offset: m.Offset, LeaseID: m.LeaseID, Group: "g", Status: engine.DLQ}
+		}
+		if _, err := e.Ack(ctx, items); err != nil {
+			t.Fatal(err)
+		}
+		filed += len(msgs)
+	}
+	code, out, errs := cli(t, addr, "", "dlq", "fat", "--limit", "100", "--json")
+	var l struct {
+		Total   int   `json:"total"`
+		Entries []any `json:"entries"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &l) != nil || l.Total != 18 || len(l.Entries) != 18 {
+		t.Fatalf("dlq --limit 100: %d, %d entries of %d, %s", code, len(l.Entries), l.Total, errs)
+	}
+	if code, out, _ = cli(t, addr, "", "dlq", "fat", "--limit", "3", "--json"); code != exitOK || json.Unmarshal([]byte(out), &l) != nil || len(l.Entries) != 3 {
+		t.Fatalf("dlq --limit 3: %d entries", len(l.Entries))
 	}
 }
