@@ -180,7 +180,7 @@ func TestQueueViewsOfAHugeQueueAreBounded(t *testing.T) {
 			}
 			heapGrowth := int64(peakHeap) - int64(heap0)
 			rssGrowth := int64(peakRSS) - int64(rss0)
-			t.Logf("%d concurrent GET %s over %d partitions in %v: answers of %d bytes; Go heap %.1f MiB before, peak +%.1f MiB; RSS %.1f MiB before, peak +%.1f MiB; %.2f MiB allocated per request",
+			t.Logf("%d concurrent GET %s over %d partitions in %v: answers of %d bytes; Go heap %.1f MiB before, peak %+.1f MiB; RSS %.1f MiB before, peak %+.1f MiB; %.2f MiB allocated per request",
 				views, path, n, elapsed.Round(time.Millisecond), sizes[0], float64(heap0)/mib, float64(heapGrowth)/mib,
 				float64(rss0)/mib, float64(rssGrowth)/mib, float64(allocs1-allocs0)/views/mib)
 			if heapGrowth > 64*mib {
