@@ -104,7 +104,7 @@ type storedTrace struct {
 // of them, partition == ""), reading the traces queue a partition at a
 // time.
 func (s *HTTPServer) scanTraces(partition string, fn func(*storedTrace)) {
-	scan := func(name string, pid engine.UUID) {
+	scan := func(name string) {
 		s.e.ScanMessages(tracesQueue, name, 0, 0, func(m *engine.Message) bool {
 			t := storedTrace{id: m.ID, created: m.CreatedAt, pid: m.PartitionID}
 			if json.Unmarshal(m.Payload, &t.ev) == nil {
@@ -114,11 +114,11 @@ func (s *HTTPServer) scanTraces(partition string, fn func(*storedTrace)) {
 		})
 	}
 	if partition != "" {
-		scan(partition, engine.UUID{})
+		scan(partition)
 		return
 	}
 	s.e.EachPartition(tracesQueue, func(p *engine.PartitionView) bool {
-		scan(p.Name, p.ID)
+		scan(p.Name)
 		return true
 	})
 }
