@@ -322,3 +322,37 @@ func TestHTTPDLQPagesAreBoundedBySize(t *testing.T) {
 		t.Errorf("limit 1000000: pagination.limit %d", a.Pagination.Limit)
 	}
 }
+
+// TestHTTPTracePagesAreTheList: pages of a trace name's traces (newest
+// first, read again for the page) put together are the whole list.
+func TestHTTPTracePagesAreTheList(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 7; i++ {
+		res := h.push(obj{"queue": "tq", "partition": fmt.Sprintf("p%d", i%3), "transactionId": fmt.Sprintf("t%d", i), "payload": obj{"i": i}})
+		h.call("POST", "/api/v1/traces", obj{"transactionId": fmt.Sprintf("t%d", i), "partitionId": res[0]["partition_id"],
+			"data": obj{"i": i}, "traceNames": "flow"}, 201, nil)
+	}
+	list := func(q string) (ids []string, total float64) {
+		var a struct {
+			Traces []obj   `json:"traces"`
+			Total  float64 `json:"total"`
+		}
+		h.get("/api/v1/traces/by-name/flow?"+q, &a)
+		for _, tr := range a.Traces {
+			ids = append(ids, tr["transaction_id"].(string)+"="+fmt.Sprint(tr["data"].(obj)["i"]))
+		}
+		return ids, a.Total
+	}
+	all, total := list("limit=100")
+	if len(all) != 7 || total != 7 || all[0] != "t6=6" {
+		t.Fatalf("all traces: %v (total %v)", all, total)
+	}
+	var paged []string
+	for off := 0; off < 7; off += 3 {
+		ids, _ := list(fmt.Sprintf("limit=3&offset=%d", off))
+		paged = append(paged, ids...)
+	}
+	if strings.Join(paged, " ") != strings.Join(all, " ") {
+		t.Errorf("pages of 3: %v, the list: %v", paged, all)
+	}
+}
