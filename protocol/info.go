@@ -352,7 +352,9 @@ type DLQEntry struct {
 const minDLQEntry = 16 + 1 + 1 + minMessage + 1 + 1 + 8
 
 // DLQListReply answers DLQList: a page of entries, oldest first, and how
-// many match in all.
+// many match in all. A server puts in what fits the frame its client
+// reads, so a page may be shorter than the Limit asked: ask on from Offset
+// plus the entries returned while Total says more match.
 //
 //	uv total | uv count | count × DLQEntry
 type DLQListReply struct {
