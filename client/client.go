@@ -220,6 +220,29 @@ func (c *Client) do(ctx context.Context, op protocol.Op, encode func([]byte, uin
 	}
 }
 
+// doMinor is do for a request whose encoding depends on the protocol minor
+// version of the server it goes to (fields a later minor version added are
+// sent only to servers that said they have them).
+func (c *Client) doMinor(ctx context.Context, op protocol.Op, encode func(dst []byte, id uint64, minor uint16) []byte, reply protocol.Body) error {
+	backoff := time.Millisecond
+	for {
+		cn, err := c.conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = cn.do(ctx, op, func(dst []byte, id uint64) []byte { return encode(dst, id, cn.minor) }, reply)
+		if protocol.CodeOf(err) != protocol.CodeOverloaded {
+			return err
+		}
+		select {
+		case <-time.After(backoff + rand.N(backoff)):
+		case <-ctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, maxOverloadBackoff)
+	}
+}
+
 // maxOverloadBackoff caps the wait between two sendings of a request the
 // broker answered "overloaded".
 const maxOverloadBackoff = 100 * time.Millisecond

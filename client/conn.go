@@ -31,6 +31,7 @@ type call struct {
 type conn struct {
 	nc       net.Conn
 	maxFrame int
+	minor    uint16 // the protocol minor version the server said in its Hello reply
 	window   chan struct{}
 	sendq    chan *call
 	closed   chan struct{}
@@ -108,6 +109,7 @@ func dialConn(ctx context.Context, addr string, o *options) (*conn, error) {
 	c := &conn{
 		nc:       nc,
 		maxFrame: int(hr.MaxFrame),
+		minor:    hr.Minor,
 		window:   make(chan struct{}, window),
 		sendq:    make(chan *call, window),
 		closed:   make(chan struct{}),

@@ -335,29 +335,80 @@ func (c *Client) Configure(ctx context.Context, queue string, o QueueOptions) (Q
 	return QueueConfig{QueueID: ID(reply.QueueID), DefaultPartitionID: ID(reply.PartitionID), Created: reply.Created, Options: optionsFromWire(&reply.Options)}, nil
 }
 
-// Queues lists every queue.
+// Queues lists every queue, by name. From a broker that speaks protocol
+// 1.2 it reads them a page at a time.
 func (c *Client) Queues(ctx context.Context) ([]QueueSummary, error) {
-	var reply protocol.QueueListReply
-	err := c.do(ctx, protocol.OpQueueList, func(dst []byte, id uint64) []byte { return protocol.AppendQueueListRequest(dst, id) }, &reply)
-	if err != nil {
-		return nil, err
+	var out []QueueSummary
+	after := ""
+	for {
+		req := protocol.QueueListRequest{After: after, Limit: uint32(MaxPage)}
+		var reply protocol.QueueListReply
+		err := c.doMinor(ctx, protocol.OpQueueList, func(dst []byte, id uint64, minor uint16) []byte {
+			if minor < 2 {
+				return protocol.AppendQueueListRequest(dst, id) // a 1.1 server refuses page fields
+			}
+			return protocol.AppendFrame(dst, id, &req)
+		}, &reply)
+		if err != nil {
+			return nil, err
+		}
+		for i := range reply.Queues {
+			out = append(out, summaryFromWire(&reply.Queues[i]))
+		}
+		if !reply.More || len(reply.Queues) == 0 {
+			return out, nil
+		}
+		after = reply.Queues[len(reply.Queues)-1].Name
 	}
-	out := make([]QueueSummary, len(reply.Queues))
-	for i := range reply.Queues {
-		out[i] = summaryFromWire(&reply.Queues[i])
-	}
-	return out, nil
 }
 
-// QueueInfo describes one queue with its partitions and group cursors.
+// MaxPage is the most partitions (or queues) a broker puts in one page.
+const MaxPage = 10_000
+
+// QueueInfo describes one queue with all its partitions and their group
+// cursors. From a broker that speaks protocol 1.2 it reads them a page of
+// up to MaxPage at a time (QueueInfoPage); the summary is the first
+// page's. A 1.1 broker sends what fits one reply.
 func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, error) {
-	req := protocol.QueueInfoRequest{Queue: queue}
-	var reply protocol.QueueInfoReply
-	err := c.do(ctx, protocol.OpQueueInfo, func(dst []byte, id uint64) []byte { return protocol.AppendQueueInfoRequest(dst, id, &req) }, &reply)
-	if err != nil {
-		return QueueDetail{}, err
+	var out QueueDetail
+	var after ID
+	for page := 0; ; page++ {
+		d, more, err := c.QueueInfoPage(ctx, queue, after, MaxPage)
+		if err != nil {
+			return QueueDetail{}, err
+		}
+		if page == 0 {
+			out = d
+		} else {
+			out.Partitions = append(out.Partitions, d.Partitions...)
+		}
+		if !more || len(d.Partitions) == 0 {
+			return out, nil
+		}
+		after = ID(d.Partitions[len(d.Partitions)-1].ID)
 	}
-	return QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: reply.Partitions}, nil
+}
+
+// QueueInfoPage describes one queue with a page of its partitions: those
+// after the partition after (zero: from the first), in the order they were
+// created, at most limit of them (0: the broker's default page, 1,000; at
+// most MaxPage). more says that partitions follow: ask again with after set
+// to the last one's ID. A 1.1 broker ignores the page and sends the first
+// partitions that fit one reply, with more false.
+func (c *Client) QueueInfoPage(ctx context.Context, queue string, after ID, limit int) (QueueDetail, bool, error) {
+	req := protocol.QueueInfoRequest{Queue: queue, After: protocol.UUID(after), Limit: uint32(min(max(limit, 0), MaxPage))}
+	var reply protocol.QueueInfoReply
+	err := c.doMinor(ctx, protocol.OpQueueInfo, func(dst []byte, id uint64, minor uint16) []byte {
+		r := req
+		if minor < 2 {
+			r.After, r.Limit = protocol.UUID{}, 0 // a 1.1 server refuses page fields
+		}
+		return protocol.AppendQueueInfoRequest(dst, id, &r)
+	}, &reply)
+	if err != nil {
+		return QueueDetail{}, false, err
+	}
+	return QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: reply.Partitions}, reply.More, nil
 }
 
 // DeleteQueue removes a queue and everything in it; it reports whether the
@@ -398,7 +449,10 @@ func (c *Client) DeleteGroup(ctx context.Context, queue, group string) (int, err
 	return int(reply.QueuesAffected), err
 }
 
-// DLQ lists dead-letter entries and how many match in all.
+// DLQ lists a page of dead-letter entries and how many match in all. A
+// page holds at most 10,000 entries and what fits one reply, so it may be
+// shorter than f.Limit: ask for the next one from Offset + the entries
+// returned.
 func (c *Client) DLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) {
 	req := protocol.DLQListRequest{Queue: f.Queue, Group: f.Group, Partition: f.Partition, Limit: uint32(max(f.Limit, 0)), Offset: uint32(max(f.Offset, 0))}
 	if !f.From.IsZero() {

@@ -7,21 +7,23 @@ import (
 )
 
 // Read-only views for reports: the HTTP bridge's resource, status, message
-// and consumer-group routes read the broker's state through these. Each view
-// is a copy taken partition by partition under that partition's stripe lock:
+// and consumer-group routes read the broker's state through these (and
+// through the paged and streamed views of pages.go). Each view is a copy
+// taken partition by partition under that partition's stripe lock:
 // consistent per partition, not across partitions. Nothing here changes
 // state or writes to the journal.
 
 // QueueView is a picture of one queue: its options, its consumer groups and,
 // per partition, every group's position.
 type QueueView struct {
-	Name        string
-	ID          UUID
-	Created     int64 // Unix nanoseconds
-	Options     QueueOptions
-	Groups      []GroupMeta // by name
-	Partitions  []PartitionView
-	DeadLetters int
+	Name           string
+	ID             UUID
+	Created        int64 // Unix nanoseconds
+	Options        QueueOptions
+	Groups         []GroupMeta     // by name
+	Partitions     []PartitionView // nil in a head (ViewQueueHead, QueueHeads)
+	PartitionCount int
+	DeadLetters    int
 }
 
 // GroupMeta describes a consumer group's subscription on one queue.
@@ -61,7 +63,10 @@ type GroupState struct {
 	BlockedUntil int64 // a failed message waits out its retry delay until then
 }
 
-// ViewQueues returns a view of every queue, by name.
+// ViewQueues returns a view of every queue, by name, with every partition
+// of each: its memory grows with the partitions of the whole broker. The
+// transports use QueueHeads and EachPartition instead; this is for tests
+// and tools.
 func (e *Engine) ViewQueues() []QueueView {
 	e.mu.RLock()
 	qs := make([]*queue, 0, len(e.queues))
@@ -79,7 +84,10 @@ func (e *Engine) ViewQueues() []QueueView {
 	return out
 }
 
-// ViewQueue returns a view of the named queue.
+// ViewQueue returns a view of the named queue with every partition: its
+// memory grows with the queue (a queue of 200,000 partitions is 200,000
+// views). The transports page (ViewPartitions) or stream (EachPartition)
+// instead; this is for tests and tools.
 func (e *Engine) ViewQueue(name string) (QueueView, error) {
 	q := e.queue(name)
 	if q == nil || q.deleted.Load() {
@@ -89,59 +97,15 @@ func (e *Engine) ViewQueue(name string) (QueueView, error) {
 }
 
 func (e *Engine) viewQueue(q *queue) QueueView {
-	v := QueueView{Name: q.name, ID: partitionID(q.id, 0), Created: q.created, Options: *q.options()}
-	groups := q.groupList()
-	for _, g := range groups {
-		if g != nil {
-			v.Groups = append(v.Groups, GroupMeta{Name: g.name, Mode: g.mode, From: g.from, Created: g.created})
-		}
-	}
-	sort.Slice(v.Groups, func(i, j int) bool { return v.Groups[i].Name < v.Groups[j].Name })
-	q.mu.RLock()
-	parts := append([]*partition(nil), q.parts...)
-	q.mu.RUnlock()
-	for _, p := range parts {
-		if p != nil {
-			v.Partitions = append(v.Partitions, e.viewPartition(p, groups))
-		}
-	}
-	q.dlqMu.Lock()
-	v.DeadLetters = len(q.dlq)
-	q.dlqMu.Unlock()
+	v := e.queueHead(q)
+	groups := q.groupsByName()
+	q.eachPartition(func(p *partition) bool {
+		v.Partitions = append(v.Partitions, PartitionView{})
+		e.viewPartitionInto(p, groups, &v.Partitions[len(v.Partitions)-1])
+		return true
+	})
+	v.PartitionCount = len(v.Partitions)
 	return v
-}
-
-func (e *Engine) viewPartition(p *partition, groups []*group) PartitionView {
-	st := p.st()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	pv := PartitionView{Name: p.name, ID: p.id(), Low: p.low(), Next: p.next, Durable: p.durable}
-	if len(p.chunks) > 0 {
-		pv.Oldest, pv.Newest = p.chunks[0].ts, p.lastTS
-	}
-	for _, g := range groups {
-		if g == nil || g.idx >= len(p.groups) || !p.groups[g.idx].init() {
-			continue
-		}
-		pg := &p.groups[g.idx]
-		gs := GroupState{Group: g.name, Cursor: pg.cursor}
-		if pg.cursor < p.next {
-			if ci := p.chunkFor(pg.cursor); ci >= 0 {
-				gs.CursorTime = p.chunks[ci].ts
-			}
-		}
-		if a := pg.act; a != nil {
-			if l := a.lease; l != nil && !l.ended {
-				gs.Leased, gs.LeaseID, gs.LeaseExpires = true, l.id, l.expires
-				gs.LeaseFrom, gs.LeaseTo, gs.LeaseAcked = l.from, l.to, l.nDone
-			}
-			gs.Retrying = len(a.retries)
-			gs.BlockedUntil = a.blockedUntil
-		}
-		pv.Groups = append(pv.Groups, gs)
-	}
-	sort.Slice(pv.Groups, func(i, j int) bool { return pv.Groups[i].Group < pv.Groups[j].Group })
-	return pv
 }
 
 // ScanMessages calls fn with the committed messages of queueName/partName,

@@ -67,6 +67,17 @@
 // timer wheel per stripe: O(1) to arm and cancel, intrusive (no allocation),
 // advanced by one ticker, or by Tick in tests that use a FakeClock.
 //
+// # Reports
+//
+// What the transports list (partitions, dead letters) is read a page at a
+// time, and what they sum is read one partition at a time (pages.go): a
+// report costs memory for its page, not for its queue. Partitions are listed
+// in creation order, and a page's cursor is its last partition's id, so a
+// walk by cursor lists every partition that lived through it once. A page
+// holds at most MaxPartitionPage partitions (MaxDLQPage dead letters, and at
+// most DLQFilter.MaxBytes of them). ViewQueue and Queue copy a whole queue:
+// tests and tools use them, the transports do not.
+//
 // # Ownership
 //
 // The engine owns every byte it keeps beyond the call that brought it. A

@@ -7,7 +7,7 @@ import (
 )
 
 // DLQFilter selects dead-letter entries. Zero fields match everything;
-// Limit 0 means 100.
+// Limit 0 means DefaultDLQPage, and above MaxDLQPage it is MaxDLQPage.
 type DLQFilter struct {
 	Queue     string // "" = every queue
 	Group     string
@@ -15,13 +15,34 @@ type DLQFilter struct {
 	From, To  time.Time // FailedAt range (inclusive; zero = open)
 	Limit     int
 	Offset    int
+	// MaxBytes bounds a listed page by size: entries are listed while their
+	// sizes (DLQEntry.Size) add up to at most MaxBytes, and the first one
+	// always; 0 means no bound but Limit. The total still counts every
+	// match, so a page cut short says so by its length.
+	MaxBytes int
+}
+
+// Page sizes of the dead-letter listing.
+const (
+	DefaultDLQPage = 100
+	MaxDLQPage     = 10_000
+)
+
+// DLQEntryFixed is the most bytes a dead-letter entry's listed form (over
+// any transport) takes beyond its payload and its strings.
+const DLQEntryFixed = 256
+
+// Size is what a listing counts for the entry against DLQFilter.MaxBytes:
+// its payload, its strings and DLQEntryFixed.
+func (d *DLQEntry) Size() int {
+	m := &d.Message
+	return DLQEntryFixed + len(m.Payload) + len(m.TransactionID) + len(m.TraceID) + len(m.Queue) + len(m.Partition) +
+		len(m.Group) + len(m.ProducerSub) + len(d.Error)
 }
 
 // DLQ lists dead-letter entries, oldest first, and how many match in all.
 func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
+	f.Limit = PageLimit(f.Limit, DefaultDLQPage, MaxDLQPage)
 	if f.Offset < 0 {
 		return nil, 0, fmt.Errorf("%w: negative offset", ErrInvalid)
 	}
@@ -39,7 +60,7 @@ func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
 	e.mu.RUnlock()
 	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
 	var out []DLQEntry
-	total := 0
+	total, size, full := 0, 0, false
 	from, to := int64(0), int64(0)
 	if !f.From.IsZero() {
 		from = f.From.UnixNano()
@@ -54,8 +75,14 @@ func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
 			if !f.match(d, from, to) {
 				continue
 			}
-			if total >= f.Offset && len(out) < f.Limit {
-				out = append(out, e.dlqEntry(d))
+			if total >= f.Offset && len(out) < f.Limit && !full {
+				de := e.dlqEntry(d)
+				if n := de.Size(); f.MaxBytes <= 0 || len(out) == 0 || size+n <= f.MaxBytes {
+					out = append(out, de)
+					size += n
+				} else {
+					full = true // later entries are left out too: a page is a run
+				}
 			}
 			total++
 		}
@@ -119,7 +146,9 @@ type QueueInfo struct {
 	PartitionList []PartitionInfo // only from Queue
 }
 
-// Queues lists every queue (without partition details), by name.
+// Queues lists every queue (without partition details), by name. A queue's
+// figures are summed one partition at a time: nothing grows with the number
+// of partitions.
 func (e *Engine) Queues() []QueueInfo {
 	e.mu.RLock()
 	qs := make([]*queue, 0, len(e.queues))
@@ -135,13 +164,25 @@ func (e *Engine) Queues() []QueueInfo {
 	return out
 }
 
-// Queue describes one queue with its partitions and group cursors.
+// Queue describes one queue with its partitions and group cursors: its
+// memory grows with the queue. The transports use QueueSummary and the
+// paged views (ViewPartitions) instead; this is for tests and tools.
 func (e *Engine) Queue(name string) (QueueInfo, error) {
 	q := e.queue(name)
 	if q == nil {
 		return QueueInfo{}, fmt.Errorf("%w: %q", ErrQueueNotFound, name)
 	}
 	return e.queueInfo(q, true), nil
+}
+
+// QueueSummary describes one queue without its partitions (PartitionList
+// nil), summing its figures one partition at a time.
+func (e *Engine) QueueSummary(name string) (QueueInfo, error) {
+	q := e.queue(name)
+	if q == nil {
+		return QueueInfo{}, fmt.Errorf("%w: %q", ErrQueueNotFound, name)
+	}
+	return e.queueInfo(q, false), nil
 }
 
 func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
@@ -153,13 +194,7 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 		}
 	}
 	sort.Strings(qi.Groups)
-	q.mu.RLock()
-	parts := append([]*partition(nil), q.parts...)
-	q.mu.RUnlock()
-	for _, p := range parts {
-		if p == nil {
-			continue
-		}
+	q.eachPartition(func(p *partition) bool {
 		qi.Partitions++
 		p.st().mu.Lock()
 		low := p.low()
@@ -190,7 +225,8 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 			qi.PartitionList = append(qi.PartitionList, pi)
 		}
 		p.st().mu.Unlock()
-	}
+		return true
+	})
 	q.dlqMu.Lock()
 	qi.DeadLetters = len(q.dlq)
 	q.dlqMu.Unlock()

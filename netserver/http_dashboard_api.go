@@ -1,8 +1,10 @@
 package netserver
 
 import (
+	"bytes"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -12,24 +14,26 @@ import (
 // The dashboard's feeds, for what Queen's read models do not carry:
 //
 //	GET /api/v1/dashboard/system          counters, rates, journal (size, fsync latency), features
-//	GET /api/v1/dashboard/queues          every queue with its options, groups and lag per group
-//	GET /api/v1/dashboard/queues/{queue}  one queue: options, partitions with each group's cursor
-//	                                      and lease, and the newest messages with a payload preview
+//	GET /api/v1/dashboard/queues          the queues (a page, by name) with their options, groups
+//	                                      and lag per group
+//	GET /api/v1/dashboard/queues/{queue}  one queue: options, the partitions with the most lag
+//	                                      (a page) with each group's cursor and lease, and the
+//	                                      newest messages with a payload preview
 //
 // Figures are computed from the engine's state when asked, like the
-// resource routes (http_resources.go). Durations are in the unit their key
-// names; times are RFC 3339 strings or null.
+// resource routes (http_resources.go), one partition at a time. Durations
+// are in the unit their key names; times are RFC 3339 strings or null.
 
 // GET /api/v1/dashboard/system
 func (s *HTTPServer) handleDashSystem(w http.ResponseWriter, r *http.Request) {
 	st := s.e.Stats()
 	rt := s.met.rates()
-	vs := s.views()
+	vs := s.heads()
 	var c msgCounts
 	parts, groups := 0, 0
 	for i := range vs {
-		c.add(queueCounts(&vs[i]))
-		parts += len(vs[i].Partitions)
+		c.add(s.aggregate(&vs[i], 0, nil).counts)
+		parts += vs[i].PartitionCount
 		groups += len(vs[i].Groups)
 	}
 	conns := map[string]any{"http": s.conns.Load(), "tcp": nil}
@@ -158,54 +162,28 @@ type groupLag struct {
 	Retrying          int     `json:"retrying"`
 }
 
-func groupLags(v *engine.QueueView, now int64) []groupLag {
-	out := make([]groupLag, len(v.Groups))
-	idx := make(map[string]int, len(v.Groups))
-	for i, g := range v.Groups {
-		out[i] = groupLag{Name: g.Name, SubscriptionMode: modeName(g.Mode)}
-		idx[g.Name] = i
-	}
-	for i := range v.Partitions {
-		p := &v.Partitions[i]
-		for j := range p.Groups {
-			g := &p.Groups[j]
-			k, ok := idx[g.Group]
-			if !ok {
-				continue
-			}
-			gl := &out[k]
-			off, secs := lagOf(p, g, now)
-			gl.Partitions++
-			if off > 0 {
-				gl.PartitionsWithLag++
-			}
-			gl.OffsetLag += off
-			gl.MaxTimeLagSeconds = max(gl.MaxTimeLagSeconds, secs)
-			if g.Leased {
-				gl.Leases++
-			}
-			gl.Retrying += g.Retrying
-		}
-	}
-	return out
-}
-
-// GET /api/v1/dashboard/queues
+// GET /api/v1/dashboard/queues?limit=1000&offset=0
 func (s *HTTPServer) handleDashQueues(w http.ResponseWriter, r *http.Request) {
+	limit, offset, err := pageOf(r.URL.RawQuery, pageDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	now := s.e.Now()
-	vs := s.views()
-	out := make([]map[string]any, len(vs))
-	for i := range vs {
-		v := &vs[i]
-		c := queueCounts(v)
+	vs := s.heads()
+	page := window(vs, limit, offset)
+	out := make([]map[string]any, len(page))
+	for i := range page {
+		v := &page[i]
+		a := s.aggregate(v, now, nil)
 		out[i] = map[string]any{
 			"name": v.Name, "id": v.ID.String(), "createdAt": fmtTime(v.Created),
 			"namespace": v.Options.Namespace, "task": v.Options.Task,
-			"partitions": len(v.Partitions), "messages": c, "depth": c.Pending + c.Processing,
-			"deadLetters": v.DeadLetters, "groups": groupLags(v, now), "options": dashOptions(&v.Options),
+			"partitions": v.PartitionCount, "messages": a.counts, "depth": a.counts.Pending + a.counts.Processing,
+			"deadLetters": v.DeadLetters, "groups": a.groups, "options": dashOptions(&v.Options),
 		}
 	}
-	s.writeValue(w, http.StatusOK, map[string]any{"queues": out})
+	s.writeValue(w, http.StatusOK, map[string]any{"queues": out, "pagination": offsetPagination(limit, offset, len(out), len(vs))})
 }
 
 // Limits of GET /api/v1/dashboard/queues/{queue}.
@@ -216,13 +194,46 @@ const (
 	dashPreviewBytes      = 240
 )
 
-// GET /api/v1/dashboard/queues/{queue}?partitions=200&messages=20
+// lagged is a partition with the sum of its groups' offset lag.
+type lagged struct {
+	p   engine.PartitionView
+	lag uint64
+}
+
+// laggedFirst orders partitions by lag, most first, then by name.
+func laggedFirst(a, b lagged) bool {
+	if a.lag != b.lag {
+		return a.lag > b.lag
+	}
+	return a.p.Name < b.p.Name
+}
+
+// newestFirst orders partitions by their newest message, newest first.
+func newestFirst(a, b lagged) bool {
+	if a.p.Newest != b.p.Newest {
+		return a.p.Newest > b.p.Newest
+	}
+	return a.p.Name < b.p.Name
+}
+
+// keep returns a fill for topK.offer that copies a reused view (its
+// Groups too, into the buffer the destination already has).
+func keep(p *engine.PartitionView, lag uint64) func(*lagged) {
+	return func(dst *lagged) {
+		groups := append(dst.p.Groups[:0], p.Groups...)
+		dst.p, dst.p.Groups, dst.lag = *p, groups, lag
+	}
+}
+
+// GET /api/v1/dashboard/queues/{queue}?partitions=200&partitionsOffset=0&messages=20
 //
-// partitions caps the partitions listed (those with the most lag first,
-// then by name; partitionsTotal says how many there are); messages is how
-// many of the newest messages to show, newest first.
+// partitions is a page of the partitions with the most lag (then by name):
+// partitions (default 200, at most 10,000) of them from partitionsOffset
+// (offset + size at most 20,000), with "pagination" and partitionsTotal
+// saying how many there are; messages is how many of the newest messages to
+// show, newest first (at most 200).
 func (s *HTTPServer) handleDashQueue(w http.ResponseWriter, r *http.Request) {
-	v, err := s.e.ViewQueue(r.PathValue("queue"))
+	v, err := s.e.ViewQueueHead(r.PathValue("queue"))
 	if err != nil || internalQueue(v.Name) {
 		writeError(w, http.StatusNotFound, "Queue not found")
 		return
@@ -233,8 +244,14 @@ func (s *HTTPServer) handleDashQueue(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	if maxParts == 0 {
-		maxParts = dashPartitionsDefault
+	maxParts = engine.PageLimit(maxParts, dashPartitionsDefault, pageMax)
+	partsOffset, err := queryInt(raw, "partitionsOffset", 0)
+	if err == nil {
+		err = sortedWindow(maxParts, partsOffset)
+	}
+	if err != nil {
+		s.writeErr(w, err)
+		return
 	}
 	nMsgs, err := queryInt(raw, "messages", dashMessagesDefault)
 	if err != nil {
@@ -243,30 +260,29 @@ func (s *HTTPServer) handleDashQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	nMsgs = min(nMsgs, dashMessagesMax)
 	now := s.e.Now()
-	dead := s.deadByPartition(v.Name)
 
-	order := make([]int, len(v.Partitions))
-	lagSum := make([]uint64, len(v.Partitions))
-	for i := range v.Partitions {
-		order[i] = i
-		p := &v.Partitions[i]
+	top := newTopK(partsOffset+maxParts, laggedFirst)
+	newest := newTopK(nMsgs, newestFirst)
+	a := s.aggregate(&v, now, func(p *engine.PartitionView) {
+		var sum uint64
 		for j := range p.Groups {
 			off, _ := lagOf(p, &p.Groups[j], now)
-			lagSum[i] += off
+			sum += off
 		}
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		if lagSum[order[a]] != lagSum[order[b]] {
-			return lagSum[order[a]] > lagSum[order[b]]
+		top.offer(lagged{*p, sum}, keep(p, sum))
+		if p.Next > p.Low && p.Newest > 0 {
+			newest.offer(lagged{*p, 0}, keep(p, 0))
 		}
-		return v.Partitions[order[a]].Name < v.Partitions[order[b]].Name
 	})
-	if len(order) > maxParts {
-		order = order[:maxParts]
+	shown := window(top.sorted(), maxParts, partsOffset)
+	views := make([]engine.PartitionView, len(shown))
+	for i := range shown {
+		views[i] = shown[i].p
 	}
-	parts := make([]map[string]any, len(order))
-	for k, i := range order {
-		p := &v.Partitions[i]
+	dead := s.deadCounts(v.Name, views)
+	parts := make([]map[string]any, len(views))
+	for k := range views {
+		p := &views[k]
 		cursors := make([]map[string]any, len(p.Groups))
 		for j := range p.Groups {
 			g := &p.Groups[j]
@@ -286,42 +302,33 @@ func (s *HTTPServer) handleDashQueue(w http.ResponseWriter, r *http.Request) {
 		}
 		parts[k] = map[string]any{"id": p.ID.String(), "name": p.Name, "low": p.Low, "next": p.Next,
 			"durable": p.Durable, "oldestAt": timePtr(p.Oldest), "newestAt": timePtr(p.Newest),
-			"stats": partitionCounts(p, dead[p.ID]), "cursors": cursors}
+			"stats": partitionCounts(p, dead[k]), "cursors": cursors}
 	}
-	c := queueCounts(&v)
+	c := a.counts
 	s.writeValue(w, http.StatusOK, map[string]any{
 		"name": v.Name, "id": v.ID.String(), "createdAt": fmtTime(v.Created),
 		"namespace": v.Options.Namespace, "task": v.Options.Task, "options": dashOptions(&v.Options),
 		"messages": c, "depth": c.Pending + c.Processing, "deadLetters": v.DeadLetters,
-		"groups": groupLags(&v, now), "partitionsTotal": len(v.Partitions), "partitions": parts,
-		"newest": s.newestJSON(&v, nMsgs),
+		"groups": a.groups, "partitionsTotal": v.PartitionCount, "partitions": parts,
+		"pagination": offsetPagination(maxParts, partsOffset, len(parts), v.PartitionCount),
+		"newest":     s.newestJSON(&v, newest.sorted(), nMsgs),
 	})
 }
 
 // newestJSON lists the queue's n newest messages, newest first, with their
-// status and the start of their payload.
-func (s *HTTPServer) newestJSON(v *engine.QueueView, n int) []map[string]any {
+// status and the start of their payload; ps are the n partitions whose
+// newest message is the newest (the n newest messages lie in them).
+func (s *HTTPServer) newestJSON(v *engine.QueueView, ps []lagged, n int) []map[string]any {
 	if n == 0 {
 		return []map[string]any{}
 	}
-	// The n newest messages lie in the n partitions whose newest message is
-	// the newest.
-	ps := make([]*engine.PartitionView, 0, len(v.Partitions))
-	for i := range v.Partitions {
-		if p := &v.Partitions[i]; p.Next > p.Low && p.Newest > 0 {
-			ps = append(ps, p)
-		}
-	}
-	sort.Slice(ps, func(a, b int) bool { return ps[a].Newest > ps[b].Newest })
-	if len(ps) > n {
-		ps = ps[:n]
-	}
 	type found struct {
-		m engine.Message
+		previewed
 		p *engine.PartitionView
 	}
 	var all []found
-	for _, p := range ps {
+	for i := range ps {
+		p := &ps[i].p
 		for _, m := range s.newestOf(v.Name, p, n) {
 			all = append(all, found{m, p})
 		}
@@ -335,40 +342,54 @@ func (s *HTTPServer) newestJSON(v *engine.QueueView, n int) []map[string]any {
 	if len(all) > n {
 		all = all[:n]
 	}
-	var dead map[msgKey]*engine.DLQEntry
+	var dead []engine.MessageRef
 	if v.DeadLetters > 0 {
-		dead = s.deadSet(v.Name)
+		dead = s.e.DeadLetterRefs(v.Name)
 	}
 	out := make([]map[string]any, len(all))
 	for i := range all {
 		m, p := &all[i].m, all[i].p
-		st := stateOf(p, m.Offset, dead[msgKey{m.PartitionID, m.Offset}] != nil)
+		st := stateOf(p, m.Offset, engine.HasRef(dead, engine.MessageRef{Partition: m.PartitionID, Offset: m.Offset}))
 		preview, cut := previewOf(m.Payload)
 		out[i] = map[string]any{
 			"id": m.ID.String(), "transactionId": m.TransactionID, "partitionId": m.PartitionID.String(),
 			"partition": m.Partition, "offset": m.Offset, "createdAt": fmtTime(m.CreatedAt),
 			"traceId": strOrNil(m.TraceID), "status": st.status,
 			"consumedBy": st.consumedBy, "totalGroups": st.totalGroups,
-			"size": len(m.Payload), "preview": preview, "truncated": cut,
+			"size": all[i].size, "preview": preview, "truncated": cut,
 		}
 	}
 	return out
+}
+
+// previewed is a listed message: its payload cut to what a preview shows
+// (and a byte more, to tell that it was cut), its size.
+type previewed struct {
+	m    engine.Message
+	size int
+}
+
+func preview(m *engine.Message) previewed {
+	c := *m
+	c.Payload = bytes.Clone(m.Payload[:min(len(m.Payload), dashPreviewBytes+1)])
+	c.TransactionID, c.TraceID = strings.Clone(m.TransactionID), strings.Clone(m.TraceID)
+	return previewed{c, len(m.Payload)}
 }
 
 // newestOf returns up to n of a partition's newest messages, oldest first.
 // Messages are found by creation time, so it scans a window back from the
 // newest message that grows until it holds n of them or the whole
 // partition.
-func (s *HTTPServer) newestOf(queue string, p *engine.PartitionView, n int) []engine.Message {
-	ring := make([]engine.Message, 0, n)
+func (s *HTTPServer) newestOf(queue string, p *engine.PartitionView, n int) []previewed {
+	ring := make([]previewed, 0, n)
 	for span := int64(time.Millisecond); ; span *= 16 {
 		since := p.Newest - span
 		ring, head := ring[:0], 0
 		err := s.e.ScanMessages(queue, p.Name, since, 0, func(m *engine.Message) bool {
 			if len(ring) < n {
-				ring = append(ring, *m)
+				ring = append(ring, preview(m))
 			} else {
-				ring[head] = *m
+				ring[head] = preview(m)
 				head = (head + 1) % n
 			}
 			return true

@@ -6,12 +6,19 @@ import (
 	"github.com/regentmq/regent/engine"
 )
 
+// dlqPageBytes bounds a page of dead letters by size (engine.DLQEntry.Size:
+// payloads, strings and a fixed part per entry).
+const dlqPageBytes = 16 << 20
+
 // GET /api/v1/dlq?queue=&consumerGroup=&partition=&from=&to=&limit=100&offset=0
 //
 // Lists dead-letter entries, oldest first, with Queen's keys (errorMessage,
 // retryCount, data, failedAt). Unlike Queen, every filter works (partition
 // and the failedAt range from/to included), paging is applied exactly, and
-// total says how many entries match in all.
+// total says how many entries match in all. A page holds at most 10,000
+// entries and about dlqPageBytes of them (payloads included; the first
+// entry always): one cut short by its size says where the next begins in
+// pagination.next (null when none follows).
 func (s *HTTPServer) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	raw := r.URL.RawQuery
 	since, until, err := timeRange(raw, 0, 0)
@@ -26,7 +33,7 @@ func (s *HTTPServer) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	}
 	f := engine.DLQFilter{
 		Queue: queryParam(raw, "queue"), Group: queryParam(raw, "consumerGroup"), Partition: queryParam(raw, "partition"),
-		Limit: limit, Offset: offset,
+		Limit: limit, Offset: offset, MaxBytes: dlqPageBytes,
 	}
 	if since != 0 {
 		f.From = timeOf(since)
@@ -82,6 +89,12 @@ func (s *HTTPServer) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	b = appendInt(b, int64(limit))
 	b = append(b, `,"offset":`...)
 	b = appendInt(b, int64(offset))
+	b = append(b, `,"next":`...)
+	if next := offset + len(entries); next < total {
+		b = appendInt(b, int64(next))
+	} else {
+		b = append(b, "null"...)
+	}
 	b = append(b, "}}"...)
 	writeJSON(w, http.StatusOK, b)
 }

@@ -3,7 +3,6 @@ package netserver
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/regentmq/regent/engine"
@@ -31,35 +30,32 @@ func modeName(m engine.SubMode) string {
 	return "all"
 }
 
-// GET /api/v1/consumer-groups: one entry per (group, queue).
+// GET /api/v1/consumer-groups?limit=1000&offset=0: one entry per (group,
+// queue), by queue then group; a page of them, the total in X-Total-Count
+// (Queen's answer is a bare array).
 func (s *HTTPServer) handleGroups(w http.ResponseWriter, r *http.Request) {
+	limit, offset, err := pageOf(r.URL.RawQuery, pageDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	now := s.e.Now()
 	out := []map[string]any{}
-	for _, v := range s.views() {
-		for _, gm := range v.Groups {
-			members, withLag := 0, 0
-			var total uint64
-			maxLag := 0.0
-			for i := range v.Partitions {
-				p := &v.Partitions[i]
-				for j := range p.Groups {
-					g := &p.Groups[j]
-					if g.Group != gm.Name {
-						continue
-					}
-					if g.Leased {
-						members++
-					}
-					off, secs := lagOf(p, g, now)
-					if off > 0 {
-						withLag++
-						total += off
-					}
-					maxLag = max(maxLag, secs)
-				}
+	total := 0
+	for _, v := range s.heads() {
+		first := total // the position of this queue's first entry
+		total += len(v.Groups)
+		if total <= offset || first >= offset+limit {
+			continue // no entry of this queue on the page
+		}
+		a := s.aggregate(&v, now, nil)
+		for k, gm := range v.Groups {
+			if i := first + k; i < offset || i >= offset+limit {
+				continue
 			}
+			gl := &a.groups[k]
 			state := "Stable"
-			if maxLag > 300 {
+			if gl.MaxTimeLagSeconds > 300 {
 				state = "Lagging"
 			}
 			var subTS *string
@@ -67,61 +63,108 @@ func (s *HTTPServer) handleGroups(w http.ResponseWriter, r *http.Request) {
 				subTS = timePtr(gm.From)
 			}
 			out = append(out, map[string]any{
-				"name": gm.Name, "topics": []string{v.Name}, "queueName": v.Name, "members": members,
-				"partitionsWithLag": withLag, "totalLag": total, "maxTimeLag": maxLag, "state": state,
+				"name": gm.Name, "topics": []string{v.Name}, "queueName": v.Name, "members": gl.Leases,
+				"partitionsWithLag": gl.PartitionsWithLag, "totalLag": gl.OffsetLag, "maxTimeLag": gl.MaxTimeLagSeconds, "state": state,
 				"subscriptionMode": modeName(gm.Mode), "subscriptionTimestamp": subTS,
 				"subscriptionCreatedAt": fmtTime(gm.Created),
 			})
 		}
 	}
+	setTotal(w, total)
 	s.writeValue(w, http.StatusOK, out)
 }
 
-// GET /api/v1/consumer-groups/lagging?minLagSeconds=3600
+// lagRow is a position of GET /api/v1/consumer-groups/lagging.
+type lagRow struct {
+	group, queue, part string
+	pid                engine.UUID
+	leaseID            engine.UUID
+	leased             bool
+	off                uint64
+	secs               float64
+	cursorTime         int64
+	n                  int // the order found, for ties
+}
+
+// GET /api/v1/consumer-groups/lagging?minLagSeconds=3600&limit=1000&offset=0
+//
+// The positions behind by at least minLagSeconds, the most behind first: a
+// page of them (offset + limit at most 20,000), the total in X-Total-Count.
 func (s *HTTPServer) handleLagging(w http.ResponseWriter, r *http.Request) {
-	secs, err := queryInt(r.URL.RawQuery, "minLagSeconds", 3600)
+	raw := r.URL.RawQuery
+	secs, err := queryInt(raw, "minLagSeconds", 3600)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	limit, offset, err := pageOf(raw, pageDefault)
+	if err == nil {
+		err = sortedWindow(limit, offset)
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	minLag := float64(secs)
 	now := s.e.Now()
-	out := []map[string]any{}
-	for _, v := range s.views() {
-		for i := range v.Partitions {
-			p := &v.Partitions[i]
+	top := newTopK(offset+limit, func(a, b lagRow) bool {
+		if a.secs != b.secs {
+			return a.secs > b.secs
+		}
+		return a.n < b.n
+	})
+	total := 0
+	for _, v := range s.heads() {
+		s.e.EachPartition(v.Name, func(p *engine.PartitionView) bool {
 			for j := range p.Groups {
 				g := &p.Groups[j]
 				off, secs := lagOf(p, g, now)
 				if off == 0 || secs < minLag {
 					continue
 				}
-				var worker any
-				if g.Leased {
-					worker = g.LeaseID.String()
-				}
-				out = append(out, map[string]any{
-					"consumer_group": g.Group, "queue_name": v.Name, "partition_name": p.Name,
-					"partition_id": p.ID.String(), "worker_id": worker, "offset_lag": off,
-					"time_lag_seconds": secs, "lag_hours": secs / 3600,
-					"oldest_unconsumed_at": timePtr(g.CursorTime), "last_consumed_at": nil,
-				})
+				// Names are the engine's own strings (kept as they are).
+				top.push(lagRow{group: g.Group, queue: v.Name, part: p.Name, pid: p.ID, leaseID: g.LeaseID, leased: g.Leased,
+					off: off, secs: secs, cursorTime: g.CursorTime, n: total})
+				total++
 			}
+			return true
+		})
+	}
+	rows := window(top.sorted(), limit, offset)
+	out := make([]map[string]any, len(rows))
+	for i := range rows {
+		x := &rows[i]
+		var worker any
+		if x.leased {
+			worker = x.leaseID.String()
+		}
+		out[i] = map[string]any{
+			"consumer_group": x.group, "queue_name": x.queue, "partition_name": x.part,
+			"partition_id": x.pid.String(), "worker_id": worker, "offset_lag": x.off,
+			"time_lag_seconds": x.secs, "lag_hours": x.secs / 3600,
+			"oldest_unconsumed_at": timePtr(x.cursorTime), "last_consumed_at": nil,
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		return out[i]["time_lag_seconds"].(float64) > out[j]["time_lag_seconds"].(float64)
-	})
+	setTotal(w, total)
 	s.writeValue(w, http.StatusOK, out)
 }
 
-// GET /api/v1/consumer-groups/{group}: the group's position on every
-// partition of every queue it reads, by queue name.
+// GET /api/v1/consumer-groups/{group}?limit=1000&offset=0: the group's
+// position on the partitions of every queue it reads, by queue name. The
+// positions are a page (by queue, then partition creation order; every
+// queue the group reads is a key, with the positions of the page), their
+// total in X-Total-Count.
 func (s *HTTPServer) handleGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
+	limit, offset, err := pageOf(r.URL.RawQuery, pageDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
 	now := s.e.Now()
 	out := map[string]any{}
-	for _, v := range s.views() {
+	total := 0
+	for _, v := range s.heads() {
 		known := false
 		for _, gm := range v.Groups {
 			known = known || gm.Name == name
@@ -130,30 +173,34 @@ func (s *HTTPServer) handleGroup(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		parts := []map[string]any{}
-		for i := range v.Partitions {
-			p := &v.Partitions[i]
+		s.e.EachPartition(v.Name, func(p *engine.PartitionView) bool {
 			for j := range p.Groups {
 				g := &p.Groups[j]
 				if g.Group != name {
 					continue
 				}
-				off, secs := lagOf(p, g, now)
-				var worker any
-				if g.Leased {
-					worker = g.LeaseID.String()
+				if total >= offset && total < offset+limit {
+					off, secs := lagOf(p, g, now)
+					var worker any
+					if g.Leased {
+						worker = g.LeaseID.String()
+					}
+					parts = append(parts, map[string]any{
+						"partition": p.Name, "workerId": worker, "lastConsumedAt": nil, "totalConsumed": g.Cursor,
+						"offsetLag": off, "timeLagSeconds": secs, "leaseActive": g.Leased,
+					})
 				}
-				parts = append(parts, map[string]any{
-					"partition": p.Name, "workerId": worker, "lastConsumedAt": nil, "totalConsumed": g.Cursor,
-					"offsetLag": off, "timeLagSeconds": secs, "leaseActive": g.Leased,
-				})
+				total++
 			}
-		}
+			return true
+		})
 		out[v.Name] = map[string]any{"partitions": parts}
 	}
 	if len(out) == 0 {
 		writeError(w, http.StatusNotFound, "Consumer group not found")
 		return
 	}
+	setTotal(w, total)
 	s.writeValue(w, http.StatusOK, out)
 }
 
@@ -161,17 +208,18 @@ func (s *HTTPServer) handleGroup(w http.ResponseWriter, r *http.Request) {
 // queue == "") where the group has a cursor.
 func (s *HTTPServer) groupPartitions(group, queue string) int {
 	n := 0
-	for _, v := range s.views() {
+	for _, v := range s.heads() {
 		if queue != "" && v.Name != queue {
 			continue
 		}
-		for i := range v.Partitions {
-			for _, g := range v.Partitions[i].Groups {
+		s.e.EachPartition(v.Name, func(p *engine.PartitionView) bool {
+			for _, g := range p.Groups {
 				if g.Group == group {
 					n++
 				}
 			}
-		}
+			return true
+		})
 	}
 	return n
 }
@@ -225,9 +273,9 @@ func (s *HTTPServer) handleSubscription(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	rows := 0
-	for _, v := range s.views() {
-		for i := range v.Partitions {
-			p := &v.Partitions[i]
+	var err2 error
+	for _, v := range s.heads() {
+		s.e.EachPartition(v.Name, func(p *engine.PartitionView) bool {
 			for _, g := range p.Groups {
 				if g.Group != group || g.Leased || g.CursorTime == 0 || g.CursorTime >= ts.UnixNano() {
 					continue
@@ -236,11 +284,16 @@ func (s *HTTPServer) handleSubscription(w http.ResponseWriter, r *http.Request) 
 				// one nanosecond earlier makes it "at or after".
 				n, err := s.e.Seek(r.Context(), v.Name, group, p.Name, engine.SeekTarget{Time: ts.Add(-time.Nanosecond)})
 				if err != nil {
-					s.writeErr(w, fmt.Errorf("seeking %s/%s: %w", v.Name, p.Name, err))
-					return
+					err2 = fmt.Errorf("seeking %s/%s: %w", v.Name, p.Name, err)
+					return false
 				}
 				rows += n
 			}
+			return true
+		})
+		if err2 != nil {
+			s.writeErr(w, err2)
+			return
 		}
 	}
 	s.writeValue(w, http.StatusOK, map[string]any{
@@ -301,12 +354,8 @@ func (s *HTTPServer) handlePartitionSeek(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	var moved any
-	if v, err := s.e.ViewQueue(queue); err == nil {
-		for i := range v.Partitions {
-			if v.Partitions[i].Name == part {
-				moved = v.Partitions[i].Next
-			}
-		}
+	if p, err := s.e.ViewPartition(queue, part); err == nil {
+		moved = p.Next
 	}
 	s.writeValue(w, http.StatusOK, map[string]any{
 		"success": true, "consumerGroup": group, "queueName": queue, "partitionName": part,

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/regentmq/regent/engine"
@@ -23,25 +23,6 @@ import (
 //
 // A message whose payload does not open (no key the server is given opens
 // it) is listed with payloadError.
-
-type msgKey struct {
-	pid engine.UUID
-	off uint64
-}
-
-// deadSet indexes a queue's dead-letter entries by message.
-func (s *HTTPServer) deadSet(queue string) map[msgKey]*engine.DLQEntry {
-	m := map[msgKey]*engine.DLQEntry{}
-	entries, _, err := s.e.DLQ(engine.DLQFilter{Queue: queue, Limit: 1 << 30})
-	if err != nil {
-		return m
-	}
-	for i := range entries {
-		e := &entries[i]
-		m[msgKey{e.Message.PartitionID, e.Message.Offset}] = e
-	}
-	return m
-}
 
 // msgState is a message's status for the browse routes.
 type msgState struct {
@@ -108,50 +89,66 @@ func queueMode(groups []engine.GroupMeta) map[string]any {
 }
 
 type browsed struct {
-	m  engine.Message
+	m  engine.Message // without its payload
 	v  *engine.QueueView
 	st msgState
+	n  int // the order found, for ties
 }
 
-// browse collects messages of the queues that match, oldest first, up to
-// offset+limit of them per partition, then sorts and pages them.
+// browse lists messages of the queues that match, oldest first: the page
+// [offset, offset+limit) of them. It keeps only the offset+limit oldest
+// found so far (without payloads), and stops reading a partition at the
+// first message newer than all of those: memory grows with the page, not
+// with the queues.
 func (s *HTTPServer) browse(vs []engine.QueueView, partition, status string, since, until int64, limit, offset int) []browsed {
-	var out []browsed
+	top := newTopK(offset+limit, func(a, b browsed) bool {
+		if a.m.CreatedAt != b.m.CreatedAt {
+			return a.m.CreatedAt < b.m.CreatedAt
+		}
+		return a.n < b.n
+	})
+	n := 0
 	for qi := range vs {
 		v := &vs[qi]
-		dead := s.deadSet(v.Name)
-		for pi := range v.Partitions {
-			p := &v.Partitions[pi]
+		var dead []engine.MessageRef
+		if v.DeadLetters > 0 {
+			dead = s.e.DeadLetterRefs(v.Name)
+		}
+		s.e.EachPartition(v.Name, func(p *engine.PartitionView) bool {
 			if partition != "" && p.Name != partition {
-				continue
+				return true
 			}
-			n := 0
+			if top.full() && p.Oldest > top.last().m.CreatedAt {
+				return true // nothing here comes before what is kept
+			}
 			s.e.ScanMessages(v.Name, p.Name, since, until, func(m *engine.Message) bool {
-				st := stateOf(p, m.Offset, dead[msgKey{m.PartitionID, m.Offset}] != nil)
+				if top.full() && m.CreatedAt > top.last().m.CreatedAt {
+					return false // nor anything after it: a partition is in time order
+				}
+				st := stateOf(p, m.Offset, engine.HasRef(dead, engine.MessageRef{Partition: m.PartitionID, Offset: m.Offset}))
 				if status != "" && st.status != status {
 					return true
 				}
-				out = append(out, browsed{m: *m, v: v, st: st})
+				b := browsed{m: *m, v: v, st: st, n: n}
 				n++
-				return n < offset+limit
+				if top.wants(b) {
+					b.m.Payload = nil
+					b.m.TransactionID, b.m.TraceID, b.m.ProducerSub = strings.Clone(m.TransactionID), strings.Clone(m.TraceID), strings.Clone(m.ProducerSub)
+					top.push(b)
+				}
+				return true
 			})
-		}
+			return true
+		})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].m.CreatedAt < out[j].m.CreatedAt })
-	if offset >= len(out) {
-		return nil
-	}
-	out = out[offset:]
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out
+	return window(top.sorted(), limit, offset)
 }
 
 // GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=200&offset=0
 //
 // Lists messages (without payloads) created in [from, to]; from defaults
-// to an hour ago, as in Queen.
+// to an hour ago, as in Queen. limit is at most 10,000 and offset + limit
+// at most 20,000 (narrow a deeper list with from and to).
 func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
 	raw := r.URL.RawQuery
 	since, until, err := timeRange(raw, time.Hour, s.e.Now())
@@ -160,22 +157,17 @@ func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit, offset, err := paging(raw, 200)
+	if err == nil {
+		err = sortedWindow(limit, offset)
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	queue, ns, task := queryParam(raw, "queue"), queryParam(raw, "ns"), queryParam(raw, "task")
-	if ns == "" {
-		ns = queryParam(raw, "namespace")
-	}
-	var vs []engine.QueueView
+	vs := s.filterHeads(raw)
 	var groups []engine.GroupMeta
-	for _, v := range s.views() {
-		if (queue != "" && v.Name != queue) || (ns != "" && v.Options.Namespace != ns) || (task != "" && v.Options.Task != task) {
-			continue
-		}
-		vs = append(vs, v)
-		groups = append(groups, v.Groups...)
+	for i := range vs {
+		groups = append(groups, vs[i].Groups...)
 	}
 	found := s.browse(vs, queryParam(raw, "partition"), queryParam(raw, "status"), since, until, limit, offset)
 	msgs := make([]map[string]any, len(found))
@@ -192,17 +184,22 @@ func (s *HTTPServer) handleMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		unreadable(msgs[i], &f.m)
 	}
-	s.writeValue(w, http.StatusOK, map[string]any{"messages": msgs, "mode": queueMode(groups)})
+	s.writeValue(w, http.StatusOK, map[string]any{"messages": msgs, "mode": queueMode(groups),
+		"pagination": map[string]int{"limit": limit, "offset": offset}})
 }
 
-// GET /api/v1/status/queues/{queue}/messages?limit=50&offset=0
+// GET /api/v1/status/queues/{queue}/messages?limit=50&offset=0 (offset +
+// limit at most 20,000)
 func (s *HTTPServer) handleStatusQueueMessages(w http.ResponseWriter, r *http.Request) {
-	v, err := s.e.ViewQueue(r.PathValue("queue"))
+	v, err := s.e.ViewQueueHead(r.PathValue("queue"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, "Queue not found")
 		return
 	}
 	limit, offset, err := paging(r.URL.RawQuery, 50)
+	if err == nil {
+		err = sortedWindow(limit, offset)
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -250,25 +247,21 @@ func (s *HTTPServer) handleMessage(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	v, err := s.e.ViewQueue(m.Queue)
+	v, err := s.e.ViewQueueHead(m.Queue)
 	if err != nil {
 		writeError(w, http.StatusNotFound, "Message not found")
 		return
 	}
-	var p *engine.PartitionView
-	for i := range v.Partitions {
-		if v.Partitions[i].ID == m.PartitionID {
-			p = &v.Partitions[i]
-		}
-	}
-	if p == nil {
+	_, pv, err := s.e.ViewPartitionByID(m.PartitionID)
+	p := &pv
+	if err != nil {
 		p = &engine.PartitionView{}
 	}
-	d := s.deadSet(m.Queue)[msgKey{m.PartitionID, m.Offset}]
-	st := stateOf(p, m.Offset, d != nil)
+	d, dead := s.e.DeadLetterOf(m.PartitionID, m.Offset)
+	st := stateOf(p, m.Offset, dead)
 	var errMsg any
 	retries := 0
-	if d != nil {
+	if dead {
 		errMsg, retries = d.Error, d.RetryCount
 	}
 	groups := make([]map[string]any, 0, len(p.Groups))
@@ -340,17 +333,7 @@ func strOrNil(s string) any {
 }
 
 // paging reads limit (default def, at most 10000; 0 means def) and offset.
-func paging(raw string, def int) (limit, offset int, err error) {
-	if limit, err = queryInt(raw, "limit", def); err != nil {
-		return 0, 0, err
-	}
-	if limit == 0 {
-		limit = def
-	}
-	limit = min(limit, 10000)
-	offset, err = queryInt(raw, "offset", 0)
-	return limit, offset, err
-}
+func paging(raw string, def int) (limit, offset int, err error) { return pageOf(raw, def) }
 
 // timeRange reads from and to; from defaults to now-def (0 def: open).
 func timeRange(raw string, def time.Duration, now int64) (since, until int64, err error) {

@@ -71,42 +71,6 @@ func internalQueue(name string) bool { return strings.HasPrefix(name, internalPr
 
 const internalPrefix = "__regent_"
 
-// views returns the views of every queue but the internal ones.
-func (s *HTTPServer) views() []engine.QueueView {
-	all := s.e.ViewQueues()
-	out := all[:0]
-	for _, v := range all {
-		if !internalQueue(v.Name) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// deadByPartition counts a queue's dead-letter entries per partition.
-func (s *HTTPServer) deadByPartition(queue string) map[engine.UUID]int {
-	m := map[engine.UUID]int{}
-	entries, _, err := s.e.DLQ(engine.DLQFilter{Queue: queue, Limit: 1 << 30})
-	if err != nil {
-		return m
-	}
-	for i := range entries {
-		m[entries[i].Message.PartitionID]++
-	}
-	return m
-}
-
-// queueCounts sums a queue's partitions (dead-letter entries counted per
-// queue).
-func queueCounts(v *engine.QueueView) msgCounts {
-	var c msgCounts
-	for i := range v.Partitions {
-		c.add(partitionCounts(&v.Partitions[i], 0))
-	}
-	c.DeadLetter = uint64(v.DeadLetters)
-	return c
-}
-
 type queueSummary struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
@@ -121,22 +85,32 @@ type queueSummary struct {
 	} `json:"messages"`
 }
 
-func summarize(v *engine.QueueView) queueSummary {
-	c := queueCounts(v)
+// summarize sums a queue's partitions into Queen's summary.
+func (s *HTTPServer) summarize(v *engine.QueueView) queueSummary {
+	c := s.aggregate(v, 0, nil).counts
 	q := queueSummary{ID: v.ID.String(), Name: v.Name, Namespace: v.Options.Namespace, Task: v.Options.Task,
-		CreatedAt: fmtTime(v.Created), Partitions: len(v.Partitions)}
+		CreatedAt: fmtTime(v.Created), Partitions: v.PartitionCount}
 	q.Messages.Total, q.Messages.Pending, q.Messages.Processing = c.Total, c.Pending, c.Processing
 	return q
 }
 
-// GET /api/v1/resources/queues
+// GET /api/v1/resources/queues?limit=1000&offset=0
+//
+// Queen ignores query parameters here; Regent pages the queues (by name)
+// and adds "pagination".
 func (s *HTTPServer) handleQueues(w http.ResponseWriter, r *http.Request) {
-	vs := s.views()
-	out := make([]queueSummary, len(vs))
-	for i := range vs {
-		out[i] = summarize(&vs[i])
+	limit, offset, err := pageOf(r.URL.RawQuery, pageDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
 	}
-	s.writeValue(w, http.StatusOK, map[string]any{"queues": out})
+	vs := s.heads()
+	page := window(vs, limit, offset)
+	out := make([]queueSummary, len(page))
+	for i := range page {
+		out[i] = s.summarize(&page[i])
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{"queues": out, "pagination": offsetPagination(limit, offset, len(out), len(vs))})
 }
 
 type partitionDetail struct {
@@ -148,30 +122,43 @@ type partitionDetail struct {
 	NewestMessage *string   `json:"newestMessage"`
 }
 
-// GET /api/v1/resources/queues/{queue}
+// GET /api/v1/resources/queues/{queue}?limit=1000&offset=0&after=<partition id>
+//
+// The partitions are a page (in creation order; default 1,000, at most
+// 10,000), "pagination" says where it lies and gives the cursor of the
+// next one; totals sum every partition.
 func (s *HTTPServer) handleQueue(w http.ResponseWriter, r *http.Request) {
-	v, err := s.e.ViewQueue(r.PathValue("queue"))
+	v, err := s.e.ViewQueueHead(r.PathValue("queue"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, "Queue not found")
 		return
 	}
-	dead := s.deadByPartition(v.Name)
-	parts := make([]partitionDetail, len(v.Partitions))
-	var totals msgCounts
-	for i := range v.Partitions {
-		p := &v.Partitions[i]
-		c := partitionCounts(p, dead[p.ID])
-		totals.add(c)
+	req, err := partitionPageOf(r.URL.RawQuery)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	pg, err := s.e.ViewPartitions(v.Name, req)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	dead := s.deadCounts(v.Name, pg.Partitions)
+	parts := make([]partitionDetail, len(pg.Partitions))
+	for i := range pg.Partitions {
+		p := &pg.Partitions[i]
 		created := p.Oldest
 		if created == 0 {
 			created = v.Created
 		}
-		parts[i] = partitionDetail{ID: p.ID.String(), Name: p.Name, CreatedAt: timePtr(created), Stats: c,
+		parts[i] = partitionDetail{ID: p.ID.String(), Name: p.Name, CreatedAt: timePtr(created), Stats: partitionCounts(p, dead[i]),
 			OldestMessage: timePtr(p.Oldest), NewestMessage: timePtr(p.Newest)}
 	}
+	totals := s.aggregate(&v, 0, nil).counts
 	s.writeValue(w, http.StatusOK, map[string]any{
 		"id": v.ID.String(), "name": v.Name, "namespace": v.Options.Namespace, "task": v.Options.Task,
 		"createdAt": fmtTime(v.Created), "partitions": parts, "totals": totals,
+		"pagination": partitionPagination(&pg, req.Limit),
 	})
 }
 
@@ -186,8 +173,8 @@ type labelSummary struct {
 }
 
 // byLabel groups queues by namespace or task (queues without one are left
-// out, as Queen does).
-func byLabel(vs []engine.QueueView, task bool) []labelSummary {
+// out, as Queen does); counts holds each queue's figures.
+func byLabel(vs []engine.QueueView, counts []msgCounts, task bool) []labelSummary {
 	idx := map[string]int{}
 	var out []labelSummary
 	for i := range vs {
@@ -205,11 +192,10 @@ func byLabel(vs []engine.QueueView, task bool) []labelSummary {
 			idx[l] = k
 			out = append(out, labelSummary{Label: l})
 		}
-		c := queueCounts(v)
 		out[k].Queues++
-		out[k].Partitions += len(v.Partitions)
-		out[k].Messages.Total += c.Total
-		out[k].Messages.Pending += c.Pending
+		out[k].Partitions += v.PartitionCount
+		out[k].Messages.Total += counts[i].Total
+		out[k].Messages.Pending += counts[i].Pending
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
 	return out
@@ -223,14 +209,38 @@ func labelJSON(ls []labelSummary, key string) []map[string]any {
 	return out
 }
 
-// GET /api/v1/resources/namespaces
-func (s *HTTPServer) handleNamespaces(w http.ResponseWriter, r *http.Request) {
-	s.writeValue(w, http.StatusOK, map[string]any{"namespaces": labelJSON(byLabel(s.views(), false), "namespace")})
+// queueCounts returns the heads of every queue and each one's figures.
+func (s *HTTPServer) queueCounts() ([]engine.QueueView, []msgCounts) {
+	vs := s.heads()
+	cs := make([]msgCounts, len(vs))
+	for i := range vs {
+		cs[i] = s.aggregate(&vs[i], 0, nil).counts
+	}
+	return vs, cs
 }
 
-// GET /api/v1/resources/tasks
+// labels answers the namespaces or tasks, a page of them (by name).
+func (s *HTTPServer) labels(w http.ResponseWriter, r *http.Request, task bool, key string) {
+	limit, offset, err := pageOf(r.URL.RawQuery, pageDefault)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	vs, cs := s.queueCounts()
+	ls := byLabel(vs, cs, task)
+	page := window(ls, limit, offset)
+	s.writeValue(w, http.StatusOK, map[string]any{key + "s": labelJSON(page, key),
+		"pagination": offsetPagination(limit, offset, len(page), len(ls))})
+}
+
+// GET /api/v1/resources/namespaces?limit=1000&offset=0
+func (s *HTTPServer) handleNamespaces(w http.ResponseWriter, r *http.Request) {
+	s.labels(w, r, false, "namespace")
+}
+
+// GET /api/v1/resources/tasks?limit=1000&offset=0
 func (s *HTTPServer) handleTasks(w http.ResponseWriter, r *http.Request) {
-	s.writeValue(w, http.StatusOK, map[string]any{"tasks": labelJSON(byLabel(s.views(), true), "task")})
+	s.labels(w, r, true, "task")
 }
 
 // spread is Queen's {avg, median, min, max}.
@@ -257,43 +267,91 @@ func spreadOf(xs []float64) spread {
 	return spread{Avg: sum / float64(len(xs)), Median: med, Min: xs[0], Max: xs[len(xs)-1]}
 }
 
-// lags returns the offset lag and time lag (seconds) of every (group,
-// partition) position.
-func lags(vs []engine.QueueView, now int64) (offsets, times []float64) {
-	for i := range vs {
-		for j := range vs[i].Partitions {
-			p := &vs[i].Partitions[j]
-			for _, g := range p.Groups {
-				offsets = append(offsets, float64(p.Next-min(g.Cursor, p.Next)))
-				if g.CursorTime > 0 {
-					times = append(times, float64(max(now-g.CursorTime, 0))/1e9)
-				} else {
-					times = append(times, 0)
-				}
-			}
-		}
+// maxLagSample bounds the positions a lag spread is computed from: above
+// it, the median comes from a uniform sample of that many positions
+// (reservoir sampling); the average, the minimum and the maximum are exact.
+const maxLagSample = 1 << 16
+
+// lagSpread gathers the offset and time lags of (group, partition)
+// positions into spreads, holding at most maxLagSample of each.
+type lagSpread struct {
+	n              int
+	offs, times    []float64
+	sumOff, sumT   float64
+	minOff, maxOff float64
+	minT, maxT     float64
+	rng            uint64
+}
+
+func (l *lagSpread) add(off, secs float64) {
+	if l.n == 0 {
+		l.minOff, l.maxOff, l.minT, l.maxT = off, off, secs, secs
 	}
-	return offsets, times
+	l.n++
+	l.sumOff += off
+	l.sumT += secs
+	l.minOff, l.maxOff = min(l.minOff, off), max(l.maxOff, off)
+	l.minT, l.maxT = min(l.minT, secs), max(l.maxT, secs)
+	if len(l.offs) < maxLagSample {
+		l.offs, l.times = append(l.offs, off), append(l.times, secs)
+		return
+	}
+	// Algorithm R with a fixed-seed xorshift: the position replaces a kept
+	// one with probability maxLagSample/n.
+	l.rng ^= l.rng << 13
+	l.rng ^= l.rng >> 7
+	l.rng ^= l.rng << 17
+	if k := l.rng % uint64(l.n); k < maxLagSample {
+		l.offs[k], l.times[k] = off, secs
+	}
+}
+
+func (l *lagSpread) spread(xs []float64, sum, lo, hi float64) spread {
+	if l.n == 0 {
+		return spread{}
+	}
+	sp := spreadOf(xs)
+	sp.Avg, sp.Min, sp.Max = sum/float64(l.n), lo, hi
+	return sp
 }
 
 // GET /api/v1/resources/overview
 func (s *HTTPServer) handleOverview(w http.ResponseWriter, r *http.Request) {
-	vs := s.views()
+	vs := s.heads()
+	now := s.e.Now()
 	var c msgCounts
 	parts := 0
+	cs := make([]msgCounts, len(vs))
+	positions := 0
 	for i := range vs {
-		c.add(queueCounts(&vs[i]))
-		parts += len(vs[i].Partitions)
+		positions += vs[i].PartitionCount * len(vs[i].Groups)
 	}
-	offs, times := lags(vs, s.e.Now())
+	n := min(positions, maxLagSample)
+	lag := lagSpread{rng: 0x9e3779b97f4a7c15, offs: make([]float64, 0, n), times: make([]float64, 0, n)}
+	for i := range vs {
+		cs[i] = s.aggregate(&vs[i], now, func(p *engine.PartitionView) {
+			for j := range p.Groups {
+				g := &p.Groups[j]
+				off, _ := lagOf(p, g, now)
+				secs := 0.0
+				if g.CursorTime > 0 {
+					secs = float64(max(now-g.CursorTime, 0)) / 1e9
+				}
+				lag.add(float64(off), secs)
+			}
+		}).counts
+		c.add(cs[i])
+		parts += vs[i].PartitionCount
+	}
 	rt := s.met.rates()
 	s.writeValue(w, http.StatusOK, map[string]any{
 		"queues":     len(vs),
 		"partitions": parts,
-		"namespaces": len(byLabel(vs, false)),
-		"tasks":      len(byLabel(vs, true)),
+		"namespaces": len(byLabel(vs, cs, false)),
+		"tasks":      len(byLabel(vs, cs, true)),
 		"messages":   c,
-		"lag":        map[string]any{"time": spreadOf(times), "offset": spreadOf(offs)},
+		"lag": map[string]any{"time": lag.spread(lag.times, lag.sumT, lag.minT, lag.maxT),
+			"offset": lag.spread(lag.offs, lag.sumOff, lag.minOff, lag.maxOff)},
 		"throughput": map[string]any{"ingestedPerSecond": rt.push, "processedPerSecond": rt.ack},
 		"timestamp":  fmtTime(time.Now().UnixNano()),
 		"statsAge":   0,

@@ -3,8 +3,6 @@ package netserver
 import (
 	"net/http"
 	"time"
-
-	"github.com/regentmq/regent/engine"
 )
 
 // Health, the dashboard's status feeds, and the maintenance toggles.
@@ -53,21 +51,16 @@ func (s *HTTPServer) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if until == 0 {
 		until = time.Now().UnixNano()
 	}
-	vs := s.filterViews(raw)
+	vs := s.filterHeads(raw)
 	var c msgCounts
 	active, batch, deadParts := 0, uint64(0), 0
 	for i := range vs {
-		c.add(queueCounts(&vs[i]))
-		for j := range vs[i].Partitions {
-			for _, g := range vs[i].Partitions[j].Groups {
-				if g.Leased {
-					active++
-					batch += g.LeaseTo - g.LeaseFrom
-				}
-			}
-		}
+		a := s.aggregate(&vs[i], 0, nil)
+		c.add(a.counts)
+		active += a.leases
+		batch += a.leaseBatch
 		if vs[i].DeadLetters > 0 {
-			deadParts += len(s.deadByPartition(vs[i].Name))
+			deadParts += s.e.DeadLetterPartitions(vs[i].Name)
 		}
 	}
 	series := s.met.smp.series(since, until)
@@ -94,54 +87,49 @@ func (s *HTTPServer) handleStatus(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// filterViews returns the queue views matching the queue, namespace and
-// task parameters.
-func (s *HTTPServer) filterViews(raw string) []engine.QueueView {
-	queue, ns, task := queryParam(raw, "queue"), queryParam(raw, "namespace"), queryParam(raw, "task")
-	var out []engine.QueueView
-	for _, v := range s.views() {
-		if (queue != "" && v.Name != queue) || (ns != "" && v.Options.Namespace != ns) || (task != "" && v.Options.Task != task) {
-			continue
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 // GET /api/v1/status/queues?namespace=&task=&limit=100&offset=0
 func (s *HTTPServer) handleStatusQueues(w http.ResponseWriter, r *http.Request) {
-	vs := s.filterViews(r.URL.RawQuery)
+	vs := s.filterHeads(r.URL.RawQuery)
 	limit, offset, err := paging(r.URL.RawQuery, 100)
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	total := len(vs)
-	vs = vs[min(offset, len(vs)):]
-	vs = vs[:min(limit, len(vs))]
-	out := make([]queueSummary, len(vs))
-	for i := range vs {
-		out[i] = summarize(&vs[i])
+	page := window(vs, limit, offset)
+	out := make([]queueSummary, len(page))
+	for i := range page {
+		out[i] = s.summarize(&page[i])
 	}
 	s.writeValue(w, http.StatusOK, map[string]any{"queues": out,
-		"pagination": map[string]int{"limit": limit, "offset": offset, "total": total}})
+		"pagination": map[string]int{"limit": limit, "offset": offset, "total": len(vs)}})
 }
 
-// GET /api/v1/status/queues/{queue}
+// GET /api/v1/status/queues/{queue}?limit=1000&offset=0&after=<partition id>
+//
+// The partitions are a page, as in GET /api/v1/resources/queues/{queue};
+// totals sum every partition.
 func (s *HTTPServer) handleStatusQueue(w http.ResponseWriter, r *http.Request) {
-	v, err := s.e.ViewQueue(r.PathValue("queue"))
+	v, err := s.e.ViewQueueHead(r.PathValue("queue"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, "Queue not found")
 		return
 	}
-	dead := s.deadByPartition(v.Name)
+	req, err := partitionPageOf(r.URL.RawQuery)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	pg, err := s.e.ViewPartitions(v.Name, req)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	dead := s.deadCounts(v.Name, pg.Partitions)
 	o := &v.Options
-	var totals msgCounts
-	parts := make([]map[string]any, len(v.Partitions))
-	for i := range v.Partitions {
-		p := &v.Partitions[i]
-		c := partitionCounts(p, dead[p.ID])
-		totals.add(c)
+	parts := make([]map[string]any, len(pg.Partitions))
+	for i := range pg.Partitions {
+		p := &pg.Partitions[i]
+		c := partitionCounts(p, dead[i])
 		var consumed uint64
 		for _, g := range p.Groups {
 			consumed = max(consumed, g.Cursor)
@@ -163,7 +151,8 @@ func (s *HTTPServer) handleStatusQueue(w http.ResponseWriter, r *http.Request) {
 				"deadLetterQueue": o.DeadLetterQueue},
 		},
 		"partitions": parts,
-		"totals":     totals,
+		"totals":     s.aggregate(&v, 0, nil).counts,
+		"pagination": partitionPagination(&pg, req.Limit),
 	})
 }
 

@@ -97,28 +97,30 @@ type storedTrace struct {
 	id      engine.UUID
 	created int64
 	ev      traceEvent
+	pid     engine.UUID // its partition of the traces queue
 }
 
 // scanTraces calls fn with the traces of one message partition (or of all
-// of them, partition == "").
+// of them, partition == ""), reading the traces queue a partition at a
+// time.
 func (s *HTTPServer) scanTraces(partition string, fn func(*storedTrace)) {
-	var parts []string
-	if partition != "" {
-		parts = []string{partition}
-	} else if v, err := s.e.ViewQueue(tracesQueue); err == nil {
-		for _, p := range v.Partitions {
-			parts = append(parts, p.Name)
-		}
-	}
-	for _, p := range parts {
-		s.e.ScanMessages(tracesQueue, p, 0, 0, func(m *engine.Message) bool {
-			t := storedTrace{id: m.ID, created: m.CreatedAt}
+	scan := func(name string) {
+		s.e.ScanMessages(tracesQueue, name, 0, 0, func(m *engine.Message) bool {
+			t := storedTrace{id: m.ID, created: m.CreatedAt, pid: m.PartitionID}
 			if json.Unmarshal(m.Payload, &t.ev) == nil {
 				fn(&t)
 			}
 			return true
 		})
 	}
+	if partition != "" {
+		scan(partition)
+		return
+	}
+	s.e.EachPartition(tracesQueue, func(p *engine.PartitionView) bool {
+		scan(p.Name)
+		return true
+	})
 }
 
 func (t *storedTrace) names() []string {
@@ -147,27 +149,50 @@ func (s *HTTPServer) handleTraces(w http.ResponseWriter, r *http.Request) {
 	s.writeValue(w, http.StatusOK, map[string]any{"traces": out})
 }
 
-// GET /api/v1/traces/by-name/{traceName}?limit=100&offset=0 (newest first)
+// GET /api/v1/traces/by-name/{traceName}?limit=100&offset=0 (newest first;
+// offset + limit at most 20,000)
 func (s *HTTPServer) handleTracesByName(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("traceName")
 	limit, offset, err := paging(r.URL.RawQuery, 100)
+	if err == nil {
+		err = sortedWindow(limit, offset)
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	var found []storedTrace
+	// The newest offset+limit traces, kept without their data (read again
+	// for the page).
+	type ref struct {
+		id, pid engine.UUID
+		created int64
+		n       int
+	}
+	top := newTopK(offset+limit, func(a, b ref) bool {
+		if a.created != b.created {
+			return a.created > b.created
+		}
+		return a.n < b.n
+	})
+	total := 0
 	s.scanTraces("", func(t *storedTrace) {
 		for _, n := range t.ev.TraceNames {
 			if n == name {
-				found = append(found, *t)
+				top.push(ref{t.id, t.pid, t.created, total})
+				total++
 				return
 			}
 		}
 	})
-	sort.SliceStable(found, func(i, j int) bool { return found[i].created > found[j].created })
-	total := len(found)
-	found = found[min(offset, len(found)):]
-	found = found[:min(limit, len(found))]
+	refs := window(top.sorted(), limit, offset)
+	found := make([]storedTrace, 0, len(refs))
+	for _, x := range refs {
+		m, err := s.e.FindMessage(x.pid, x.id.String())
+		t := storedTrace{id: x.id, created: x.created, pid: x.pid}
+		if err == nil && json.Unmarshal(m.Payload, &t.ev) == nil {
+			found = append(found, t)
+		}
+	}
 	out := make([]map[string]any, len(found))
 	for i := range found {
 		t := &found[i]

@@ -121,31 +121,20 @@ func (m *httpMetrics) write(w io.Writer) {
 	// Per queue: depth, pending, dead letters; per (queue, group): lag.
 	now := e.Now()
 	var dlqTotal uint64
-	for _, v := range m.s.views() {
+	for _, v := range m.s.heads() {
 		q := labelValue(v.Name)
-		c := queueCounts(&v)
+		a := m.s.aggregate(&v, now, nil)
+		c := a.counts
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_messages{queue="%s"}`, q), c.Total)
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_pending_messages{queue="%s"}`, q), c.Pending)
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_processing_messages{queue="%s"}`, q), c.Processing)
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_partitions{queue="%s"}`, q), uint64(len(v.Partitions)))
+		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_partitions{queue="%s"}`, q), uint64(v.PartitionCount))
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_dlq_depth{queue="%s"}`, q), uint64(v.DeadLetters))
 		dlqTotal += uint64(v.DeadLetters)
-		for _, gm := range v.Groups {
-			var off uint64
-			secs := 0.0
-			for i := range v.Partitions {
-				p := &v.Partitions[i]
-				for j := range p.Groups {
-					if g := &p.Groups[j]; g.Group == gm.Name {
-						o, s := lagOf(p, g, now)
-						off += o
-						secs = max(secs, s)
-					}
-				}
-			}
+		for k, gm := range v.Groups {
 			lbl := fmt.Sprintf(`{queue="%s",group="%s"}`, q, labelValue(gm.Name))
-			metrics.WriteGaugeUint64(w, "regent_group_lag_messages"+lbl, off)
-			metrics.WriteGaugeFloat64(w, "regent_group_lag_seconds"+lbl, secs)
+			metrics.WriteGaugeUint64(w, "regent_group_lag_messages"+lbl, a.groups[k].OffsetLag)
+			metrics.WriteGaugeFloat64(w, "regent_group_lag_seconds"+lbl, a.groups[k].MaxTimeLagSeconds)
 		}
 	}
 	metrics.WriteGaugeUint64(w, "regent_dlq_depth_total", dlqTotal)

@@ -2,6 +2,8 @@ package netserver
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/regentmq/regent/engine"
@@ -28,11 +30,20 @@ func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
 	if !j.begin(tc, op, id, decoded) {
 		return true
 	}
+	peer := adminPeer{minor: tc.minor, maxReply: tc.maxReply}
 	go func() {
-		j.reply, j.err = tc.s.adminOp(req)
+		j.reply, j.err = tc.s.adminOp(req, peer)
 		j.finish(j)
 	}()
 	return true
+}
+
+// adminPeer is what an operator request's answer depends on of its client:
+// the protocol minor version it said (what fields it reads) and the frame
+// size it reads.
+type adminPeer struct {
+	minor    uint16
+	maxReply int
 }
 
 // adminJob is one operator request, served on a goroutine of its own.
@@ -51,7 +62,7 @@ func (j *adminJob) appendTo(dst []byte) []byte {
 	return bodyReply{j.id, j.reply}.appendTo(dst)
 }
 
-func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
+func (s *TCPServer) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, error) {
 	e := s.e
 	switch r := req.(type) {
 	case *protocol.ConfigureRequest:
@@ -62,18 +73,9 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 		return &protocol.ConfigureReply{QueueID: protocol.UUID(res.QueueID), PartitionID: protocol.UUID(res.PartitionID),
 			Created: res.Created, Options: fromEngineOptions(&res.Options)}, nil
 	case *protocol.QueueInfoRequest:
-		qi, err := e.Queue(r.Queue)
-		if err != nil {
-			return nil, err
-		}
-		return &protocol.QueueInfoReply{QueueSummary: fromEngineQueue(&qi), Partitions: fromEnginePartitions(qi.PartitionList)}, nil
+		return s.queueInfo(r, peer)
 	case *protocol.QueueListRequest:
-		qs := e.Queues()
-		out := &protocol.QueueListReply{Queues: make([]protocol.QueueSummary, len(qs))}
-		for i := range qs {
-			out.Queues[i] = fromEngineQueue(&qs[i])
-		}
-		return out, nil
+		return s.queueList(r, peer)
 	case *protocol.DeleteQueueRequest:
 		ok, err := e.DeleteQueue(context.Background(), r.Queue)
 		if err != nil {
@@ -93,7 +95,10 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 		}
 		return &protocol.DeleteGroupReply{QueuesAffected: uint64(n)}, nil
 	case *protocol.DLQListRequest:
-		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset)}
+		// A page holds what fits the client's frame (the total tells it
+		// that more follow).
+		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset),
+			MaxBytes: peer.maxReply - protocol.HeaderSize - 20}
 		if r.From != 0 {
 			f.From = time.Unix(0, r.From)
 		}
@@ -137,4 +142,68 @@ func (s *TCPServer) adminOp(req protocol.Body) (protocol.Body, error) {
 		return out, nil
 	}
 	return nil, protocol.ErrUnknownOp
+}
+
+// queueListPage is the queues a QueueList page holds when the request says
+// no limit (at most engine.MaxPartitionPage, the lists' maximum).
+const queueListPage = 1000
+
+// queueInfo answers a page of a queue's partitions: the request's (its
+// limit 0: engine.DefaultPartitionPage), or for a 1.1 client (which cannot
+// ask for more) the first engine.MaxPartitionPage; in both cases only what
+// fits the frame the client reads. The summary counts every partition; More (for 1.2 clients)
+// says that partitions follow.
+func (s *TCPServer) queueInfo(r *protocol.QueueInfoRequest, peer adminPeer) (protocol.Body, error) {
+	qi, err := s.e.QueueSummary(r.Queue)
+	if err != nil {
+		return nil, err
+	}
+	req := engine.PageRequest{After: engine.UUID(r.After), Limit: int(r.Limit)}
+	if peer.minor < 2 {
+		req.Limit = engine.MaxPartitionPage // it cannot ask for the next page
+	}
+	pg, err := s.e.ViewPartitions(r.Queue, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &protocol.QueueInfoReply{QueueSummary: fromEngineQueue(&qi), Partitions: make([]protocol.PartitionInfo, 0, len(pg.Partitions))}
+	room := peer.maxReply - protocol.HeaderSize - protocol.QueueSummaryBytes(&out.QueueSummary) - 10 - 1
+	for i := range pg.Partitions {
+		p := fromEnginePartition(&pg.Partitions[i])
+		if room -= protocol.PartitionInfoBytes(&p); room < 0 && len(out.Partitions) > 0 {
+			break
+		}
+		out.Partitions = append(out.Partitions, p)
+	}
+	out.More = (pg.More || len(out.Partitions) < len(pg.Partitions)) && peer.minor >= 2
+	return out, nil
+}
+
+// queueList answers a page of the queues by name (each summed one
+// partition at a time), within the frame the client reads.
+func (s *TCPServer) queueList(r *protocol.QueueListRequest, peer adminPeer) (protocol.Body, error) {
+	limit := engine.PageLimit(int(r.Limit), queueListPage, engine.MaxPartitionPage)
+	if peer.minor < 2 {
+		limit = engine.MaxPartitionPage // it cannot ask for the next page
+	}
+	heads := s.e.QueueHeads()
+	i, _ := slices.BinarySearchFunc(heads, r.After, func(v engine.QueueView, name string) int { return strings.Compare(v.Name, name) })
+	if i < len(heads) && r.After != "" && heads[i].Name == r.After {
+		i++
+	}
+	out := &protocol.QueueListReply{}
+	room := peer.maxReply - protocol.HeaderSize - 10 - 1
+	for ; i < len(heads) && len(out.Queues) < limit; i++ {
+		qi, err := s.e.QueueSummary(heads[i].Name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		q := fromEngineQueue(&qi)
+		if room -= protocol.QueueSummaryBytes(&q); room < 0 && len(out.Queues) > 0 {
+			break
+		}
+		out.Queues = append(out.Queues, q)
+	}
+	out.More = i < len(heads) && peer.minor >= 2
+	return out, nil
 }

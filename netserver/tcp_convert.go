@@ -208,20 +208,20 @@ func fromEngineQueue(q *engine.QueueInfo) protocol.QueueSummary {
 	}
 }
 
-func fromEnginePartitions(src []engine.PartitionInfo) []protocol.PartitionInfo {
-	out := make([]protocol.PartitionInfo, len(src))
-	for i := range src {
-		s := &src[i]
-		p := protocol.PartitionInfo{Name: s.Name, ID: protocol.UUID(s.ID), Low: s.Low, Next: s.Next, Oldest: s.Oldest, Newest: s.Newest, Created: s.CreateTS}
-		for _, g := range s.Groups {
-			p.Groups = append(p.Groups, protocol.GroupCursor{
-				Group: g.Group, Cursor: g.Cursor, Lag: g.Lag, Leased: g.Leased, LeaseID: protocol.UUID(g.LeaseID),
-				LeaseExpires: g.LeaseExpires, BlockedUntil: g.BlockedUntil, Retrying: uint64(g.Retrying),
-			})
-		}
-		out[i] = p
+// fromEnginePartition is a partition's view in the protocol's terms (lag:
+// messages from the cursor to the end).
+func fromEnginePartition(s *engine.PartitionView) protocol.PartitionInfo {
+	p := protocol.PartitionInfo{Name: s.Name, ID: protocol.UUID(s.ID), Low: s.Low, Next: s.Next, Oldest: s.Oldest, Newest: s.Newest}
+	if len(s.Groups) > 0 {
+		p.Groups = make([]protocol.GroupCursor, len(s.Groups))
 	}
-	return out
+	for k, g := range s.Groups {
+		p.Groups[k] = protocol.GroupCursor{
+			Group: g.Group, Cursor: g.Cursor, Lag: s.Next - min(g.Cursor, s.Next), Leased: g.Leased, LeaseID: protocol.UUID(g.LeaseID),
+			LeaseExpires: g.LeaseExpires, BlockedUntil: g.BlockedUntil, Retrying: uint64(g.Retrying),
+		}
+	}
+	return p
 }
 
 func fromEngineDLQ(src []engine.DLQEntry) []protocol.DLQEntry {

@@ -51,7 +51,7 @@
 //	0x14  transaction   TransactionRequest          TransactionReply
 //	0x20  configure     ConfigureRequest            ConfigureReply
 //	0x21  queue_info    QueueInfoRequest            QueueInfoReply
-//	0x22  queue_list    QueueListRequest (empty)    QueueListReply
+//	0x22  queue_list    QueueListRequest            QueueListReply
 //	0x23  delete_queue  DeleteQueueRequest          DeleteQueueReply
 //	0x24  seek          SeekRequest                 SeekReply
 //	0x25  delete_group  DeleteGroupRequest          DeleteGroupReply
@@ -128,10 +128,10 @@
 //	                    bool encryptionEnabled | bool deadLetterQueue | bool dlqAfterMaxRetries |
 //	                    uv maxPartitions | str namespace | str task
 //
-//	QueueInfoRequest    str queue
-//	QueueInfoReply      QueueSummary | PartitionInfo...
-//	QueueListRequest    (empty)
-//	QueueListReply      QueueSummary...
+//	QueueInfoRequest    str queue | [uuid after | uv limit]            (page fields: 1.2)
+//	QueueInfoReply      QueueSummary | PartitionInfo... | [bool more]  (more: 1.2, only when true)
+//	QueueListRequest    [str after | uv limit]                        (1.2; empty before)
+//	QueueListReply      QueueSummary... | [bool more]                 (more: 1.2, only when true)
 //	  QueueSummary      str name | uuid id | i64 created | QueueOptions | uv partitionCount |
 //	                    uv messages | str... groups | uv deadLetters
 //	  PartitionInfo     str name | uuid id | uv low | uv next | i64 oldest | i64 newest |

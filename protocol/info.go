@@ -124,20 +124,33 @@ func decodePartitionInfo(d *dec, p *PartitionInfo) {
 	}
 }
 
-// QueueInfoRequest asks for one queue with its partitions and cursors.
+// QueueInfoRequest asks for one queue with a page of its partitions and
+// their cursors: the partitions after After (a partition id; zero: from
+// the first), in creation order, at most Limit of them (0: the server's
+// default page).
 //
-//	str queue
+//	str queue | [uuid after | uv limit]   (1.2)
+//
+// The page fields are sent when either is set, and only to a 1.2 server (a
+// 1.1 server refuses them as trailing bytes). A request without them gets
+// the first partitions that fit one reply.
 type QueueInfoRequest struct {
 	Queue string
+	After UUID
+	Limit uint32
 	arena
 }
 
-// QueueInfoReply describes one queue.
+// QueueInfoReply describes one queue: its summary (PartitionCount counts
+// them all) and a page of its partitions.
 //
-//	QueueSummary | uv partitionCount | partitionCount × PartitionInfo
+//	QueueSummary | uv partitionCount | partitionCount × PartitionInfo | [bool more]   (1.2)
 type QueueInfoReply struct {
 	QueueSummary
 	Partitions []PartitionInfo
+	// More: partitions follow the page; ask again with After set to the
+	// last one's ID. Sent (only when true) to clients that said 1.2.
+	More bool
 	arena
 }
 
@@ -146,11 +159,23 @@ func (*QueueInfoRequest) IsReply() bool { return false }
 func (*QueueInfoReply) Op() Op          { return OpQueueInfo }
 func (*QueueInfoReply) IsReply() bool   { return true }
 
-func (r *QueueInfoRequest) AppendBody(dst []byte) []byte { return appendStr(dst, r.Queue) }
+func (r *QueueInfoRequest) AppendBody(dst []byte) []byte {
+	dst = appendStr(dst, r.Queue)
+	if r.After != (UUID{}) || r.Limit != 0 {
+		dst = appendUUID(dst, r.After)
+		dst = appendUv(dst, uint64(r.Limit))
+	}
+	return dst
+}
 
 func (r *QueueInfoRequest) Decode(body []byte) error {
 	d := newDec(body, &r.arena)
 	r.Queue = d.str()
+	r.After, r.Limit = UUID{}, 0
+	if len(d.b) >= 16+1 { // 1.2; fewer bytes are trailing
+		r.After = d.uuid()
+		r.Limit = d.uv32()
+	}
 	return d.finish("queue info request")
 }
 
@@ -159,6 +184,9 @@ func (r *QueueInfoReply) AppendBody(dst []byte) []byte {
 	dst = appendUv(dst, uint64(len(r.Partitions)))
 	for i := range r.Partitions {
 		dst = appendPartitionInfo(dst, &r.Partitions[i])
+	}
+	if r.More {
+		dst = appendBool(dst, true)
 	}
 	return dst
 }
@@ -170,7 +198,34 @@ func (r *QueueInfoReply) Decode(body []byte) error {
 	for i := range r.Partitions {
 		decodePartitionInfo(&d, &r.Partitions[i])
 	}
+	r.More = false
+	if len(d.b) > 0 && d.b[0] == 1 { // 1.2, sent only when true; anything else is trailing
+		r.More = d.bool()
+	}
 	return d.finish("queue info reply")
+}
+
+// PartitionInfoBytes is the most bytes p takes in a QueueInfoReply (a
+// server fills a reply up to the frame the client reads with it).
+func PartitionInfoBytes(p *PartitionInfo) int {
+	n := 5 + len(p.Name) + 16 + 10 + 10 + 8 + 8 + 8 + 5
+	for i := range p.Groups {
+		n += 5 + len(p.Groups[i].Group) + 10 + 10 + 1 + 16 + 8 + 8 + 10
+	}
+	return n
+}
+
+// maxQueueOptions is the most bytes QueueOptions take beyond namespace
+// and task.
+const maxQueueOptions = 5 + 7*10 + 1 + 3*10 + 10 + 3 + 5
+
+// QueueSummaryBytes is the most bytes q takes in a reply.
+func QueueSummaryBytes(q *QueueSummary) int {
+	n := 5 + len(q.Name) + 16 + 8 + maxQueueOptions + 5 + len(q.Options.Namespace) + 5 + len(q.Options.Task) + 10 + 10 + 5 + 10
+	for _, g := range q.Groups {
+		n += 5 + len(g)
+	}
+	return n
 }
 
 // AppendQueueInfoRequest appends a whole QueueInfo request frame.
@@ -183,14 +238,28 @@ func AppendQueueInfoReply(dst []byte, id uint64, r *QueueInfoReply) []byte {
 	return AppendFrame(dst, id, r)
 }
 
-// QueueListRequest asks for every queue. Its body is empty.
-type QueueListRequest struct{ empty }
-
-// QueueListReply lists every queue, by name.
+// QueueListRequest asks for the queues, by name: those after the name
+// After ("": from the first), at most Limit of them (0: the server's
+// default page).
 //
-//	uv count | count × QueueSummary
+//	[str after | uv limit]   (1.2; empty before)
+//
+// The page fields are sent when either is set, and only to a 1.2 server. A
+// request without them gets the first queues that fit one reply.
+type QueueListRequest struct {
+	After string
+	Limit uint32
+	arena
+}
+
+// QueueListReply lists a page of the queues, by name.
+//
+//	uv count | count × QueueSummary | [bool more]   (1.2)
 type QueueListReply struct {
 	Queues []QueueSummary
+	// More: queues follow the page; ask again with After set to the last
+	// one's name. Sent (only when true) to clients that said 1.2.
+	More bool
 	arena
 }
 
@@ -199,10 +268,31 @@ func (*QueueListRequest) IsReply() bool { return false }
 func (*QueueListReply) Op() Op          { return OpQueueList }
 func (*QueueListReply) IsReply() bool   { return true }
 
+func (r *QueueListRequest) AppendBody(dst []byte) []byte {
+	if r.After != "" || r.Limit != 0 {
+		dst = appendStr(dst, r.After)
+		dst = appendUv(dst, uint64(r.Limit))
+	}
+	return dst
+}
+
+func (r *QueueListRequest) Decode(body []byte) error {
+	d := newDec(body, &r.arena)
+	r.After, r.Limit = "", 0
+	if len(d.b) >= 2 { // 1.2; a lone byte is trailing
+		r.After = d.str()
+		r.Limit = d.uv32()
+	}
+	return d.finish("queue list request")
+}
+
 func (r *QueueListReply) AppendBody(dst []byte) []byte {
 	dst = appendUv(dst, uint64(len(r.Queues)))
 	for i := range r.Queues {
 		dst = appendSummary(dst, &r.Queues[i])
+	}
+	if r.More {
+		dst = appendBool(dst, true)
 	}
 	return dst
 }
@@ -213,10 +303,15 @@ func (r *QueueListReply) Decode(body []byte) error {
 	for i := range r.Queues {
 		decodeSummary(&d, &r.Queues[i])
 	}
+	r.More = false
+	if len(d.b) > 0 && d.b[0] == 1 { // 1.2, sent only when true; anything else is trailing
+		r.More = d.bool()
+	}
 	return d.finish("queue list reply")
 }
 
-// AppendQueueListRequest appends a whole QueueList request frame.
+// AppendQueueListRequest appends a whole QueueList request frame without
+// page fields (AppendFrame sends a QueueListRequest with them).
 func AppendQueueListRequest(dst []byte, id uint64) []byte {
 	return AppendFrame(dst, id, &QueueListRequest{})
 }
@@ -257,7 +352,9 @@ type DLQEntry struct {
 const minDLQEntry = 16 + 1 + 1 + minMessage + 1 + 1 + 8
 
 // DLQListReply answers DLQList: a page of entries, oldest first, and how
-// many match in all.
+// many match in all. A server puts in what fits the frame its client
+// reads, so a page may be shorter than the Limit asked: ask on from Offset
+// plus the entries returned while Total says more match.
 //
 //	uv total | uv count | count × DLQEntry
 type DLQListReply struct {

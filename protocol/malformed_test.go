@@ -24,7 +24,8 @@ func decodeSafely(t *testing.T, v Body, body []byte) (err error) {
 // prefix must be refused with a malformed error, never accepted, never a
 // panic; except a prefix that is itself the whole encoding of what it
 // decodes to (a body without a field added by a later minor version, such
-// as HelloRequest.MaxFrame).
+// as HelloRequest.MaxFrame; for QueueListRequest, whose 1.1 body is empty,
+// the empty prefix).
 func TestTruncatedBodies(t *testing.T) {
 	for _, s := range samples() {
 		body := bodyOf(s.body)
@@ -33,7 +34,7 @@ func TestTruncatedBodies(t *testing.T) {
 			// A copy of exactly i bytes, so reading past it would fault.
 			cut := append([]byte(nil), body[:i]...)
 			err := decodeSafely(t, v, cut)
-			if err == nil && bytes.Equal(bodyOf(v), cut) && i > 0 {
+			if err == nil && bytes.Equal(bodyOf(v), cut) {
 				continue // an earlier minor version's whole body
 			}
 			if err == nil {

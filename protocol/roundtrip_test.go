@@ -402,3 +402,35 @@ func TestRequestStreaming(t *testing.T) {
 		t.Fatalf("samples hold %d push and %d ack requests", push, ack)
 	}
 }
+
+// TestPageFieldsAreTrailing: the 1.2 page fields of QueueInfo and
+// QueueList are trailing fields: a request or reply that does not use them
+// is byte for byte what 1.1 sends, so a 1.1 peer reads it.
+func TestPageFieldsAreTrailing(t *testing.T) {
+	v11 := appendStr(nil, "q")
+	if b := bodyOf(&QueueInfoRequest{Queue: "q"}); !bytes.Equal(b, v11) {
+		t.Errorf("QueueInfoRequest without a page: % x, want the 1.1 body % x", b, v11)
+	}
+	paged := bodyOf(&QueueInfoRequest{Queue: "q", Limit: 5})
+	if want := append(append(append([]byte(nil), v11...), make([]byte, 16)...), 5); !bytes.Equal(paged, want) {
+		t.Errorf("QueueInfoRequest with a limit: % x, want % x", paged, want)
+	}
+	if b := bodyOf(&QueueListRequest{}); len(b) != 0 {
+		t.Errorf("QueueListRequest without a page: % x, want the empty 1.1 body", b)
+	}
+	reply := &QueueInfoReply{QueueSummary: QueueSummary{Name: "q"}, Partitions: []PartitionInfo{{Name: "p"}}}
+	last := bodyOf(reply)
+	reply.More = true
+	if more := bodyOf(reply); !bytes.Equal(more, append(last, 1)) {
+		t.Errorf("QueueInfoReply.More is not one trailing byte")
+	}
+	var got QueueInfoReply
+	if err := got.Decode(last); err != nil || got.More {
+		t.Errorf("a 1.1 reply decodes as More=%v: %v", got.More, err)
+	}
+	list := bodyOf(&QueueListReply{Queues: []QueueSummary{{Name: "q"}}})
+	var gotList QueueListReply
+	if err := gotList.Decode(append(list, 1)); err != nil || !gotList.More {
+		t.Errorf("QueueListReply with More: %v %v", gotList.More, err)
+	}
+}

@@ -80,46 +80,66 @@ func cmdQueue(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := o.ctx()
 	defer cancel()
-	qi, err := c.QueueInfo(ctx, pos[0])
-	if err != nil {
-		return o.fail(err)
-	}
-	if *o.json {
-		parts := make([]map[string]any, len(qi.Partitions))
-		for i, p := range qi.Partitions {
-			groups := make([]map[string]any, len(p.Groups))
-			for k, g := range p.Groups {
-				groups[k] = map[string]any{"group": g.Group, "cursor": g.Cursor, "lag": g.Lag, "leased": g.Leased}
+	// The partitions come a page at a time (printed as they come); the
+	// summary is the first page's.
+	var parts []map[string]any
+	var w *tabwriter.Writer
+	var after client.ID
+	for page := 0; ; page++ {
+		qi, more, err := c.QueueInfoPage(ctx, pos[0], after, client.MaxPage)
+		if err != nil {
+			return o.fail(err)
+		}
+		if page == 0 && !*o.json {
+			fmt.Fprintf(stdout, "queue %s: %d messages in %d partitions, %d dead letters\n", qi.Name, qi.Messages, qi.PartitionCount, qi.DeadLetters)
+			ops := optionsJSON(&qi.Options)
+			keys := make([]string, 0, len(ops))
+			for k := range ops {
+				keys = append(keys, k)
 			}
-			parts[i] = map[string]any{"name": p.Name, "id": client.ID(p.ID).String(), "low": p.Low, "next": p.Next, "groups": groups}
+			sort.Strings(keys)
+			var kv []string
+			for _, k := range keys {
+				kv = append(kv, fmt.Sprintf("%s=%v", k, ops[k]))
+			}
+			fmt.Fprintf(stdout, "options: %s\n\n", strings.Join(kv, " "))
+			w = table(stdout)
+			fmt.Fprintln(w, "PARTITION\tMESSAGES\tGROUP\tCURSOR\tLAG\tLEASED")
 		}
-		return o.emit(map[string]any{"name": qi.Name, "messages": qi.Messages, "deadLetters": qi.DeadLetters,
-			"groups": nonNil(qi.Groups), "options": optionsJSON(&qi.Options), "partitions": parts})
-	}
-	fmt.Fprintf(stdout, "queue %s: %d messages in %d partitions, %d dead letters\n", qi.Name, qi.Messages, qi.PartitionCount, qi.DeadLetters)
-	ops := optionsJSON(&qi.Options)
-	keys := make([]string, 0, len(ops))
-	for k := range ops {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var kv []string
-	for _, k := range keys {
-		kv = append(kv, fmt.Sprintf("%s=%v", k, ops[k]))
-	}
-	fmt.Fprintf(stdout, "options: %s\n\n", strings.Join(kv, " "))
-	w := table(stdout)
-	fmt.Fprintln(w, "PARTITION\tMESSAGES\tGROUP\tCURSOR\tLAG\tLEASED")
-	for _, p := range qi.Partitions {
-		if len(p.Groups) == 0 {
-			fmt.Fprintf(w, "%s\t%d\t-\t-\t-\t-\n", p.Name, p.Next-p.Low)
+		for _, p := range qi.Partitions {
+			if *o.json {
+				groups := make([]map[string]any, len(p.Groups))
+				for k, g := range p.Groups {
+					groups[k] = map[string]any{"group": g.Group, "cursor": g.Cursor, "lag": g.Lag, "leased": g.Leased}
+				}
+				parts = append(parts, map[string]any{"name": p.Name, "id": client.ID(p.ID).String(), "low": p.Low, "next": p.Next, "groups": groups})
+				continue
+			}
+			if len(p.Groups) == 0 {
+				fmt.Fprintf(w, "%s\t%d\t-\t-\t-\t-\n", p.Name, p.Next-p.Low)
+			}
+			for _, g := range p.Groups {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, p.Next-p.Low, g.Group, g.Cursor, g.Lag, g.Leased)
+			}
 		}
-		for _, g := range p.Groups {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, p.Next-p.Low, g.Group, g.Cursor, g.Lag, g.Leased)
+		if *o.json && (!more || len(qi.Partitions) == 0) {
+			if parts == nil {
+				parts = []map[string]any{}
+			}
+			return o.emit(map[string]any{"name": qi.Name, "messages": qi.Messages, "deadLetters": qi.DeadLetters,
+				"groups": nonNil(qi.Groups), "options": optionsJSON(&qi.Options), "partitions": parts})
 		}
+		if w != nil {
+			w.Flush() // a page's rows are aligned among themselves
+		}
+		if !more || len(qi.Partitions) == 0 {
+			if qi.PartitionCount > len(qi.Partitions) && page == 0 && !more {
+				fmt.Fprintf(stderr, "regent: the broker listed %d of %d partitions (it does not page: protocol 1.1)\n", len(qi.Partitions), qi.PartitionCount)
+			}
+			return exitOK
+		}
+		after = client.ID(qi.Partitions[len(qi.Partitions)-1].ID)
 	}
-	w.Flush()
-	return exitOK
 }
 
 // optionsJSON names a queue's options as Queen does (seconds and ms).
@@ -232,9 +252,20 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "purged %d entries\n", n)
 		return exitOK
 	}
-	entries, total, err := c.DLQ(ctx, f)
-	if err != nil {
-		return o.fail(err)
+	// A page may come back shorter than asked (the broker fills one reply
+	// at most): read on until --limit entries or the end.
+	var entries []client.DLQEntry
+	total := 0
+	for {
+		f.Offset, f.Limit = len(entries), *limit-len(entries)
+		page, n, err := c.DLQ(ctx, f)
+		if err != nil {
+			return o.fail(err)
+		}
+		entries, total = append(entries, page...), n
+		if len(page) == 0 || len(entries) >= *limit || len(entries) >= total {
+			break
+		}
 	}
 	if *o.json {
 		out := make([]map[string]any, len(entries))
@@ -286,26 +317,33 @@ func cmdGroups(args []string, stdout, stderr io.Writer) int {
 		if len(q.Groups) == 0 {
 			continue
 		}
-		qi, err := c.QueueInfo(ctx, q.Name)
-		if err != nil {
-			return o.fail(err)
-		}
 		by := map[string]*row{}
 		for _, g := range q.Groups {
 			by[g] = &row{Group: g, Queue: q.Name}
 		}
-		for _, p := range qi.Partitions {
-			for _, g := range p.Groups {
-				r := by[g.Group]
-				if r == nil {
-					continue
-				}
-				r.Partitions++
-				r.Lag += g.Lag
-				if g.Leased {
-					r.Leased++
+		var after client.ID
+		for {
+			qi, more, err := c.QueueInfoPage(ctx, q.Name, after, client.MaxPage)
+			if err != nil {
+				return o.fail(err)
+			}
+			for _, p := range qi.Partitions {
+				for _, g := range p.Groups {
+					r := by[g.Group]
+					if r == nil {
+						continue
+					}
+					r.Partitions++
+					r.Lag += g.Lag
+					if g.Leased {
+						r.Leased++
+					}
 				}
 			}
+			if !more || len(qi.Partitions) == 0 {
+				break
+			}
+			after = client.ID(qi.Partitions[len(qi.Partitions)-1].ID)
 		}
 		for _, g := range q.Groups {
 			rows = append(rows, *by[g])

@@ -710,3 +710,66 @@ func TestDashboardAuth(t *testing.T) {
 	}
 	br.noConsoleErrors("auth")
 }
+
+// TestDashboardFollowsPages: the pages show every queue and every consumer
+// group when the broker answers them a page (1,000) at a time, and the
+// dead-letter pager goes on where a page cut short by its size ended.
+func TestDashboardFollowsPages(t *testing.T) {
+	if chromiumPath() == "" {
+		t.Skip("no Chromium found (install Debian's chromium package, or set REGENT_CHROMIUM): skipping the browser tests")
+	}
+	b := startBroker(t, netserver.AuthConfig{})
+	const n = 1005
+	var items []obj
+	for i := 0; i < n; i++ {
+		items = append(items, obj{"queue": fmt.Sprintf("q%04d", i), "payload": obj{"n": i}})
+	}
+	b.push(items...)
+	for i := 0; i < n; i++ {
+		b.pop(fmt.Sprintf("q%04d?consumerGroup=reader&batch=1", i))
+	}
+	var first []obj
+	b.call("GET", "/api/v1/consumer-groups", nil, 200, &first)
+	if len(first) != 1000 {
+		t.Fatalf("the first page of groups has %d entries, want 1000", len(first))
+	}
+	big := strings.Repeat("x", 1<<20)
+	for i := 0; i < 18; i++ {
+		b.push(obj{"queue": "fat", "transactionId": fmt.Sprintf("fat-%02d", i), "payload": big})
+	}
+	for filed := 0; filed < 18; { // a pop answers what fits about 16 MiB
+		var acks []obj
+		for _, m := range b.pop("fat?batch=18") {
+			acks = append(acks, ackOf(m, "dlq", "too big"))
+		}
+		if len(acks) == 0 {
+			t.Fatalf("%d dead-lettered, then nothing to pop", filed)
+		}
+		b.ack("__QUEUE_MODE__", acks...)
+		filed += len(acks)
+	}
+	var page struct {
+		Messages []obj
+		Total    int
+	}
+	b.call("GET", "/api/v1/dlq?queue=fat&limit=25", nil, 200, &page)
+	cut := len(page.Messages)
+	if cut == 0 || cut >= 18 || page.Total != 18 {
+		t.Fatalf("a dead-letter page of 25 holds %d entries of 1 MiB of %d: not cut by size", cut, page.Total)
+	}
+
+	br := newBrowser(t, b.url)
+	br.open("queues", 1)
+	br.poll(fmt.Sprintf(`document.querySelectorAll('tr[data-queue]').length === %d`, n+1), fmt.Sprintf("%d queue rows", n+1))
+	br.expectText(`tr[data-queue="q1004"] [data-col="stored"]`, "1")
+	br.noConsoleErrors("queues")
+	br.open("groups", 1)
+	br.poll(fmt.Sprintf(`document.querySelectorAll('tr[data-group="reader"]').length === %d`, n), fmt.Sprintf("%d group rows", n))
+	br.noConsoleErrors("groups")
+	br.open("dlq?queue=fat", 1)
+	br.expectContains(".bar .muted", fmt.Sprintf("1–%d of 18 entries", cut))
+	br.click(`button[data-action="next"]`)
+	br.expectContains(".bar .muted", fmt.Sprintf("%d–18 of 18 entries", cut+1))
+	br.poll(`!!document.querySelector('article[data-dlq="fat-17"]')`, "the last entry")
+	br.noConsoleErrors("dlq")
+}

@@ -133,6 +133,31 @@ export async function request(path, opts = {}, tok = token) {
 // tries again, any other failure throws an ApiError with the broker's
 // words.
 export async function api(path, opts = {}) {
+  return (await call(path, opts)).data;
+}
+
+// apiAll reads every page of a paged list: of an object's list under key
+// (following pagination.next), or of a bare array (its total in the
+// X-Total-Count header), and returns the whole list.
+export async function apiAll(path, key) {
+  const sep = path.includes('?') ? '&' : '?';
+  let out = [];
+  for (let offset = 0, pages = 0; ; pages++) {
+    const { data, res } = await call(path + sep + 'offset=' + offset);
+    const list = (key ? data && data[key] : data) || [];
+    out = out.concat(list);
+    let next = null;
+    if (key) next = data && data.pagination ? data.pagination.next : null;
+    else {
+      const total = Number(res.headers.get('X-Total-Count'));
+      if (total > offset + list.length) next = offset + list.length;
+    }
+    if (next == null || !list.length || pages > 1000) return out;
+    offset = next;
+  }
+}
+
+async function call(path, opts = {}) {
   for (;;) {
     let res;
     try {
@@ -152,7 +177,7 @@ export async function api(path, opts = {}) {
       if (res.status === 403) msg = 'your token does not allow this (' + msg + ')';
       throw new ApiError(res.status, msg);
     }
-    return data;
+    return { data, res };
   }
 }
 

@@ -3,14 +3,14 @@
 // that the charts draw, kept in memory since the page opened (plus the
 // per-minute throughput the broker kept before that).
 
-import { $, api, enc, fmtSecs, hasToken, HISTORY_MS, QUEUE_MODE } from './lib.js';
+import { $, api, apiAll, enc, fmtSecs, hasToken, HISTORY_MS, QUEUE_MODE } from './lib.js';
 
 // hooks lets the pages ask the poller for a refresh now (app.js sets it).
 export const hooks = { refresh: () => {} };
 
 export const store = {
   sys: null,        // GET /api/v1/dashboard/system, latest
-  groups: [],       // GET /api/v1/consumer-groups, latest
+  groups: [],       // GET /api/v1/consumer-groups (every page), latest
   samples: [],      // {t, in, out, ack, fsync, fsyncP99, depth, dead}
   seed: [],         // per-minute throughput the broker kept before the page opened
   lag: new Map(),   // "queue\u0000group" -> [[t, lag]]
@@ -32,7 +32,7 @@ function deltaQuantile(prev, cur, bounds, q) {
 }
 
 export async function pollGlobal() {
-  const [sys, groups] = await Promise.all([api('api/v1/dashboard/system'), api('api/v1/consumer-groups')]);
+  const [sys, groups] = await Promise.all([api('api/v1/dashboard/system'), apiAll('api/v1/consumer-groups')]);
   const t = Date.now();
   const prev = store.sys, prevT = store.sysT;
   store.sys = sys;

@@ -3,7 +3,7 @@
 // refresh and on resize).
 
 import {
-  ago, api, chart, chartPanel, dialog, enc, fill, fmtAgo, fmtBytes, fmtInt, fmtNum, fmtSecs, fmtStamp,
+  ago, api, apiAll, chart, chartPanel, dialog, enc, fill, fmtAgo, fmtBytes, fmtInt, fmtNum, fmtSecs, fmtStamp,
   fromLocalInput, h, legend, pretty, QUEUE_MODE, spark, toast, toLocalInput, when, $,
 } from './lib.js';
 import { hooks, lagSeries, store, throughputSeries } from './live.js';
@@ -54,7 +54,7 @@ pages.overview = {
   },
   async refresh(ctx) {
     ctx.ov = await api('api/v1/resources/overview');
-    ctx.queues = (await api('api/v1/dashboard/queues')).queues;
+    ctx.queues = await apiAll('api/v1/dashboard/queues', 'queues');
   },
   draw(root, ctx) {
     const sys = store.sys, ov = ctx.ov, last = store.samples.at(-1);
@@ -130,7 +130,7 @@ pages.queues = {
     root.append(head('Queues', 'Depth counts the messages the slowest group has not finished.'),
       h('section', { class: 'panel' }, h('div', { class: 'filters' }, h('div', { class: 'field' }, ctx.filter)), ctx.box));
   },
-  async refresh(ctx) { ctx.queues = (await api('api/v1/dashboard/queues')).queues; },
+  async refresh(ctx) { ctx.queues = await apiAll('api/v1/dashboard/queues', 'queues'); },
   draw(root, ctx) {
     if (!ctx.queues) return;
     const f = ctx.filter.value.trim().toLowerCase();
@@ -355,7 +355,7 @@ pages.dlq = {
       if (!b || b.disabled) return;
       const shown = ctx.list ? ctx.list.messages : [];
       if (b.dataset.action === 'prev') { ctx.offset = Math.max(0, ctx.offset - ctx.limit); hooks.refresh(); }
-      if (b.dataset.action === 'next') { ctx.offset += ctx.limit; hooks.refresh(); }
+      if (b.dataset.action === 'next') { ctx.offset = ctx.next; hooks.refresh(); }
       if (b.dataset.action === 'redrive') dlqAction('redrive', shown.filter(m => m.entryId === b.dataset.id));
       if (b.dataset.action === 'purge') dlqAction('purge', shown.filter(m => m.entryId === b.dataset.id));
       if (b.dataset.action === 'redrive-shown') dlqAction('redrive', shown);
@@ -372,7 +372,7 @@ pages.dlq = {
       h('div', { class: 'spaced' }, ctx.box), ctx.pager);
   },
   async refresh(ctx) {
-    const qs = (await api('api/v1/dashboard/queues')).queues.map(q => q.name);
+    const qs = (await apiAll('api/v1/dashboard/queues', 'queues')).map(q => q.name);
     const sel = ctx.f.queue;
     const cur = sel.value || ctx.want;
     const names = [...new Set([...qs, cur].filter(Boolean))];
@@ -407,8 +407,11 @@ pages.dlq = {
     ctx.note.textContent = !canRedrive && !canPurge ? 'Redrive and purge are not available on this broker yet.'
       : !canRedrive ? 'Redrive is not available on this broker yet.' : 'Purge is not available on this broker yet.';
     const total = l.total ?? l.messages.length;
+    // A page may hold fewer than its size (the broker cuts pages of large
+    // payloads): the next one starts where pagination.next says.
+    ctx.next = (l.pagination && l.pagination.next) ?? ctx.offset + l.messages.length;
     ctx.count.textContent = total ? `${fmtInt(ctx.offset + 1)}–${fmtInt(ctx.offset + l.messages.length)} of ${fmtInt(total)} entries` : 'No entries';
-    fill(ctx.pager, [ctx.offset, l.messages.length, total], () => total > ctx.limit ? [
+    fill(ctx.pager, [ctx.offset, l.messages.length, total], () => total > l.messages.length || ctx.offset > 0 ? [
       h('button', { type: 'button', 'data-action': 'prev', disabled: ctx.offset === 0 }, '← Newer'),
       h('button', { type: 'button', 'data-action': 'next', disabled: ctx.offset + l.messages.length >= total }, 'Older →')] : []);
     fill(ctx.box, [l.messages, canRedrive, canPurge], () => l.messages.length ? l.messages.map(m => {
