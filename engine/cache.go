@@ -210,8 +210,10 @@ func (e *Engine) warm(p *partition, cold []coldChunk, budget int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, g := range read {
+		// A chunk moved meanwhile (compaction) holds the same messages at
+		// its new position.
 		ci := p.chunkFor(g.first)
-		if ci < 0 || p.chunks[ci].first != g.first || p.chunks[ci].pos != g.pos || p.chunks[ci].mem != nil {
+		if ci < 0 || p.chunks[ci].first != g.first || p.chunks[ci].mem != nil {
 			continue
 		}
 		e.cacheChunk(p, ci, g.pr)
@@ -225,7 +227,7 @@ func (e *Engine) coolDown(p *partition, cold []coldChunk) {
 		return
 	}
 	for _, cc := range cold {
-		if ci := p.chunkFor(cc.first); ci >= 0 && p.chunks[ci].first == cc.first && p.chunks[ci].pos == cc.pos {
+		if ci := p.chunkFor(cc.first); ci >= 0 && p.chunks[ci].first == cc.first {
 			e.dropChunk(&p.chunks[ci])
 		}
 	}
