@@ -36,6 +36,7 @@ const (
 	CodeVersionMismatch   Code = 19 // the client's major protocol version differs from the server's
 	CodeInternal          Code = 20 // a bug or an unexpected failure in the server
 	CodeEncryption        Code = 21 // a sealed payload cannot be sealed or opened (no key, or another key)
+	CodeDamaged           Code = 22 // a message cannot be read back: its stored data went bad (that partition only)
 )
 
 // codeInfo is one row of the code table.
@@ -76,6 +77,7 @@ var codeTable = [...]codeInfo{
 	CodeVersionMismatch:   {"version_mismatch", 400},
 	CodeInternal:          {"internal", 500},
 	CodeEncryption:        {"encryption", 500},
+	CodeDamaged:           {"damaged", 500},
 }
 
 // Known reports whether c is in the code table.

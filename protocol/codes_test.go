@@ -35,6 +35,7 @@ func TestCodeTable(t *testing.T) {
 		{CodeVersionMismatch, "version_mismatch", 400},
 		{CodeInternal, "internal", 500},
 		{CodeEncryption, "encryption", 500},
+		{CodeDamaged, "damaged", 500},
 	}
 	if len(Codes()) != len(want) {
 		t.Fatalf("%d codes, the test knows %d", len(Codes()), len(want))
