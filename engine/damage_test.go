@@ -442,7 +442,11 @@ func TestDamageAtRunTime(t *testing.T) {
 			segs := walSegments(t, dir)
 			switch how {
 			case "flipped":
-				damageFile(t, segs[0], func(d []byte, fr [][2]int) []byte { d[(fr[0][0]+fr[0][1])/2] ^= 0x40; return d })
+				damageFile(t, segs[0], func(d []byte, fr [][2]int) []byte { // a push of "bad" (the first entry may hold only the queue's creation)
+					k := len(fr) / 2
+					d[(fr[k][0]+fr[k][1])/2] ^= 0x40
+					return d
+				})
 			case "truncated":
 				damageFile(t, segs[0], func(d []byte, fr [][2]int) []byte { return d[:fr[0][1]+3] })
 			case "removed":
