@@ -148,6 +148,11 @@ func (e *Engine) ScanMessages(queueName, partName string, since, until int64, fn
 			st.mu.Unlock()
 			return nil
 		}
+		if p.chunks[ci].pos == lostPos { // lost to journal damage: nothing to list
+			st.mu.Unlock()
+			next = end
+			continue
+		}
 		var err error
 		buf, err = e.msgsRange(p, from, end, buf[:0])
 		st.mu.Unlock()
@@ -218,6 +223,9 @@ func (e *Engine) findByID(p *partition, id UUID) (uint64, bool) {
 	var buf [64]msg
 	for ci := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts >= lo }); ci < len(p.chunks) && p.chunks[ci].ts <= hi; ci++ {
 		first, end := p.chunks[ci].first, p.chunkEnd(ci)
+		if p.chunks[ci].pos == lostPos {
+			continue
+		}
 		got, err := e.msgsRange(p, first, end, buf[:0])
 		if err != nil {
 			return 0, false

@@ -114,6 +114,10 @@ func (e *Engine) msgsRange(p *partition, from, to uint64, dst []msg) ([]msg, err
 			}
 			continue
 		}
+		if c.pos == lostPos {
+			return dst, fmt.Errorf("%w: offsets %d-%d of %s/%s were lost to journal damage (see the start's log)",
+				ErrMessageNotFound, c.first, p.chunkEnd(ci)-1, p.q.name, p.name)
+		}
 		pr, err := e.readChunk(p, c)
 		if err != nil {
 			return dst, err
@@ -130,15 +134,19 @@ func (e *Engine) msgsRange(p *partition, from, to uint64, dst []msg) ([]msg, err
 	return dst, nil
 }
 
-// readChunk reads the push record of chunk c back from the journal.
+// readChunk reads the push record of chunk c back from the journal. A
+// failure (the journal's entry went bad since the start) is counted in
+// Stats.ReadErrors and wraps ErrUnreadable.
 func (e *Engine) readChunk(p *partition, c *chunk) (pushRecord, error) {
 	rec, err := e.j.Read(c.pos)
 	if err != nil {
-		return pushRecord{}, fmt.Errorf("reading %s/%s offset %d from the journal: %w", p.q.name, p.name, c.first, err)
+		e.stats.readErrors.Add(1)
+		return pushRecord{}, fmt.Errorf("%w: reading %s/%s offset %d from the journal: %w", ErrUnreadable, p.q.name, p.name, c.first, err)
 	}
 	pr, ok := findPush(rec, p.q.id, p.seq, c.first)
 	if !ok {
-		return pushRecord{}, fmt.Errorf("%w: journal position %d holds no messages of %s/%s from offset %d", errCorruptRecord, c.pos, p.q.name, p.name, c.first)
+		e.stats.readErrors.Add(1)
+		return pushRecord{}, fmt.Errorf("%w: %w: journal position %d holds no messages of %s/%s from offset %d", ErrUnreadable, errCorruptRecord, c.pos, p.q.name, p.name, c.first)
 	}
 	return pr, nil
 }
@@ -176,7 +184,7 @@ func (e *Engine) coldChunks(p *partition, from, n uint64) []coldChunk {
 	to := min(from+n, p.durable)
 	var cold []coldChunk
 	for ci := p.chunkFor(from); ci >= 0 && ci < len(p.chunks) && p.chunks[ci].first < to; ci++ {
-		if c := &p.chunks[ci]; c.mem == nil {
+		if c := &p.chunks[ci]; c.mem == nil && c.pos != lostPos {
 			cold = append(cold, coldChunk{c.first, c.pos})
 		}
 	}
@@ -210,8 +218,10 @@ func (e *Engine) warm(p *partition, cold []coldChunk, budget int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, g := range read {
+		// A chunk moved meanwhile (compaction) holds the same messages at
+		// its new position.
 		ci := p.chunkFor(g.first)
-		if ci < 0 || p.chunks[ci].first != g.first || p.chunks[ci].pos != g.pos || p.chunks[ci].mem != nil {
+		if ci < 0 || p.chunks[ci].first != g.first || p.chunks[ci].pos == lostPos || p.chunks[ci].mem != nil {
 			continue
 		}
 		e.cacheChunk(p, ci, g.pr)
@@ -225,7 +235,7 @@ func (e *Engine) coolDown(p *partition, cold []coldChunk) {
 		return
 	}
 	for _, cc := range cold {
-		if ci := p.chunkFor(cc.first); ci >= 0 && p.chunks[ci].first == cc.first && p.chunks[ci].pos == cc.pos {
+		if ci := p.chunkFor(cc.first); ci >= 0 && p.chunks[ci].first == cc.first {
 			e.dropChunk(&p.chunks[ci])
 		}
 	}

@@ -74,7 +74,11 @@ func (e *Engine) relocateOldest(limit uint64) (int, error) {
 	return moved, nil
 }
 
-// moveChunk copies one push record forward and points its chunk at the copy.
+// moveChunk copies one push record forward and points its chunk at the copy
+// once the copy is durable: a read of the chunk before that (it is not in
+// memory) would find nothing at the new position. Until then the chunk
+// keeps pointing at the original, which its segment keeps: a snapshot
+// meanwhile records the old position (and keeps that segment, minLive).
 func (e *Engine) moveChunk(lc liveChunk) (bool, error) {
 	p := lc.p
 	st := p.st()
@@ -95,10 +99,21 @@ func (e *Engine) moveChunk(lc liveChunk) (bool, error) {
 	if len(ms) == 0 {
 		return false, nil
 	}
-	pos, err := e.append(encodePush(recMove, p, c.first, c.ts, ms[0].flags, ms[0].sub, ms), nil)
+	first, old := c.first, c.pos
+	var pos uint64
+	// done takes the stripe, which is held here until pos is set.
+	pos, err = e.append(encodePush(recMove, p, c.first, c.ts, ms[0].flags, ms[0].sub, ms), func(err error) {
+		if err != nil {
+			return // the original stays
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if i := p.chunkFor(first); i >= 0 && p.chunks[i].first == first && p.chunks[i].pos == old {
+			p.chunks[i].pos = pos
+		}
+	})
 	if err != nil {
 		return false, err
 	}
-	c.pos = pos
 	return true, nil
 }

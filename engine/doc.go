@@ -121,4 +121,13 @@
 // request's error; the engine fails for good (every change refused until a
 // restart) only when the journal reports a failure of its own (Journal.Err).
 // TestRefusedRecordLeavesNoTrace checks it for every kind of record.
+//
+// Damage in the journal is the journal's to find: the log checks every
+// entry when it opens and refuses damage. Opened to salvage it (Salvager),
+// it skips damaged entries, and recovery rebuilds what the rest holds: a
+// lost push leaves lost offsets (a lost chunk), which every group passes
+// over and queue info lists (PartitionInfo.Lost); lost acks deliver
+// messages again. A message that cannot be read back after start fails a
+// pop of its partition alone (ErrUnreadable, Stats.ReadErrors). See
+// damage.go.
 package engine

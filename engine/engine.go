@@ -158,6 +158,7 @@ type Engine struct {
 	snapPos    uint64       // position of the newest snapshot (guarded by snapMu)
 	sinceSnap  atomic.Int64 // bytes journaled since the last snapshot
 	snapping   atomic.Bool
+	sv         *salvageState // while a salvaging recovery runs (damage.go)
 	failErr    atomic.Pointer[error]
 	closed     atomic.Bool
 	stop       chan struct{}
@@ -178,6 +179,7 @@ type Engine struct {
 type counters struct {
 	pushed, popped, acked, deadLettered atomic.Uint64
 	retained, evicted                   atomic.Uint64 // removed by retention; of them, never consumed by some group
+	readErrors                          atomic.Uint64 // messages that could not be read back from the journal (damage.go)
 }
 
 // New returns an engine that writes through j, after recovering the state

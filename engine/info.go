@@ -131,6 +131,9 @@ type PartitionInfo struct {
 	Newest   int64
 	Groups   []GroupCursor
 	CreateTS int64
+	// Lost lists the offsets lost to journal damage (a salvage skipped
+	// them; see damage.go), until retention removes them.
+	Lost []OffsetRange
 }
 
 // QueueInfo describes a queue.
@@ -143,6 +146,7 @@ type QueueInfo struct {
 	Messages      uint64 // messages held
 	Groups        []string
 	DeadLetters   int
+	LostMessages  uint64          // offsets lost to journal damage (PartitionInfo.Lost)
 	PartitionList []PartitionInfo // only from Queue
 }
 
@@ -199,8 +203,11 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 		p.st().mu.Lock()
 		low := p.low()
 		qi.Messages += p.next - low
+		if p.lost > 0 {
+			qi.LostMessages += p.lostCount()
+		}
 		if detail {
-			pi := PartitionInfo{Name: p.name, ID: p.id(), Low: low, Next: p.next}
+			pi := PartitionInfo{Name: p.name, ID: p.id(), Low: low, Next: p.next, Lost: p.lostRanges()}
 			if len(p.chunks) > 0 {
 				pi.Oldest, pi.Newest = p.chunks[0].ts, p.lastTS
 			}
@@ -243,6 +250,7 @@ type Stats struct {
 	Retained     uint64 // messages removed by retention
 	Evicted      uint64 // of them, messages some group never consumed
 	CacheBytes   int64
+	ReadErrors   uint64 // messages that could not be read back from the journal (damage found after start)
 }
 
 // Stats returns the engine's counters.
@@ -259,6 +267,7 @@ func (e *Engine) Stats() Stats {
 		Retained:     e.stats.retained.Load(),
 		Evicted:      e.stats.evicted.Load(),
 		CacheBytes:   e.cacheBytes.Load(),
+		ReadErrors:   e.stats.readErrors.Load(),
 	}
 }
 

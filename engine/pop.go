@@ -225,6 +225,9 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 		var cold []coldChunk
 		for warmed := false; ; warmed = true {
 			pg := e.pgFor(p, c.g)
+			if p.lost > 0 {
+				e.skipLost(p, pg) // damage.go
+			}
 			if !e.deliverable(p, pg) {
 				relax(pg)
 				return false
@@ -246,7 +249,10 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 			n := len(out)
 			var err error
 			out, err = e.take(p, c, pg, now, set, pend, out, &wakes)
-			if err != nil && firstErr == nil {
+			// A partition whose messages cannot be read back (damage.go)
+			// fails a pop of that partition alone: a pop of any partition
+			// serves the others (it was logged and counted).
+			if err != nil && firstErr == nil && (c.req.Partition != "" || !errors.Is(err, ErrUnreadable)) {
 				firstErr = err
 			}
 			if a := pg.act; errors.Is(err, ErrTooLarge) && c.req.Partition == "" && a != nil && !a.inReady {
@@ -319,6 +325,11 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 	to, _ := e.visibleEnd(p)
 	if want := uint64(c.req.Batch - len(out)); to-from > want {
 		to = from + want
+	}
+	if p.lost > 0 {
+		if to = p.beforeLost(from, to); to == from {
+			return out, nil // lost messages only: skipLost passes them (damage.go)
+		}
 	}
 	to, err := e.fitBudget(p, c, from, to, len(out) == 0)
 	if err != nil {
@@ -537,7 +548,8 @@ func (e *Engine) fitBudget(p *partition, c *popCall, from, to uint64, first bool
 			}
 			pr, err := e.readChunk(p, ch)
 			if err != nil {
-				return to, nil // msgsRange meets the same error and reports it
+				e.log.Error("pop: cannot read messages", "queue", p.q.name, "partition", p.name, "err", err)
+				return from, err
 			}
 			e.cacheChunk(p, ci, pr)
 		}

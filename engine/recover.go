@@ -7,9 +7,16 @@ import (
 
 // recover rebuilds the state from the journal: the newest snapshot, then
 // every record after it. Leases are not recovered (their messages come back);
-// retry counts, cursors, dead-letter entries and messages are.
+// retry counts, cursors, dead-letter entries and messages are. A journal
+// that lost records to damage and was opened to salvage them is rebuilt
+// from what is left (see damage.go).
 func (e *Engine) recover() error {
 	start := time.Now()
+	sv, _ := e.j.(Salvager)
+	if sv != nil && sv.Salvaged() {
+		e.sv = &salvageState{placeholders: map[uint64]bool{}, deletedIDs: map[uint64]bool{}}
+		defer func() { e.sv = nil }()
+	}
 	spos, data, ok, err := e.j.LoadSnapshot()
 	if err != nil {
 		return fmt.Errorf("engine: loading snapshot: %w", err)
@@ -20,6 +27,8 @@ func (e *Engine) recover() error {
 		}
 		e.lastPos.Store(spos)
 		e.snapPos = spos
+	} else if err := e.checkJournalStart(sv); err != nil {
+		return err
 	}
 	n := 0
 	err = e.j.Replay(spos, func(pos uint64, rec []byte) error {
@@ -27,6 +36,11 @@ func (e *Engine) recover() error {
 		e.lastPos.Store(pos)
 		// Push records stay referenced by the tail cache: keep a copy.
 		if err := e.applyRecord(pos, append([]byte(nil), rec...)); err != nil {
+			if e.sv != nil {
+				e.sv.badRecords++
+				e.log.Error("recovery SALVAGE: skipping a record that does not decode", "position", pos, "err", err)
+				return nil
+			}
 			return fmt.Errorf("record at position %d: %w", pos, err)
 		}
 		return nil
@@ -34,9 +48,25 @@ func (e *Engine) recover() error {
 	if err != nil {
 		return fmt.Errorf("engine: replaying the journal: %w", err)
 	}
+	if sv != nil {
+		if err := e.checkChunks(sv); err != nil {
+			return err
+		}
+	}
 	e.afterRecovery()
 	if ok || n > 0 {
 		e.log.Info("engine recovered", "snapshot", ok, "records", n, "queues", len(e.queues), "took", time.Since(start).Round(time.Millisecond))
+	}
+	if s := e.sv; s != nil {
+		lost := e.reportLost()
+		if lost > 0 || s.badRecords > 0 || len(s.queues)+len(s.groups) > 0 || (!ok && n > 0) {
+			// What was rebuilt becomes the newest snapshot: the next start
+			// does not depend on the salvage again.
+			e.sv = nil
+			if err := e.snapshot(); err != nil {
+				e.log.Error("recovery SALVAGE: the snapshot of the rebuilt state failed; the next start rebuilds it again", "err", err)
+			}
+		}
 	}
 	return nil
 }
@@ -56,6 +86,7 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		}
 		e.observeStamp(created)
 		if q := e.queuesID[id]; q != nil {
+			e.renameSalvaged(q, name, created)
 			q.setOptions(&o)
 			return nil
 		}
@@ -72,6 +103,9 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		}
 		if q := e.queuesID[id]; q != nil {
 			e.dropQueue(q)
+		}
+		if e.sv != nil {
+			e.sv.deletedIDs[id] = true
 		}
 	case recPush:
 		pr := readPush(&r, rec)
@@ -143,6 +177,7 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		}
 		if p := e.replayPart(qid, seq); p != nil {
 			p.st().mu.Lock()
+			e.growTo(p, low)
 			e.applyLow(p, low)
 			p.st().mu.Unlock()
 		}
@@ -178,6 +213,9 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 			return r.err
 		}
 		if p := e.replayPart(qid, seq); p != nil {
+			p.st().mu.Lock()
+			e.growTo(p, off+1)
+			p.st().mu.Unlock()
 			p.q.addTomb(p, off)
 		}
 	case recKeys:
@@ -196,7 +234,11 @@ const maxCreationReorder = 4096
 func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	q := e.queuesID[pr.queueID]
 	if q == nil {
-		return nil // its queue was deleted (and the deletion is behind a snapshot)
+		// Its queue was deleted (and the deletion is behind a snapshot), or
+		// (salvaging) its creation was lost.
+		if q = e.salvagedQueue(pr.queueID); q == nil {
+			return nil
+		}
 	}
 	q.mu.Lock()
 	p := q.partAt(pr.seq)
@@ -225,6 +267,8 @@ func (e *Engine) replayPush(pos uint64, pr *pushRecord) error {
 	switch {
 	case pr.first < p.next:
 		return nil // already in the snapshot
+	case pr.first > p.next && e.sv != nil:
+		e.extendLost(p, pr.first, pr.ts) // the pushes in between were lost
 	case pr.first > p.next:
 		return fmt.Errorf("%w: %s/%s jumps from offset %d to %d", errCorruptRecord, q.name, p.name, p.next, pr.first)
 	}
@@ -257,18 +301,28 @@ func (e *Engine) replayMove(pos uint64, pr *pushRecord) {
 func (e *Engine) replayEffect(ef *effect) {
 	q := e.queuesID[ef.queueID]
 	if q == nil {
+		if e.sv != nil {
+			e.sv.orphanRecs++
+		}
 		return
 	}
 	q.mu.RLock()
 	p := q.partAt(ef.seq)
 	g := q.gnames[ef.group]
 	q.mu.RUnlock()
+	if g == nil && p != nil {
+		g = e.salvagedGroup(q, ef.group)
+	}
 	if p == nil || g == nil {
+		if e.sv != nil {
+			e.sv.orphanRecs++
+		}
 		e.log.Warn("recovery: effect for an unknown partition or group skipped", "queue", q.name, "group", ef.group)
 		return
 	}
 	p.st().mu.Lock()
 	defer p.st().mu.Unlock()
+	e.growTo(p, ef.cursor)
 	pg := e.pgFor(p, g)
 	pg.cursor = ef.cursor
 	if len(ef.retries) > 0 || ef.blockedUntil != 0 {

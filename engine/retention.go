@@ -74,6 +74,9 @@ func (e *Engine) applyLow(p *partition, newLow uint64) (evicted uint64) {
 	k := 0
 	for k < len(p.chunks) && p.chunkEnd(k) <= newLow {
 		e.dropChunk(&p.chunks[k])
+		if p.chunks[k].pos == lostPos {
+			p.lost--
+		}
 		k++
 	}
 	if k > 0 {

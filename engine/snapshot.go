@@ -17,7 +17,7 @@ import (
 //	             | nparts uvarint | nparts × partition | ndead uvarint | ndead × dead
 //	group      = idx uvarint | name str | mode u8 | from varint | created varint   (slots = max idx+1)
 //	partition  = seq uvarint | name str | next uvarint | lastTS varint
-//	             | nchunks uvarint | nchunks × (first uvarint | pos uvarint | ts varint)
+//	             | nchunks uvarint | nchunks × (first uvarint | pos uvarint | ts varint)   (pos 0: lost, damage.go)
 //	             | ndedup uvarint | ndedup × (fingerprint u64 | offset uvarint)
 //	             | nstates uvarint | nstates × (gidx uvarint | cursor uvarint | blockedUntil varint
 //	                                           | nretries uvarint | nretries × (offset uvarint | n uvarint))
@@ -179,6 +179,9 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 				continue
 			}
 			for _, c := range p.chunks { // moved chunks are not in position order
+				if c.pos == lostPos {
+					continue
+				}
 				if minLive == 0 || c.pos < minLive {
 					minLive = c.pos
 				}
@@ -336,6 +339,9 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 	}
 	for i := 0; i < nc && r.err == nil; i++ {
 		p.chunks = append(p.chunks, chunk{first: r.uvarint(), pos: r.uvarint(), ts: r.varint()})
+		if p.chunks[i].pos == lostPos {
+			p.lost++ // lost to journal damage (damage.go)
+		}
 	}
 	if nd := r.count(9); nd > 0 {
 		// Offsets are stored relative to the table's base: base it at the

@@ -62,6 +62,7 @@ type partition struct {
 	lastTS   int64  // createdAt of the newest message (timestamps increase)
 	chunks   []chunk
 	memLo    int32       // chunks before this index have no messages in memory
+	lost     int32       // chunks lost to journal damage (damage.go)
 	pendFrom uint64      // where the pending messages start (depth.go)
 	tm       *ptimer     // delayedProcessing and windowBuffer: wakes the groups; nil until needed
 	groups   []pgState   // by group.idx

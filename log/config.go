@@ -130,9 +130,13 @@ type Config struct {
 	// and so the largest group, and caps one record; default 256 MiB, at most
 	// MaxEntryBytesLimit.
 	MaxEntryBytes int
-	// Salvage lets Open truncate the last segment at a corrupt entry that is
-	// followed by valid ones (mid-log corruption), dropping them, instead of
-	// failing with ErrCorrupt. Torn tails are always repaired.
+	// Salvage lets Open go on despite damage away from the tail instead of
+	// failing with ErrCorrupt: each damaged or missing entry is replaced by
+	// a hole (every other entry is kept), the damaged files are kept under
+	// Dir/damaged/, and what was lost is logged (see Lost). With it,
+	// LoadSnapshot sets aside unusable snapshots instead of failing, and
+	// Replay starts at the first entry when the ones after the snapshot are
+	// gone. Torn tails are always repaired.
 	Salvage bool
 	// NoSpaceRetry is the longest wait between two attempts to write a group
 	// again while the disk is full (see ErrNoSpace); the first comes after

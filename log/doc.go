@@ -59,7 +59,8 @@
 // because its concurrent reads of old segments are unsafe; Read keeps the
 // last few decoded entries so consecutive records decode once. No record is
 // ever returned from an entry whose CRC, framing or lengths do not hold: the
-// caller gets an error wrapping ErrCorrupt that names the entry.
+// caller gets an error wrapping ErrCorrupt that names the entry (also when
+// a segment went bad or away after Open: never a panic).
 //
 // # Directory layout
 //
@@ -69,6 +70,8 @@
 //	| Dir/wal/%020d                | tidwall/wal segment files, named by their first index |
 //	| Dir/snap/snap-%020d.rsnap    | snapshots, named by the position they cover (2 kept)  |
 //	| Dir/snap/snap-%020d.rsnap.tmp| a snapshot being written; removed at Open             |
+//	| Dir/wal/%020d.salvage        | a segment being rewritten by a salvage; removed at Open|
+//	| Dir/damaged/                 | the files a salvage replaced or set aside, as they were|
 //
 // # WAL segment file (tidwall/wal binary format)
 //
@@ -89,6 +92,11 @@
 //	| 14     | 4      | rawLen  | length of the uncompressed body                    |
 //	| 18     | 8      | index   | the WAL index the entry was written at             |
 //	| 26     | rest   | body    | the records, framed as below; zstd if codec is 1   |
+//
+// A hole is an entry of count 0, codec 0, rawLen 0 and no body: a salvage
+// wrote it in place of an entry lost to damage, so that indexes stay dense
+// (tidwall needs them so) and the loss stays on record. Replay passes over
+// it; Read, Check and Lost report it (ErrLost).
 //
 // The CRC sits right after the magic so that it covers every other header
 // field. The body is stored raw when compressing does not shrink it. When
@@ -134,15 +142,43 @@
 // entry. A torn tail (a bad entry after which no valid entry follows: its
 // length runs past the end of the file, only zeros follow, or it is the last
 // entry and garbled) is truncated to the end of the last good entry, fsynced
-// and logged with the number of bytes and entries dropped. A bad entry
-// followed by a valid one (found by scanning for the entry magic) is mid-log
-// corruption: Open fails with ErrCorrupt naming the file and offset, unless
-// Config.Salvage is set, which truncates there and logs loudly what was
-// dropped. Older segments are checked when read (Replay stops at a bad
-// entry with ErrCorrupt); with Config.Salvage, Open also checks the older
-// segments from the newest usable snapshot's entry on and truncates the
-// journal at the first bad entry, removing the later segment files and the
-// snapshots at or after the cut, and logs what it dropped.
+// and logged with the number of bytes and entries dropped: that is what a
+// crash leaves, and nothing acknowledged is in it.
+//
+// # Damage away from the tail
+//
+// Then every segment file is checked, every entry of it (what a recovery
+// replays and what a read of an old message reaches: the engine keeps
+// messages in the journal, so any entry may be read): the segments follow
+// each other (each holds exactly the entries up to the next one's start: a
+// deleted segment file, or one cut short, leaves entries missing), and every
+// entry's framing, CRC and index hold. Measured on a 2-vCPU machine shared
+// with other work: 413 to 802 ms per GiB of WAL (median 705 ms, five runs)
+// with the files in the page cache (BenchmarkVerifyWAL, size=1024MiB), and
+// reading a GiB from its disk with O_DIRECT took 0.32 to 0.36 s; so the
+// whole WAL is checked, not only the entries after the newest snapshot (a
+// broker with a gigabyte of journal starts about a second later).
+//
+// On damage (including a bad entry in the last segment that valid entries
+// follow) Open refuses with an error wrapping ErrCorrupt that names the
+// file, the entry (or the entries missing) and salvage. With Config.Salvage
+// (regent serve --salvage) each damaged segment file is rewritten with its
+// good entries as they were and a hole in place of each lost entry (after a
+// bad entry the next valid one is found by scanning for the entry magic;
+// entries carry their index, so the lost ones are known exactly; a missing
+// segment's entries become holes at the end of the one before), the original
+// is kept under Dir/damaged/, and every damaged place is logged with the
+// entries lost. Nothing else is dropped: the entries after the damage, and
+// the snapshots, stay. Lost lists the holes (from this Open or an earlier
+// one), Check tells whether the entry of a position is whole, and Salvaged
+// tells the engine that records may be missing from what it replays.
+//
+// When no snapshot is usable, LoadSnapshot refuses naming salvage; with
+// Config.Salvage it moves them to Dir/damaged/, says so, and reports none:
+// the state is rebuilt from the WAL, whole when it holds every entry from 1.
+// A snapshot whose following entries are gone (a segment file missing
+// before the first one) makes Replay refuse likewise; with Config.Salvage
+// it replays from the first entry, logging what is missing.
 //
 // A snapshot covering entries the WAL does not hold (its tail was lost: a
 // machine crash under SyncNone or SyncInterval) is removed at Open, loudly:

@@ -169,7 +169,14 @@ func checkEntry(data []byte) (entryHeader, error) {
 	h.count = int(binary.LittleEndian.Uint32(data[entryCountOff:]))
 	h.rawLen = int(binary.LittleEndian.Uint32(data[entryRawLenOff:]))
 	h.index = binary.LittleEndian.Uint64(data[entryIndexOff:])
-	if h.count == 0 || h.count > maxRecordsPerEntry {
+	if h.count == 0 {
+		// A hole: the entry a salvage put in place of one lost to damage.
+		if h.codec != codecRaw || h.rawLen != 0 || len(data) != entryHeaderLen {
+			return h, fmt.Errorf("entry claims 0 records")
+		}
+		return h, nil
+	}
+	if h.count > maxRecordsPerEntry {
 		return h, fmt.Errorf("entry claims %d records", h.count)
 	}
 	if h.count > h.rawLen {
@@ -210,6 +217,9 @@ func decodeEntry(d *decoded, data []byte, index uint64, maxRaw int) error {
 	}
 	if h.index != index {
 		return fmt.Errorf("%w: entry %d: it carries index %d", ErrCorrupt, index, h.index)
+	}
+	if h.count == 0 {
+		return fmt.Errorf("%w: %w: entry %d (a salvage left a hole in its place)", ErrCorrupt, ErrLost, index)
 	}
 	if h.rawLen > maxRaw {
 		return fmt.Errorf("%w: entry %d: claims %d uncompressed bytes, above the limit of %d (%w)",

@@ -120,6 +120,9 @@ type Log struct {
 
 	first atomic.Uint64
 	last  atomic.Uint64
+	// holes are the entries lost to damage that a salvage skipped (found
+	// at Open; read-only after).
+	holes []IndexRange
 	stats counters
 
 	snapMu sync.Mutex
@@ -190,13 +193,14 @@ func Open(cfg Config) (_ *Log, err error) {
 			l.walDirFile.Close()
 		}
 	}()
-	if err := repairWAL(l.walDir, l.snapDir, cfg.Salvage, l.logger); err != nil {
+	if err := removeSalvageTemps(l.walDir); err != nil {
 		return nil, err
 	}
-	if cfg.Salvage {
-		if err := salvageOld(l.walDir, l.snapDir, l.logger); err != nil {
-			return nil, err
-		}
+	if err := repairWAL(l.walDir, cfg.Salvage, l.logger); err != nil {
+		return nil, err
+	}
+	if l.holes, err = verifyWAL(cfg.Dir, l.walDir, cfg.Salvage, l.logger); err != nil {
+		return nil, err
 	}
 	if err := l.openWAL(); err != nil {
 		return nil, err

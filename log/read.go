@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/tidwall/wal"
 )
@@ -110,6 +111,9 @@ func (l *Log) readRaw(index uint64) (data []byte, err error) {
 	case errors.Is(err, wal.ErrCorrupt):
 		return nil, fmt.Errorf("%w: entry %d: segment framing is broken", ErrCorrupt, index)
 	}
+	if errors.Is(err, fs.ErrNotExist) { // its segment file went away
+		return nil, fmt.Errorf("%w: entry %d: %w", ErrCorrupt, index, err)
+	}
 	return nil, fmt.Errorf("log: read entry %d: %w", index, err)
 }
 
@@ -126,6 +130,9 @@ func (l *Log) Read(pos uint64) ([]byte, error) {
 	if index == 0 || index < l.first.Load() || index > l.last.Load() {
 		return nil, fmt.Errorf("%w: position %d (entry %d; the log holds entries %d..%d)",
 			ErrNotFound, pos, index, l.first.Load(), l.last.Load())
+	}
+	if l.isHole(index) {
+		return nil, fmt.Errorf("%w: %w: position %d: entry %d (a salvage left a hole in its place)", ErrCorrupt, ErrLost, pos, index)
 	}
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
@@ -164,10 +171,14 @@ func (l *Log) readEntry(index uint64) ([]byte, error) {
 // entry when one fails its checks (records before it were delivered, none
 // from it).
 //
-// If the entries following after were truncated away the error wraps
-// ErrNotFound. When after's own entry is gone but the log starts at the very
-// next entry, replay starts there: the caller truncated only what its
-// snapshot covered.
+// Hole entries (lost to damage, skipped by a salvage) hold no record and are
+// passed over.
+//
+// If the entries following after are gone (a segment file missing before
+// the first one) the error wraps ErrNotFound and ErrCorrupt; a log opened
+// with Config.Salvage logs it and replays from its first entry instead.
+// When after's own entry is gone but the log starts at the very next entry,
+// replay starts there: the caller truncated only what its snapshot covered.
 func (l *Log) Replay(after uint64, fn func(pos uint64, rec []byte) error) error {
 	first, last := l.first.Load(), l.last.Load()
 	start, skip := first, -1
@@ -176,20 +187,28 @@ func (l *Log) Replay(after uint64, fn func(pos uint64, rec []byte) error) error 
 		switch {
 		case ai >= first:
 			start, skip = ai, PosRecord(after)
+		case ai+1 < first && !l.cfg.Salvage:
+			return fmt.Errorf("%w: %w: replay after position %d (entry %d) but the log starts at entry %d: "+
+				"entries %d..%d are missing; salvage (regent serve --salvage, Config.Salvage) replays from entry %d",
+				ErrCorrupt, ErrNotFound, after, ai, first, ai+1, first-1, first)
 		case ai+1 < first:
-			return fmt.Errorf("%w: replay after position %d (entry %d) but the log starts at entry %d",
-				ErrNotFound, after, ai, first)
+			l.logger.Error("journal SALVAGE: the entries after the snapshot's are missing (before the first segment file); replaying from the first entry",
+				"snapshot_entry", ai, "first_entry", first, "lost_entries", IndexRange{ai + 1, first - 1}.String())
 		}
 	}
 	var d decoded
 	for index := start; index <= last; index++ {
+		if l.isHole(index) {
+			continue
+		}
 		data, err := l.readEntry(index)
 		if err == nil {
 			err = decodeEntry(&d, data, index, l.cfg.MaxEntryBytes)
 		}
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) {
-				err = fmt.Errorf("%w (opening with Config.Salvage truncates the journal at the first bad entry after the newest snapshot, dropping what follows)", err)
+				err = fmt.Errorf("%w (the entries were checked at Open: this one went bad since; salvage "+
+					"(regent serve --salvage, Config.Salvage) skips it at the next start)", err)
 			}
 			return err
 		}

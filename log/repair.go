@@ -134,9 +134,9 @@ func countFrames(b []byte) int {
 // runs past the end of the file, or only zeros follow, or it is the last entry
 // and garbled), is truncated away, fsynced and logged. A bad entry followed by
 // a valid one is mid-log corruption: Open fails with ErrCorrupt naming the
-// file and offset, unless salvage is set, which truncates there anyway and
-// says loudly what was dropped.
-func repairWAL(dir, snapDir string, salvage bool, logger *slog.Logger) error {
+// file, offset and entry, unless salvage is set, in which case it is left to
+// verifyWAL (which skips the damaged entries and keeps the valid ones).
+func repairWAL(dir string, salvage bool, logger *slog.Logger) error {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return fmt.Errorf("log: repair: %w", err)
@@ -157,142 +157,29 @@ func repairWAL(dir, snapDir string, salvage bool, logger *slog.Logger) error {
 	dropped := len(data) - r.end
 	badIndex := last.start + uint64(r.entries)
 	if r.laterCount > 0 {
-		if !salvage {
-			return fmt.Errorf("%w: wal segment %s: entry %d at offset %d is bad (%s) but %d valid entries follow "+
-				"(the first at offset %d): mid-log corruption; refusing to open (Config.Salvage would truncate "+
-				"the segment at offset %d, dropping %d bytes)",
-				ErrCorrupt, path, badIndex, r.end, r.reason, r.laterCount, r.laterOff, r.end, dropped)
+		if salvage {
+			return nil // verifyWAL skips the damaged entries
 		}
-		snaps, err := dropSnapshotsFrom(snapDir, badIndex)
-		if err != nil {
-			return err
-		}
-		logger.Error("journal SALVAGE: mid-log corruption; truncating the last segment and DROPPING valid entries",
-			"file", path, "offset", r.end, "bad_index", badIndex, "reason", r.reason,
-			"dropped_bytes", dropped, "dropped_valid_entries", r.laterCount, "kept_entries", r.entries,
-			"dropped_snapshots", snaps)
-	} else {
-		kind := "garbled last entry"
-		droppedEntries := countFrames(data[r.end:])
-		switch {
-		case r.zeros:
-			kind, droppedEntries = "zero-filled tail", 0
-		case r.runsOut:
-			kind = "last entry cut short"
-		}
-		logger.Warn("journal: repaired a torn tail", "file", path, "kind", kind, "offset", r.end,
-			"dropped_bytes", dropped, "dropped_entries", droppedEntries, "reason", r.reason,
-			"kept_entries", r.entries)
+		return fmt.Errorf("%w: wal segment %s: entry %d at offset %d is bad (%s) but %d valid entries follow "+
+			"(the first at offset %d): mid-log corruption; refusing to open: salvage (regent serve --salvage, "+
+			"Config.Salvage) skips the damaged entries, keeps every other one and reports what was lost",
+			ErrCorrupt, path, badIndex, r.end, r.reason, r.laterCount, r.laterOff)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("log: repair: %w", err)
+	kind := "garbled last entry"
+	droppedEntries := countFrames(data[r.end:])
+	switch {
+	case r.zeros:
+		kind, droppedEntries = "zero-filled tail", 0
+	case r.runsOut:
+		kind = "last entry cut short"
 	}
-	err = f.Truncate(int64(r.end))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	logger.Warn("journal: repaired a torn tail", "file", path, "kind", kind, "offset", r.end,
+		"dropped_bytes", dropped, "dropped_entries", droppedEntries, "reason", r.reason,
+		"kept_entries", r.entries)
+	if err := truncateSync(path, int64(r.end)); err != nil {
 		return fmt.Errorf("log: repair: truncate %s at %d: %w", path, r.end, err)
 	}
 	return nil
-}
-
-// salvageOld (Config.Salvage only) checks the segments before the last one
-// (repairWAL checked that one) from the entry of the newest usable snapshot
-// on: recovery replays those entries, so a bad one would stop it. At the
-// first bad entry it truncates the journal: that segment is cut there and
-// every later segment file is removed, and the snapshots at or after the cut
-// are removed too (their positions would otherwise run ahead of the entries
-// written next), after which the check starts again from the older snapshot.
-// It logs loudly what it dropped. Entries before the newest snapshot are
-// left as they are: recovery does not read them, and a damaged one is
-// refused when read.
-func salvageOld(walDir, snapDir string, logger *slog.Logger) error {
-	for {
-		segs, err := listSegments(walDir)
-		if err != nil {
-			return fmt.Errorf("log: salvage: %w", err)
-		}
-		if len(segs) < 2 {
-			return nil
-		}
-		snaps, err := readSnapshots(snapDir)
-		if err != nil {
-			return fmt.Errorf("log: salvage: %w", err)
-		}
-		from := uint64(0) // the entry recovery replays from
-		for _, s := range snaps {
-			if s.ok {
-				from = PosIndex(s.pos)
-				break
-			}
-		}
-		cut, cutSeg, cutOff, reason := uint64(0), -1, 0, ""
-		for i, s := range segs[:len(segs)-1] {
-			next := segs[i+1].start
-			if next <= from {
-				continue // every entry of it is before the snapshot
-			}
-			path := filepath.Join(walDir, segmentName(s.start))
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return fmt.Errorf("log: salvage: %w", err)
-			}
-			r := scanSegment(data, s.start)
-			if want := int(next - s.start); r.bad || r.entries != want {
-				cut, cutSeg, cutOff, reason = s.start+uint64(r.entries), i, r.end, r.reason
-				if reason == "" {
-					reason = fmt.Sprintf("the segment holds %d entries, %d expected", r.entries, want)
-				}
-				break
-			}
-		}
-		if cutSeg < 0 {
-			return nil
-		}
-		// Snapshots first: a crash half way must not leave one that runs
-		// ahead of the journal.
-		droppedSnaps, err := dropSnapshotsFrom(snapDir, cut)
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(walDir, segmentName(segs[cutSeg].start))
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("log: salvage: %w", err)
-		}
-		droppedEntries, droppedBytes := countFrames(data[cutOff:]), int64(len(data)-cutOff)
-		droppedFiles := 0
-		for k := len(segs) - 1; k > cutSeg; k-- { // newest first: a crash leaves a contiguous journal
-			s := segs[k]
-			p := filepath.Join(walDir, segmentName(s.start))
-			if b, err := os.ReadFile(p); err == nil {
-				droppedEntries += countFrames(b)
-			}
-			if err := os.Remove(p); err != nil {
-				return fmt.Errorf("log: salvage: %w", err)
-			}
-			droppedFiles++
-			droppedBytes += s.bytes
-		}
-		if err := truncateSync(path, int64(cutOff)); err != nil {
-			return fmt.Errorf("log: salvage: truncate %s at %d: %w", path, cutOff, err)
-		}
-		if err := syncDir(walDir); err != nil {
-			return err
-		}
-		logger.Error("journal SALVAGE: corruption in an old segment; truncating the journal there and DROPPING every entry after it",
-			"file", path, "offset", cutOff, "bad_index", cut, "reason", reason,
-			"dropped_entries", droppedEntries, "dropped_bytes", droppedBytes,
-			"dropped_segment_files", droppedFiles, "dropped_snapshots", droppedSnaps)
-		if len(droppedSnaps) == 0 {
-			return nil
-		}
-	}
 }
 
 // dropSnapshotsFrom removes the snapshots that cover entry index or later

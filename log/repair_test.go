@@ -160,8 +160,9 @@ func TestGarbledLastEntry(t *testing.T) {
 }
 
 // TestMidLogCorruption flips every byte of an entry that valid entries follow
-// in the last segment: Open refuses with ErrCorrupt naming file and offset;
-// with Salvage it truncates there and says so loudly.
+// in the last segment: Open refuses with ErrCorrupt naming file, offset and
+// salvage; with Salvage it skips that entry (a hole), keeps the ones after
+// it and says so loudly.
 func TestMidLogCorruption(t *testing.T) {
 	dir := t.TempDir()
 	recs := buildJournal(t, dir, 5, randRec(40))
@@ -179,7 +180,7 @@ func TestMidLogCorruption(t *testing.T) {
 		if !isErr(err, ErrCorrupt) {
 			t.Fatalf("flip at %d: Open: %v, want ErrCorrupt", i, err)
 		}
-		for _, s := range []string{filepath.Base(seg), fmt.Sprintf("offset %d", bad[0]), "mid-log"} {
+		for _, s := range []string{filepath.Base(seg), fmt.Sprintf("offset %d", bad[0]), "mid-log", "entry 2", "--salvage"} {
 			if !strings.Contains(err.Error(), s) {
 				t.Fatalf("flip at %d: error %q does not say %q", i, err, s)
 			}
@@ -192,10 +193,10 @@ func TestMidLogCorruption(t *testing.T) {
 			t.Fatalf("flip at %d: Open with Salvage: %v", i, err)
 		}
 		got, err := replayAll(l, 0)
-		if err != nil || len(got) != 1 || got[0].rec != recs[0] {
+		if err != nil || len(got) != 4 || got[0].rec != recs[0] || got[1].rec != recs[2] || got[3].rec != recs[4] {
 			t.Fatalf("flip at %d: salvaged %d records, %v", i, len(got), err)
 		}
-		if _, ok := sink.find("ERROR", "SALVAGE", "dropped_valid_entries=3"); !ok {
+		if _, ok := sink.find("ERROR", "SALVAGE", "lost_entries=2 "); !ok {
 			t.Fatalf("flip at %d: salvage not logged:\n%s", i, sink.all())
 		}
 		l.Close()
@@ -205,9 +206,10 @@ func TestMidLogCorruption(t *testing.T) {
 	}
 }
 
-// TestOldSegmentCorruption flips every byte of an entry in an old segment
-// (one repair does not scan): Replay and Read report ErrCorrupt and never
-// return anything but the records written.
+// TestOldSegmentCorruption flips every byte of an entry in an old segment:
+// Open refuses, naming the entry, and never returns anything but the records
+// written; with Salvage (a sample of the positions) every other entry
+// replays.
 func TestOldSegmentCorruption(t *testing.T) {
 	dir := t.TempDir()
 	recs := buildJournal(t, dir, 20, randRec(80), withSegment(600))
@@ -229,39 +231,24 @@ func TestOldSegmentCorruption(t *testing.T) {
 		if err := os.WriteFile(seg, img, 0o640); err != nil {
 			t.Fatal(err)
 		}
+		_, _, err := tryOpen(dir, withSegment(600))
+		if !isErr(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d ", target)) {
+			t.Fatalf("flip at %d: Open: %v, want ErrCorrupt naming entry %d", i, err, target)
+		}
+		if i%5 != 0 {
+			continue
+		}
 		func() {
-			l, _, err := tryOpen(dir, withSegment(600))
+			l, _, err := tryOpen(dir, withSegment(600), withSalvage())
 			if err != nil {
-				t.Fatalf("flip at %d: Open: %v", i, err)
+				t.Fatalf("flip at %d: Open with Salvage: %v", i, err)
 			}
 			defer l.Close()
-			n := 0
-			err = l.Replay(0, func(pos uint64, rec []byte) error {
-				if string(rec) != recs[PosIndex(pos)-1] || PosRecord(pos) != 0 {
-					t.Fatalf("flip at %d: Replay delivered wrong data at %d", i, pos)
-				}
-				n++
-				return nil
-			})
-			if !isErr(err, ErrCorrupt) || n >= target {
-				t.Fatalf("flip at %d: Replay delivered %d records then %v; want ErrCorrupt before entry %d", i, n, err, target)
-			}
-			for idx := 1; idx <= len(recs); idx++ {
-				got, err := l.Read(MakePos(uint64(idx), 0))
-				if err == nil && string(got) != recs[idx-1] {
-					t.Fatalf("flip at %d: Read(entry %d) returned wrong data", i, idx)
-				}
-				if idx == target && !isErr(err, ErrCorrupt) {
-					t.Fatalf("flip at %d: Read(entry %d): %v, want ErrCorrupt", i, idx, err)
-				}
-				if err != nil && !isErr(err, ErrCorrupt) {
-					t.Fatalf("flip at %d: Read(entry %d): %v", i, idx, err)
-				}
-				if err != nil && !strings.Contains(err.Error(), "entry ") {
-					t.Fatalf("error does not name the entry: %v", err)
-				}
-			}
+			checkSurvivors(t, l, recs, IndexRange{uint64(target), uint64(target)})
 		}()
+		if err := os.RemoveAll(filepath.Join(dir, damagedDirName)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

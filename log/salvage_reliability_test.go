@@ -59,87 +59,73 @@ func flipEntry(t *testing.T, dir string, index uint64) {
 }
 
 // TestSalvageOldSegment: an entry in an old segment that recovery must
-// replay is damaged. Without Salvage, Replay stops there with ErrCorrupt and
-// says what salvage would do; with Salvage, Open truncates the journal at
-// that entry (dropping the snapshots at or after it), says what it dropped,
-// and appends go on from there.
+// replay is damaged. Without Salvage, Open refuses, naming the entry and
+// salvage; with Salvage, Open skips that entry (a hole), keeps every
+// snapshot and every other entry, says what it lost, and appends go on
+// after the last entry.
 func TestSalvageOldSegment(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		bad      uint64
 		snaps    []int
-		wantSnap uint64 // entry the snapshot left covers (0: none)
-		keep     int    // entries left
+		wantSnap uint64 // entry the newest snapshot covers (0: none)
 	}{
-		{"after-the-snapshot", 14, []int{5}, 5, 13},
-		{"in-the-snapshot-entry", 12, []int{5, 12}, 5, 11},
-		{"no-snapshot", 9, nil, 0, 8},
+		{"after-the-snapshot", 14, []int{5}, 5},
+		{"in-the-snapshot-entry", 12, []int{5, 12}, 12},
+		{"no-snapshot", 9, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			recs := oldSegmentJournal(t, dir, tc.snaps...)
 			flipEntry(t, dir, tc.bad)
 
-			l, _ := openT(t, dir, withSegment(600))
-			spos, _, _, _ := l.LoadSnapshot()
-			_, err := replayAll(l, spos)
-			if !isErr(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", tc.bad)) || !strings.Contains(err.Error(), "Salvage") {
-				t.Fatalf("Replay without salvage: %v", err)
+			_, _, err := tryOpen(dir, withSegment(600))
+			if !isErr(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", tc.bad)) || !strings.Contains(err.Error(), "--salvage") {
+				t.Fatalf("Open without salvage: %v", err)
 			}
-			l.Close()
 
 			l, sink := openT(t, dir, withSegment(600), withSalvage())
-			msg, ok := sink.find("ERROR", "SALVAGE", fmt.Sprintf("bad_index=%d", tc.bad))
-			if !ok {
+			if _, ok := sink.find("ERROR", "SALVAGE", fmt.Sprintf("lost_entries=%d ", tc.bad)); !ok {
 				t.Fatalf("salvage not logged:\n%s", sink.all())
 			}
-			if want := fmt.Sprintf("dropped_entries=%d", 30-tc.keep); !strings.Contains(msg, want) {
-				t.Fatalf("salvage message %q does not say %s", msg, want)
-			}
-			spos, _, ok, err = l.LoadSnapshot()
+			spos, _, ok, err := l.LoadSnapshot()
 			if err != nil || PosIndex(spos) != tc.wantSnap || ok != (tc.wantSnap != 0) {
 				t.Fatalf("snapshot after salvage: entry %d ok=%v %v, want entry %d", PosIndex(spos), ok, err, tc.wantSnap)
 			}
-			got, err := replayAll(l, 0)
-			if err != nil || len(got) != tc.keep {
-				t.Fatalf("after salvage: %d records, %v; want %d", len(got), err, tc.keep)
-			}
-			for i, g := range got {
-				if g.rec != recs[i] {
-					t.Fatalf("record %d differs", i)
-				}
-			}
-			if p := appendWait(t, l, []byte("next")); PosIndex(p) != uint64(tc.keep+1) {
-				t.Fatalf("next append at entry %d, want %d", PosIndex(p), tc.keep+1)
+			lost := IndexRange{tc.bad, tc.bad}
+			checkSurvivors(t, l, recs, lost)
+			if p := appendWait(t, l, []byte("next")); PosIndex(p) != 31 {
+				t.Fatalf("next append at entry %d, want 31", PosIndex(p))
 			}
 			l.Close()
-			// Opening again (without salvage) finds a clean journal.
+			// Opening again (without salvage) finds the same journal.
 			l, _ = openT(t, dir, withSegment(600))
-			if got, err := replayAll(l, 0); err != nil || len(got) != tc.keep+1 {
-				t.Fatalf("reopen: %d records, %v", len(got), err)
-			}
+			checkSurvivors(t, l, append(recs, "next"), lost)
 		})
 	}
 }
 
-// TestSalvageKeepsDamageBeforeTheSnapshot: damage in an entry the newest
-// snapshot covers is left alone (recovery does not read it) and reported
-// when that entry is read.
-func TestSalvageKeepsDamageBeforeTheSnapshot(t *testing.T) {
+// TestSalvageSkipsDamageBeforeTheSnapshot: damage in an entry the newest
+// snapshot covers is found at Open too (a read may reach it: the engine's
+// messages stay in the journal), refused, and skipped by a salvage.
+func TestSalvageSkipsDamageBeforeTheSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	recs := oldSegmentJournal(t, dir, 20)
 	flipEntry(t, dir, 3)
+	if _, _, err := tryOpen(dir, withSegment(600)); !isErr(err, ErrCorrupt) || !strings.Contains(err.Error(), "entry 3") {
+		t.Fatalf("Open: %v, want ErrCorrupt naming entry 3", err)
+	}
 	l, sink := openT(t, dir, withSegment(600), withSalvage())
-	if _, ok := sink.find("SALVAGE"); ok {
-		t.Fatalf("salvage cut the journal for damage the snapshot covers:\n%s", sink.all())
+	if _, ok := sink.find("SALVAGE", "lost_entries=3 "); !ok {
+		t.Fatalf("salvage not logged:\n%s", sink.all())
 	}
 	spos, _, _, _ := l.LoadSnapshot()
 	got, err := replayAll(l, spos)
 	if err != nil || len(got) != 10 || got[9].rec != recs[29] {
 		t.Fatalf("replay after the snapshot: %d records, %v", len(got), err)
 	}
-	if _, err := l.Read(MakePos(3, 0)); !isErr(err, ErrCorrupt) {
-		t.Fatalf("Read of the damaged entry: %v, want ErrCorrupt", err)
+	if _, err := l.Read(MakePos(3, 0)); !isErr(err, ErrCorrupt) || !isErr(err, ErrLost) {
+		t.Fatalf("Read of the damaged entry: %v, want ErrLost", err)
 	}
 }
 

@@ -199,7 +199,10 @@ func removeSnapTemps(dir string) error {
 // LoadSnapshot returns the newest snapshot whose checks hold. A newest one
 // that fails them is skipped with a warning naming the file and why, and the
 // older one is used. ok is false when there is no snapshot at all; when
-// snapshots exist but none is usable the error wraps ErrCorrupt.
+// snapshots exist but none is usable the error wraps ErrCorrupt, naming
+// salvage. With Config.Salvage the unusable snapshots are moved to
+// Dir/damaged/ instead, loudly, and ok is false: the caller rebuilds its
+// state from the WAL (whole when it holds every entry from 1).
 func (l *Log) LoadSnapshot() (pos uint64, data []byte, ok bool, err error) {
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
@@ -223,5 +226,32 @@ func (l *Log) LoadSnapshot() (pos uint64, data []byte, ok bool, err error) {
 		l.logger.Warn("journal: snapshot unusable, falling back to an older one", "file", f.path, "err", err)
 		errs = append(errs, fmt.Errorf("%s: %w", f.path, err))
 	}
-	return 0, nil, false, fmt.Errorf("log: no usable snapshot: %w", errors.Join(errs...))
+	if !l.cfg.Salvage {
+		return 0, nil, false, fmt.Errorf("log: no usable snapshot: %w (salvage, regent serve --salvage or Config.Salvage, "+
+			"sets them aside and rebuilds the state from the journal, whole if it holds every entry from 1; it holds entries %d..%d)",
+			errors.Join(errs...), l.first.Load(), l.last.Load())
+	}
+	var kept []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f.path)
+		k, err := keepDamaged(l.dir, f.path, b)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		if err := os.Remove(f.path); err != nil {
+			return 0, nil, false, fmt.Errorf("log: salvage: %w", err)
+		}
+		kept = append(kept, k)
+	}
+	if err := syncDir(l.snapDir); err != nil {
+		return 0, nil, false, err
+	}
+	lost := "none: the journal holds every entry from 1"
+	if first := l.first.Load(); first > 1 {
+		lost = fmt.Sprintf("entries 1..%d (the journal starts at entry %d): what only they held is unknown", first-1, first)
+	}
+	l.logger.Error("journal SALVAGE: no usable snapshot; they are set aside and the state is rebuilt from the journal alone",
+		"moved_to", kept, "first_entry", l.first.Load(), "last_entry", l.last.Load(), "lost_entries", lost,
+		"errors", errors.Join(errs...).Error())
+	return 0, nil, false, nil
 }

@@ -33,6 +33,7 @@ var errorCodes = []struct {
 	{engine.ErrQueueFull, protocol.CodeQueueFull},
 	{engine.ErrOverloaded, protocol.CodeOverloaded},
 	{engine.ErrEncryption, protocol.CodeEncryption},
+	{engine.ErrUnreadable, protocol.CodeDamaged},
 	{engine.ErrBadUUID, protocol.CodeInvalid},
 	{context.DeadlineExceeded, protocol.CodeOverloaded},
 }

@@ -444,6 +444,7 @@ func TestHTTPHealthMetricsCORS(t *testing.T) {
 		`regent_group_lag_messages{queue="mx",group="g"} 3`, `regent_dlq_depth{queue="mx"} 0`,
 		`regent_journal_fsync_seconds_bucket{le="0.001"} 2`, `regent_journal_fsync_seconds_bucket{le="+Inf"} 3`,
 		"regent_journal_records_per_batch 5", "regent_http_connections", "regent_push_messages_per_second", "go_goroutines",
+		"regent_journal_read_errors_total 0",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("prometheus text lacks %q", want)

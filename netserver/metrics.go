@@ -97,6 +97,7 @@ func (m *httpMetrics) write(w io.Writer) {
 	metrics.WriteCounterUint64(w, "regent_messages_popped_total", st.Popped)
 	metrics.WriteCounterUint64(w, "regent_messages_acked_total", st.Acked)
 	metrics.WriteCounterUint64(w, "regent_messages_dead_lettered_total", st.DeadLettered)
+	metrics.WriteCounterUint64(w, "regent_journal_read_errors_total", st.ReadErrors)
 	rt := m.rates()
 	metrics.WriteGaugeFloat64(w, "regent_push_messages_per_second", rt.push)
 	metrics.WriteGaugeFloat64(w, "regent_pop_messages_per_second", rt.pop)

@@ -38,6 +38,7 @@ const (
 	CodeEncryption        Code = 21 // a sealed payload cannot be sealed or opened (no key, or another key)
 	CodeUnauthenticated   Code = 22 // no valid token: none given, expired, or refused (1.2)
 	CodeForbidden         Code = 23 // the token's role does not allow the operation (1.2)
+	CodeDamaged           Code = 24 // a message cannot be read back: its stored data went bad (that partition only; 1.2)
 )
 
 // codeInfo is one row of the code table.
@@ -80,6 +81,7 @@ var codeTable = [...]codeInfo{
 	CodeEncryption:        {"encryption", 500},
 	CodeUnauthenticated:   {"unauthenticated", 401},
 	CodeForbidden:         {"forbidden", 403},
+	CodeDamaged:           {"damaged", 500},
 }
 
 // Known reports whether c is in the code table.

@@ -37,6 +37,7 @@ func TestCodeTable(t *testing.T) {
 		{CodeEncryption, "encryption", 500},
 		{CodeUnauthenticated, "unauthenticated", 401},
 		{CodeForbidden, "forbidden", 403},
+		{CodeDamaged, "damaged", 500},
 	}
 	if len(Codes()) != len(want) {
 		t.Fatalf("%d codes, the test knows %d", len(Codes()), len(want))

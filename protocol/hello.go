@@ -16,7 +16,7 @@ const (
 //	1.1  HelloRequest.MaxFrame; PopReply.Cut (sent only to a client that
 //	     said 1.1 or later in its Hello)
 //	1.2  the Auth opcode (a bearer token on an open connection), and the
-//	     error codes unauthenticated and forbidden; pages:
+//	     error codes unauthenticated, forbidden and damaged; pages:
 //	     QueueInfoRequest.After and Limit, QueueListRequest.After and Limit
 //	     (sent only to a server that said 1.2 or later in its Hello reply);
 //	     QueueInfoReply.More and QueueListReply.More (sent only to a client

@@ -31,7 +31,7 @@ var serveSettings = []setting{
 	{"encryption-key", "REGENT_ENCRYPTION_KEY", "", "64 hex characters: the AES-256 key that seals the payloads of queues with encryptionEnabled (without it they refuse pushes); the data directory records its fingerprint, and start refuses another key"},
 	{"encryption-old-keys", "REGENT_ENCRYPTION_OLD_KEYS", "", "keys (64 hex characters each, comma-separated) that open what they sealed and never seal: a rotation is --encryption-key NEW --encryption-old-keys OLD"},
 	{"encryption-lost-keys", "REGENT_ENCRYPTION_LOST_KEYS", "", "fingerprints (16 hex characters each, comma-separated, as a refusal to start names them) of keys lost for good: start anyway; each message they sealed goes to the dead-letter queue when reached"},
-	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal corruption by truncating the journal at the first bad entry (DROPS what follows; logged); false: refuse to start on it"},
+	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal damage: skip the damaged entries (LOSES what they held; every other entry is kept), set aside unusable snapshots, and log what was lost; false: refuse to start on it"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "REGENT_SHUTDOWN_TIMEOUT", "30s", "how long a stop may take: requests in flight are answered within it, and past it the process exits anyway (status 1), even with its disk stuck"},
@@ -107,7 +107,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		if errors.Is(err, log.ErrCorrupt) && !salvage {
-			fmt.Fprintln(stderr, "regent serve: the journal is corrupt. Keep a copy of the data directory, then --salvage starts by truncating the journal at the first bad entry (what follows is dropped, and logged).")
+			fmt.Fprintln(stderr, "regent serve: the journal is damaged. Keep a copy of the data directory, then --salvage starts by skipping the damaged entries: every other entry is kept, the messages lost are logged (queue, partition, offsets) and passed over by consumers.")
 		}
 		if errors.Is(err, engine.ErrEncryption) {
 			fmt.Fprintln(stderr, keysHint)
