@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -130,6 +131,30 @@ func (e *Engine) extendLost(p *partition, to uint64, ts int64) {
 	p.lost++
 	p.next = to
 	p.durable = p.next
+}
+
+// recoverLost makes the messages of the move record pr (at pos) the
+// offsets they were copied from, inside lost chunk i of p: the chunk is
+// split around them, and what is left of it stays lost. Without this, the
+// lost chunk took the copy's position whole, and a pop read one message's
+// record for a chunk of many (index out of range). Recovery only; caller
+// holds p's stripe.
+func (e *Engine) recoverLost(p *partition, i int, pos uint64, pr *pushRecord) {
+	c := p.chunks[i]
+	first, n, end := pr.first, uint64(len(pr.refs)), p.chunkEnd(i)
+	if n == 0 || first+n > end {
+		return // not a copy of messages inside this chunk: it stays lost
+	}
+	repl := make([]chunk, 0, 3)
+	if c.first < first {
+		repl = append(repl, chunk{first: c.first, pos: lostPos, ts: min(c.ts, pr.ts)})
+	}
+	repl = append(repl, chunk{first: first, pos: pos, ts: pr.ts})
+	if first+n < end {
+		repl = append(repl, chunk{first: first + n, pos: lostPos, ts: max(c.ts, pr.ts)})
+	}
+	p.chunks = slices.Replace(p.chunks, i, i+1, repl...)
+	p.lost += int32(len(repl) - 2) // one lost chunk became len(repl)-1 of them
 }
 
 // growTo extends p to offset off (exclusive) with a lost chunk when a record

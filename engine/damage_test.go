@@ -251,6 +251,13 @@ func drain(t *testing.T, e *engine.Engine, counts map[string]uint64, group strin
 	if qi.LostMessages != lost {
 		t.Fatalf("QueueInfo.LostMessages %d, the partitions list %d", qi.LostMessages, lost)
 	}
+	var span uint64
+	for _, pi := range qi.PartitionList {
+		span += pi.Next - pi.Low
+	}
+	if qi.Messages != span-lost {
+		t.Fatalf("QueueInfo.Messages %d, want the %d offsets held less the %d lost", qi.Messages, span, lost)
+	}
 	ctx := context.Background()
 	for _, p := range dmgParts {
 		seen := map[uint64]bool{}
@@ -407,6 +414,84 @@ func TestEverySnapshotDamagedWALWhole(t *testing.T) {
 	}
 	if !strings.Contains(n.out.String(), "no usable snapshot") {
 		t.Fatalf("the snapshots set aside are not reported:\n%s", n.out.String())
+	}
+}
+
+// TestEverySnapshotDamagedWALTruncated: both snapshots are damaged, and
+// the WAL no longer holds its first entries (dropped after a snapshot). The
+// start refuses, naming --salvage; with salvage, the state is rebuilt from
+// the WAL that is left: the queue is there, and every offset is delivered
+// or listed lost, none unknown. The messages whose push records were
+// dropped come back from the copies that compaction wrote forward before
+// the drop (move records): before recoverLost, the first copy took the
+// whole lost range's place and a pop panicked (index out of range). No pop
+// fails; a restart without salvage is the same.
+func TestEverySnapshotDamagedWALTruncated(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		moveLost bool // the segment holding the first copy is gone too
+	}{{"snapshots", false}, {"snapshots-and-a-copy", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			counts := buildDamageJournal(t, dir, 120, 200)
+			ref, err := openDamaged(dir, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := ref.j.FirstIndex()
+			ref.e = nil
+			ref.j.Close()
+			if first <= 1 {
+				t.Fatalf("the WAL starts at entry %d: the snapshots did not let it drop its first entries", first)
+			}
+			snaps, _ := filepath.Glob(filepath.Join(dir, "snap", "*.rsnap"))
+			if len(snaps) == 0 {
+				t.Fatal("no snapshots")
+			}
+			for _, s := range snaps {
+				data, _ := os.ReadFile(s)
+				data[len(data)/2] ^= 0x01
+				if err := os.WriteFile(s, data, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.moveLost {
+				// The copies were written at the first snapshot, after 120
+				// pushes: the segment holding entry 123 holds the first.
+				segs := walSegments(t, dir)
+				k := sort.Search(len(segs), func(i int) bool { return filepath.Base(segs[i]) > fmt.Sprintf("%020d", 123) }) - 1
+				if k < 1 || k >= len(segs)-1 {
+					t.Fatalf("entry 123 is in segment %d of %d", k, len(segs))
+				}
+				if err := os.Remove(segs[k]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "--salvage") {
+				t.Fatalf("start with every snapshot damaged: %v, want log.ErrCorrupt naming --salvage", err)
+			}
+			n, err := openDamaged(dir, true)
+			if err != nil {
+				t.Fatalf("start with salvage: %v", err)
+			}
+			delivered, lost, unknown := drain(t, n.e, counts, "reader")
+			t.Logf("WAL from entry %d: %d delivered, %d listed lost, %d unknown", first, delivered, lost, unknown)
+			if delivered == 0 || unknown != 0 || delivered+lost != counts["p0"]+counts["p1"]+counts["p2"] || (lost > 0) != tc.moveLost {
+				t.Fatalf("delivered %d, lost %d, unknown %d of %v", delivered, lost, unknown, counts)
+			}
+			if out := n.out.String(); !strings.Contains(out, "no usable snapshot") || !strings.Contains(out, fmt.Sprintf("lost_messages=%d", lost)) {
+				t.Fatalf("the salvage is not reported:\n%s", out)
+			}
+			n.close()
+			n, err = openDamaged(dir, false)
+			if err != nil {
+				t.Fatalf("restart without salvage: %v", err)
+			}
+			defer n.close()
+			if d2, l2, _ := drain(t, n.e, counts, "later"); d2 != delivered || l2 != lost {
+				t.Fatalf("after a restart: delivered %d, lost %d; before %d, %d", d2, l2, delivered, lost)
+			}
+		})
 	}
 }
 

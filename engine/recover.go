@@ -286,6 +286,8 @@ func (e *Engine) replayPart(qid, seq uint64) *partition {
 }
 
 // replayMove points a chunk at its copy (the original segment may be gone).
+// A copy of messages that a salvage found lost (their push records were in
+// entries dropped or damaged) brings them back: damage.go's recoverLost.
 func (e *Engine) replayMove(pos uint64, pr *pushRecord) {
 	p := e.replayPart(pr.queueID, pr.seq)
 	if p == nil {
@@ -293,7 +295,12 @@ func (e *Engine) replayMove(pos uint64, pr *pushRecord) {
 	}
 	p.st().mu.Lock()
 	defer p.st().mu.Unlock()
-	if i := p.chunkFor(pr.first); i >= 0 && p.chunks[i].first == pr.first {
+	i := p.chunkFor(pr.first)
+	switch {
+	case i < 0:
+	case p.chunks[i].pos == lostPos:
+		e.recoverLost(p, i, pos, pr)
+	case p.chunks[i].first == pr.first:
 		p.chunks[i].pos = pos
 	}
 }
