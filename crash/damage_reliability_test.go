@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -89,6 +90,39 @@ func TestMissingSegmentRefusedThenSalvaged(t *testing.T) {
 		t.Fatalf("nothing reported lost:\n%s", logText)
 	}
 	t.Logf("with --salvage, the log says:\n%s", logText)
+
+	// regent queue and the HTTP resource name the lost offsets, and add up
+	// to what the log says.
+	qout, err := exec.Command(cfg.Binary, "queue", "big", "--addr", b.tcpAddr).CombinedOutput()
+	listed := 0
+	for _, m := range regexp.MustCompile(`partition p\d: offsets (\S+) LOST to journal damage`).FindAllStringSubmatch(string(qout), -1) {
+		listed += countOffsets(t, m[1])
+	}
+	if err != nil || listed != lost || !strings.Contains(string(qout), fmt.Sprintf("queue big: %d messages", n-lost)) {
+		t.Fatalf("regent queue lists %d lost offsets, the log %d, %d held (%v):\n%s", listed, lost, n-lost, err, qout)
+	}
+	t.Logf("regent queue big:\n%s", qout)
+	waitHTTP(t, b.httpAddr)
+	resp, err := http.Get("http://" + b.httpAddr + "/api/v1/resources/queues/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Partitions []struct {
+			Lost []struct{ First, Last int } `json:"lostOffsets"`
+		} `json:"partitions"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	listed = 0
+	for _, p := range res.Partitions {
+		for _, r := range p.Lost {
+			listed += r.Last - r.First + 1
+		}
+	}
+	if err != nil || listed != lost {
+		t.Fatalf("GET /api/v1/resources/queues/big lists %d lost offsets, the log %d (%v)", listed, lost, err)
+	}
 
 	// Any partition, then each partition by name (another group), over HTTP
 	// (whose port opens just after the TCP one that start waited for).
@@ -174,4 +208,23 @@ func httpDrain(t *testing.T, addr, path, group string) map[string]bool {
 			got[k] = true
 		}
 	}
+}
+
+// countOffsets counts the offsets of a list such as "3-9,12".
+func countOffsets(t *testing.T, list string) int {
+	t.Helper()
+	n := 0
+	for _, r := range strings.Split(list, ",") {
+		first, last, ok := strings.Cut(r, "-")
+		if !ok {
+			last = first
+		}
+		f, err1 := strconv.Atoi(first)
+		l, err2 := strconv.Atoi(last)
+		if err1 != nil || err2 != nil || l < f {
+			t.Fatalf("offsets %q", list)
+		}
+		n += l - f + 1
+	}
+	return n
 }

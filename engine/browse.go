@@ -44,6 +44,9 @@ type PartitionView struct {
 	Oldest  int64  // createdAt of the oldest message held; 0 when empty
 	Newest  int64
 	Groups  []GroupState // the groups that have a cursor on this partition, by name
+	// Lost lists the offsets lost to journal damage (a salvage skipped the
+	// entries that held them): consumers pass over them (damage.go).
+	Lost []OffsetRange
 }
 
 // GroupState is one consumer group's position on one partition.

@@ -204,7 +204,9 @@ func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
 		low := p.low()
 		qi.Messages += p.next - low
 		if p.lost > 0 {
-			qi.LostMessages += p.lostCount()
+			n := p.lostCount()
+			qi.LostMessages += n
+			qi.Messages -= n // held: lost offsets are not
 		}
 		if detail {
 			pi := PartitionInfo{Name: p.name, ID: p.id(), Low: low, Next: p.next, Lost: p.lostRanges()}

@@ -253,7 +253,7 @@ func (e *Engine) viewPartitionInto(p *partition, groups []*group, pv *PartitionV
 	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	*pv = PartitionView{Name: p.name, ID: p.id(), Low: p.low(), Next: p.next, Durable: p.durable, Groups: pv.Groups[:0]}
+	*pv = PartitionView{Name: p.name, ID: p.id(), Low: p.low(), Next: p.next, Durable: p.durable, Groups: pv.Groups[:0], Lost: p.lostRanges()}
 	if len(p.chunks) > 0 {
 		pv.Oldest, pv.Newest = p.chunks[0].ts, p.lastTS
 	}

@@ -41,9 +41,9 @@ func (c *msgCounts) add(o msgCounts) {
 }
 
 // partitionCounts computes a partition's figures (dead = its dead-letter
-// entries).
+// entries). Offsets lost to journal damage count nowhere.
 func partitionCounts(p *engine.PartitionView, dead int) msgCounts {
-	c := msgCounts{Total: p.Next - p.Low, DeadLetter: uint64(dead)}
+	c := msgCounts{Total: p.Next - p.Low - lostIn(p.Lost, p.Low, p.Next), DeadLetter: uint64(dead)}
 	cursor := p.Low
 	var slow *engine.GroupState
 	for i := range p.Groups {
@@ -60,9 +60,20 @@ func partitionCounts(p *engine.PartitionView, dead int) msgCounts {
 		c.Failed = uint64(slow.Retrying)
 	}
 	cursor = min(cursor, p.Next)
-	c.Completed = cursor - p.Low
-	c.Pending = p.Next - cursor - c.Processing
+	c.Completed = cursor - p.Low - lostIn(p.Lost, p.Low, cursor)
+	c.Pending = p.Next - cursor - c.Processing - lostIn(p.Lost, cursor, p.Next)
 	return c
+}
+
+// lostIn counts the offsets of lost in [from, to).
+func lostIn(lost []engine.OffsetRange, from, to uint64) uint64 {
+	var n uint64
+	for _, r := range lost {
+		if lo, hi := max(r.First, from), min(r.Last+1, to); lo < hi {
+			n += hi - lo
+		}
+	}
+	return n
 }
 
 // internalQueue reports whether a queue is Regent's own (the traces store)
@@ -120,6 +131,14 @@ type partitionDetail struct {
 	Stats         msgCounts `json:"stats"`
 	OldestMessage *string   `json:"oldestMessage"`
 	NewestMessage *string   `json:"newestMessage"`
+	// Lost: the offsets lost to journal damage (a salvaged start); absent
+	// when none were.
+	Lost []offsetRange `json:"lostOffsets,omitempty"`
+}
+
+type offsetRange struct {
+	First uint64 `json:"first"`
+	Last  uint64 `json:"last"`
 }
 
 // GET /api/v1/resources/queues/{queue}?limit=1000&offset=0&after=<partition id>
@@ -153,6 +172,9 @@ func (s *HTTPServer) handleQueue(w http.ResponseWriter, r *http.Request) {
 		}
 		parts[i] = partitionDetail{ID: p.ID.String(), Name: p.Name, CreatedAt: timePtr(created), Stats: partitionCounts(p, dead[i]),
 			OldestMessage: timePtr(p.Oldest), NewestMessage: timePtr(p.Newest)}
+		for _, r := range p.Lost {
+			parts[i].Lost = append(parts[i].Lost, offsetRange{r.First, r.Last})
+		}
 	}
 	totals := s.aggregate(&v, 0, nil).counts
 	s.writeValue(w, http.StatusOK, map[string]any{

@@ -170,6 +170,9 @@ func (s *TCPServer) queueInfo(r *protocol.QueueInfoRequest, peer adminPeer) (pro
 	room := peer.maxReply - protocol.HeaderSize - protocol.QueueSummaryBytes(&out.QueueSummary) - 10 - 1
 	for i := range pg.Partitions {
 		p := fromEnginePartition(&pg.Partitions[i])
+		if peer.minor < 2 {
+			p.Lost = nil // the 1.2 tail
+		}
 		if room -= protocol.PartitionInfoBytes(&p); room < 0 && len(out.Partitions) > 0 {
 			break
 		}

@@ -215,6 +215,12 @@ func fromEnginePartition(s *engine.PartitionView) protocol.PartitionInfo {
 	if len(s.Groups) > 0 {
 		p.Groups = make([]protocol.GroupCursor, len(s.Groups))
 	}
+	if len(s.Lost) > 0 {
+		p.Lost = make([]protocol.OffsetRange, len(s.Lost))
+		for i, r := range s.Lost {
+			p.Lost[i] = protocol.OffsetRange{First: r.First, Last: r.Last}
+		}
+	}
 	for k, g := range s.Groups {
 		p.Groups[k] = protocol.GroupCursor{
 			Group: g.Group, Cursor: g.Cursor, Lag: s.Next - min(g.Cursor, s.Next), Leased: g.Leased, LeaseID: protocol.UUID(g.LeaseID),

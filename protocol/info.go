@@ -47,7 +47,14 @@ type PartitionInfo struct {
 	Newest  int64
 	Created int64
 	Groups  []GroupCursor
+	// Lost lists the offsets lost to journal damage (a salvaged start
+	// skipped the entries that held them; consumers pass over them). It
+	// travels after the partitions (QueueInfoReply), to 1.2 clients.
+	Lost []OffsetRange
 }
+
+// OffsetRange is the offsets First to Last (inclusive) of a partition.
+type OffsetRange struct{ First, Last uint64 }
 
 const minPartitionInfo = 1 + 16 + 1 + 1 + 8 + 8 + 8 + 1
 
@@ -110,6 +117,7 @@ func decodePartitionInfo(d *dec, p *PartitionInfo) {
 	p.Oldest = d.i64()
 	p.Newest = d.i64()
 	p.Created = d.i64()
+	p.Lost = p.Lost[:0]
 	p.Groups = resize(p.Groups, d.count(minGroupCursor))
 	for i := range p.Groups {
 		g := &p.Groups[i]
@@ -144,7 +152,12 @@ type QueueInfoRequest struct {
 // QueueInfoReply describes one queue: its summary (PartitionCount counts
 // them all) and a page of its partitions.
 //
-//	QueueSummary | uv partitionCount | partitionCount × PartitionInfo | [bool more]   (1.2)
+//	QueueSummary | uv partitionCount | partitionCount × PartitionInfo |
+//	[bool more | [uv lostCount | lostCount × Lost]]   (1.2)
+//	Lost: uv partition (index in the page) | uv ranges | ranges × (uv first | uv last)
+//
+// The 1.2 tail is sent when there is more, or a partition of the page lost
+// offsets (PartitionInfo.Lost), and only to a client that said 1.2.
 type QueueInfoReply struct {
 	QueueSummary
 	Partitions []PartitionInfo
@@ -182,11 +195,32 @@ func (r *QueueInfoRequest) Decode(body []byte) error {
 func (r *QueueInfoReply) AppendBody(dst []byte) []byte {
 	dst = appendSummary(dst, &r.QueueSummary)
 	dst = appendUv(dst, uint64(len(r.Partitions)))
+	lost := 0
 	for i := range r.Partitions {
 		dst = appendPartitionInfo(dst, &r.Partitions[i])
+		if len(r.Partitions[i].Lost) > 0 {
+			lost++
+		}
 	}
-	if r.More {
-		dst = appendBool(dst, true)
+	if !r.More && lost == 0 {
+		return dst
+	}
+	dst = appendBool(dst, r.More)
+	if lost == 0 {
+		return dst
+	}
+	dst = appendUv(dst, uint64(lost))
+	for i := range r.Partitions {
+		p := &r.Partitions[i]
+		if len(p.Lost) == 0 {
+			continue
+		}
+		dst = appendUv(dst, uint64(i))
+		dst = appendUv(dst, uint64(len(p.Lost)))
+		for _, lr := range p.Lost {
+			dst = appendUv(dst, lr.First)
+			dst = appendUv(dst, lr.Last)
+		}
 	}
 	return dst
 }
@@ -199,8 +233,33 @@ func (r *QueueInfoReply) Decode(body []byte) error {
 		decodePartitionInfo(&d, &r.Partitions[i])
 	}
 	r.More = false
-	if len(d.b) > 0 && d.b[0] == 1 { // 1.2, sent only when true; anything else is trailing
+	if len(d.b) > 0 { // 1.2
 		r.More = d.bool()
+		switch {
+		case len(d.b) == 0 && !r.More:
+			d.fail("trailing bytes") // the tail is sent only when it says something
+		case len(d.b) > 0:
+			n := d.count(3)
+			if n == 0 {
+				d.fail("trailing bytes")
+			}
+			for ; n > 0; n-- {
+				i := d.uv()
+				if i >= uint64(len(r.Partitions)) {
+					d.fail("lost offsets of a partition not in the reply")
+					break
+				}
+				p := &r.Partitions[i]
+				if len(p.Lost) > 0 {
+					d.fail("lost offsets of a partition given twice")
+					break
+				}
+				p.Lost = resize(p.Lost, d.count(2))
+				for k := range p.Lost {
+					p.Lost[k] = OffsetRange{First: d.uv(), Last: d.uv()}
+				}
+			}
+		}
 	}
 	return d.finish("queue info reply")
 }
@@ -211,6 +270,9 @@ func PartitionInfoBytes(p *PartitionInfo) int {
 	n := 5 + len(p.Name) + 16 + 10 + 10 + 8 + 8 + 8 + 5
 	for i := range p.Groups {
 		n += 5 + len(p.Groups[i].Group) + 10 + 10 + 1 + 16 + 8 + 8 + 10
+	}
+	if len(p.Lost) > 0 {
+		n += 10 + 5 + 20*len(p.Lost) + 5 // its entry in the tail, and the tail's count
 	}
 	return n
 }

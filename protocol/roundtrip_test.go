@@ -434,3 +434,39 @@ func TestPageFieldsAreTrailing(t *testing.T) {
 		t.Errorf("QueueListReply with More: %v %v", gotList.More, err)
 	}
 }
+
+// TestLostOffsetsTravelAfterThePartitions: PartitionInfo.Lost (offsets lost
+// to journal damage) comes back from QueueInfoReply for the partitions that
+// have some, in the 1.2 tail, with More as it was; a reply without lost
+// offsets and without More is the 1.1 body; a decoded reply reused for one
+// without lost offsets keeps none; a tail naming a partition outside the
+// page, or one twice, is malformed.
+func TestLostOffsetsTravelAfterThePartitions(t *testing.T) {
+	lost := []OffsetRange{{First: 3, Last: 9}, {First: 12, Last: 12}}
+	for _, more := range []bool{false, true} {
+		reply := &QueueInfoReply{QueueSummary: QueueSummary{Name: "q"}, More: more,
+			Partitions: []PartitionInfo{{Name: "a"}, {Name: "b", Lost: lost}, {Name: "c"}}}
+		var got QueueInfoReply
+		if err := got.Decode(bodyOf(reply)); err != nil {
+			t.Fatal(err)
+		}
+		if got.More != more || len(got.Partitions) != 3 || len(got.Partitions[0].Lost)+len(got.Partitions[2].Lost) != 0 ||
+			!reflect.DeepEqual(got.Partitions[1].Lost, lost) {
+			t.Fatalf("more=%v: decoded %+v", more, got)
+		}
+		if err := got.Decode(bodyOf(&QueueInfoReply{Partitions: []PartitionInfo{{Name: "a"}, {Name: "b"}}})); err != nil || len(got.Partitions[1].Lost) != 0 {
+			t.Fatalf("reused for a reply without lost offsets: %+v %v", got.Partitions, err)
+		}
+	}
+	base := bodyOf(&QueueInfoReply{Partitions: []PartitionInfo{{Name: "a"}}})
+	for name, tail := range map[string][]byte{
+		"outside the page": {0, 1, 1, 1, 0, 0},
+		"twice":            {0, 2, 0, 1, 0, 0, 0, 1, 0, 0},
+		"not a bool":       {2},
+	} {
+		var got QueueInfoReply
+		if err := got.Decode(append(append([]byte(nil), base...), tail...)); err == nil {
+			t.Errorf("a tail with a partition %s decodes: %+v", name, got)
+		}
+	}
+}

@@ -85,6 +85,7 @@ func cmdQueue(args []string, stdout, stderr io.Writer) int {
 	var parts []map[string]any
 	var w *tabwriter.Writer
 	var after client.ID
+	var damaged []client.PartitionInfo // this page's partitions that lost offsets
 	for page := 0; ; page++ {
 		qi, more, err := c.QueueInfoPage(ctx, pos[0], after, client.MaxPage)
 		if err != nil {
@@ -112,14 +113,29 @@ func cmdQueue(args []string, stdout, stderr io.Writer) int {
 				for k, g := range p.Groups {
 					groups[k] = map[string]any{"group": g.Group, "cursor": g.Cursor, "lag": g.Lag, "leased": g.Leased}
 				}
-				parts = append(parts, map[string]any{"name": p.Name, "id": client.ID(p.ID).String(), "low": p.Low, "next": p.Next, "groups": groups})
+				part := map[string]any{"name": p.Name, "id": client.ID(p.ID).String(), "low": p.Low, "next": p.Next, "groups": groups}
+				if len(p.Lost) > 0 {
+					lost := make([]map[string]uint64, len(p.Lost))
+					for k, r := range p.Lost {
+						lost[k] = map[string]uint64{"first": r.First, "last": r.Last}
+					}
+					part["lostOffsets"] = lost
+				}
+				parts = append(parts, part)
 				continue
 			}
+			if len(p.Lost) > 0 {
+				damaged = append(damaged, p)
+			}
+			held := p.Next - p.Low
+			for _, r := range p.Lost {
+				held -= r.Last - r.First + 1
+			}
 			if len(p.Groups) == 0 {
-				fmt.Fprintf(w, "%s\t%d\t-\t-\t-\t-\n", p.Name, p.Next-p.Low)
+				fmt.Fprintf(w, "%s\t%d\t-\t-\t-\t-\n", p.Name, held)
 			}
 			for _, g := range p.Groups {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, p.Next-p.Low, g.Group, g.Cursor, g.Lag, g.Leased)
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, held, g.Group, g.Cursor, g.Lag, g.Leased)
 			}
 		}
 		if *o.json && (!more || len(qi.Partitions) == 0) {
@@ -132,6 +148,17 @@ func cmdQueue(args []string, stdout, stderr io.Writer) int {
 		if w != nil {
 			w.Flush() // a page's rows are aligned among themselves
 		}
+		for _, p := range damaged {
+			rs := make([]string, len(p.Lost))
+			for k, r := range p.Lost {
+				rs[k] = fmt.Sprint(r.First)
+				if r.Last != r.First {
+					rs[k] += fmt.Sprintf("-%d", r.Last)
+				}
+			}
+			fmt.Fprintf(stdout, "partition %s: offsets %s LOST to journal damage (a salvaged start); consumers pass over them\n", p.Name, strings.Join(rs, ","))
+		}
+		damaged = damaged[:0]
 		if !more || len(qi.Partitions) == 0 {
 			if qi.PartitionCount > len(qi.Partitions) && page == 0 && !more {
 				fmt.Fprintf(stderr, "regent: the broker listed %d of %d partitions (it does not page: protocol 1.1)\n", len(qi.Partitions), qi.PartitionCount)
