@@ -385,7 +385,7 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, erro
 		if !more || len(d.Partitions) == 0 {
 			return out, nil
 		}
-		after = ID(d.Partitions[len(d.Partitions)-1].ID)
+		after = d.Partitions[len(d.Partitions)-1].ID
 	}
 }
 
@@ -408,7 +408,35 @@ func (c *Client) QueueInfoPage(ctx context.Context, queue string, after ID, limi
 	if err != nil {
 		return QueueDetail{}, false, err
 	}
-	return QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: reply.Partitions}, reply.More, nil
+	out := QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: make([]PartitionInfo, len(reply.Partitions))}
+	for i := range reply.Partitions {
+		out.Partitions[i] = partitionFromWire(&reply.Partitions[i])
+	}
+	return out, reply.More, nil
+}
+
+// partitionFromWire converts a QueueInfo reply's partition. Its strings
+// stay in the reply's arena, which no other call reuses.
+func partitionFromWire(p *protocol.PartitionInfo) PartitionInfo {
+	out := PartitionInfo{Name: p.Name, ID: ID(p.ID), Low: p.Low, Next: p.Next, Oldest: unixNano(p.Oldest), Newest: unixNano(p.Newest)}
+	if len(p.Groups) > 0 {
+		out.Groups = make([]GroupCursor, len(p.Groups))
+		for i := range p.Groups {
+			out.Groups[i] = groupCursorFromWire(&p.Groups[i])
+		}
+	}
+	if len(p.Lost) > 0 {
+		out.Lost = make([]OffsetRange, len(p.Lost))
+		for i, r := range p.Lost {
+			out.Lost[i] = OffsetRange{First: r.First, Last: r.Last}
+		}
+	}
+	return out
+}
+
+func groupCursorFromWire(g *protocol.GroupCursor) GroupCursor {
+	return GroupCursor{Group: g.Group, Cursor: g.Cursor, Lag: g.Lag, Leased: g.Leased, LeaseID: ID(g.LeaseID),
+		LeaseExpires: unixNano(g.LeaseExpires), BlockedUntil: unixNano(g.BlockedUntil), Retrying: int(g.Retrying)}
 }
 
 // DeleteQueue removes a queue and everything in it; it reports whether the

@@ -203,12 +203,54 @@ func optionsFromWire(w *protocol.QueueOptions) QueueOptions {
 	}
 }
 
-// Partition and group descriptions and counters as the broker sends them.
-type (
-	PartitionInfo = protocol.PartitionInfo
-	GroupCursor   = protocol.GroupCursor
-	Stats         = protocol.StatsReply
-)
+// Stats are the broker's counters as the broker sends them.
+type Stats = protocol.StatsReply
+
+// PartitionInfo describes one partition of a queue and the consumer groups
+// reading it (QueueInfo, QueueInfoPage).
+type PartitionInfo struct {
+	Name string
+	ID   ID
+	Low  uint64 // the oldest offset held
+	Next uint64 // the offset the next message gets: Next-Low offsets are held, less those in Lost
+	// Oldest and Newest are the creation times of the oldest and newest
+	// messages held; zero when the partition holds none.
+	Oldest, Newest time.Time
+	Groups         []GroupCursor // the groups with a cursor on this partition, by name
+	// Lost lists the offsets lost to journal damage: a salvaged start
+	// skipped the entries that held them, and consumers pass over them.
+	// Brokers that speak protocol 1.2 send it.
+	Lost []OffsetRange
+}
+
+// OffsetRange is the offsets First to Last of a partition, both included.
+type OffsetRange struct{ First, Last uint64 }
+
+// GroupCursor is one consumer group's position on one partition.
+type GroupCursor struct {
+	Group  string
+	Cursor uint64 // the first offset the group has not finished
+	Lag    uint64 // offsets from the cursor to the end of the partition
+	// Leased: a consumer of the group holds the partition's live lease,
+	// LeaseID, until LeaseExpires (both zero when Leased is false).
+	Leased       bool
+	LeaseID      ID
+	LeaseExpires time.Time
+	// BlockedUntil: a failed message waits out its retry delay until then,
+	// and the partition is not served to the group before; zero when none
+	// waits.
+	BlockedUntil time.Time
+	Retrying     int // messages of the partition whose failed acks this group counts
+}
+
+// unixNano is the time of Unix nanoseconds n as the broker sends them,
+// where 0 means none: the zero Time.
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
 
 // QueueSummary describes a queue.
 type QueueSummary struct {

@@ -1,0 +1,37 @@
+package client
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/protocol"
+)
+
+// TestPartitionFromWire: every field of the wire's partition description
+// arrives in client terms; zero times stay zero Times, not 1970.
+func TestPartitionFromWire(t *testing.T) {
+	w := protocol.PartitionInfo{
+		Name: "p", ID: protocol.UUID{1}, Low: 3, Next: 10, Oldest: 1e18, Newest: 2e18,
+		Groups: []protocol.GroupCursor{
+			{Group: "a", Cursor: 4, Lag: 6, Leased: true, LeaseID: protocol.UUID{2}, LeaseExpires: 3e18, Retrying: 2},
+			{Group: "b", Cursor: 10, BlockedUntil: 4e18},
+		},
+		Lost: []protocol.OffsetRange{{First: 5, Last: 5}, {First: 7, Last: 8}},
+	}
+	want := PartitionInfo{
+		Name: "p", ID: ID{1}, Low: 3, Next: 10, Oldest: time.Unix(0, 1e18), Newest: time.Unix(0, 2e18),
+		Groups: []GroupCursor{
+			{Group: "a", Cursor: 4, Lag: 6, Leased: true, LeaseID: ID{2}, LeaseExpires: time.Unix(0, 3e18), Retrying: 2},
+			{Group: "b", Cursor: 10, BlockedUntil: time.Unix(0, 4e18)},
+		},
+		Lost: []OffsetRange{{First: 5, Last: 5}, {First: 7, Last: 8}},
+	}
+	if got := partitionFromWire(&w); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	got := partitionFromWire(&protocol.PartitionInfo{Name: "empty"})
+	if !got.Oldest.IsZero() || !got.Newest.IsZero() || got.Groups != nil || got.Lost != nil {
+		t.Fatalf("an empty partition: %+v", got)
+	}
+}
