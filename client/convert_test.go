@@ -35,3 +35,18 @@ func TestPartitionFromWire(t *testing.T) {
 		t.Fatalf("an empty partition: %+v", got)
 	}
 }
+
+// TestStatsFromWire: the counters arrive with fsync time as a Duration and
+// the named extras by name.
+func TestStatsFromWire(t *testing.T) {
+	w := protocol.StatsReply{Queues: 1, Pushed: 2, Popped: 3, Acked: 4, DeadLettered: 5, CacheBytes: 6, Connections: 7,
+		Fsyncs: 8, FsyncNanos: 9_000, BytesWritten: 10, Entries: 11, Extra: []protocol.Counter{{Name: "x", Value: -12}}}
+	want := Stats{Queues: 1, Pushed: 2, Popped: 3, Acked: 4, DeadLettered: 5, CacheBytes: 6, Connections: 7,
+		Fsyncs: 8, FsyncTime: 9 * time.Microsecond, BytesWritten: 10, Entries: 11, Extra: map[string]int64{"x": -12}}
+	if got := statsFromWire(&w); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if got := statsFromWire(&protocol.StatsReply{}); got.Extra != nil {
+		t.Fatalf("no extras: %+v", got.Extra)
+	}
+}

@@ -506,7 +506,25 @@ func (c *Client) DLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) 
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var reply protocol.StatsReply
 	err := c.do(ctx, protocol.OpStats, func(dst []byte, id uint64) []byte { return protocol.AppendStatsRequest(dst, id) }, &reply)
-	return reply, err
+	if err != nil {
+		return Stats{}, err
+	}
+	return statsFromWire(&reply), nil
+}
+
+// statsFromWire converts a Stats reply. The extras' names stay in the
+// reply's arena, which no other call reuses.
+func statsFromWire(r *protocol.StatsReply) Stats {
+	out := Stats{Queues: int(r.Queues), Pushed: r.Pushed, Popped: r.Popped, Acked: r.Acked, DeadLettered: r.DeadLettered,
+		CacheBytes: r.CacheBytes, Connections: int(r.Connections), Fsyncs: r.Fsyncs, FsyncTime: time.Duration(r.FsyncNanos),
+		BytesWritten: r.BytesWritten, Entries: r.Entries}
+	if len(r.Extra) > 0 {
+		out.Extra = make(map[string]int64, len(r.Extra))
+		for _, x := range r.Extra {
+			out.Extra[x.Name] = x.Value
+		}
+	}
+	return out
 }
 
 // Ping checks the connection: one round trip.

@@ -203,8 +203,25 @@ func optionsFromWire(w *protocol.QueueOptions) QueueOptions {
 	}
 }
 
-// Stats are the broker's counters as the broker sends them.
-type Stats = protocol.StatsReply
+// Stats are the broker's counters since it started.
+type Stats struct {
+	Queues       int    // queues that exist now
+	Pushed       uint64 // messages stored
+	Popped       uint64 // messages delivered
+	Acked        uint64 // acks that completed or failed messages, and autoAck deliveries
+	DeadLettered uint64 // messages filed in dead-letter queues
+	CacheBytes   int64  // payload bytes of recent messages kept in memory now
+	Connections  int    // binary-protocol connections open now
+	// The journal's: fsync calls and the time spent in them, bytes and
+	// entries written (zero from a broker without a journal).
+	Fsyncs       uint64
+	FsyncTime    time.Duration
+	BytesWritten uint64
+	Entries      uint64
+	// Extra holds named figures beyond these, by name (none yet: for
+	// figures later brokers add); nil when there are none.
+	Extra map[string]int64
+}
 
 // PartitionInfo describes one partition of a queue and the consumer groups
 // reading it (QueueInfo, QueueInfoPage).
