@@ -9,7 +9,7 @@ import (
 
 // QueueBuilder builds pops, pushes and consume loops on one queue:
 //
-//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.All).Batch(50).Wait(true).Pop(ctx)
+//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.FromOldest).Batch(50).Wait(true).Pop(ctx)
 //
 // Each method returns a copy, so a builder can be kept and reused.
 type QueueBuilder struct {
@@ -44,7 +44,7 @@ func (q QueueBuilder) SubscriptionMode(m SubscriptionMode) QueueBuilder {
 
 // From starts a new group at the first message created at or after t.
 func (q QueueBuilder) From(t time.Time) QueueBuilder {
-	q.req.Subscription, q.req.From = From, t
+	q.req.Subscription, q.req.From = FromTime, t
 	return q
 }
 

@@ -9,7 +9,7 @@
 //
 //	c, err := client.Dial(ctx, "localhost:6633")
 //	c.Queue("events").Push(ctx, []byte(`{"order":1}`))
-//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.All).Batch(50).Wait(true).Pop(ctx)
+//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.FromOldest).Batch(50).Wait(true).Pop(ctx)
 //	c.Ack(ctx, msgs, client.Completed, client.AckOptions{Group: "auditor"})
 //
 // Beyond Queen's Go client it acks a batch with an answer per message in one

@@ -60,7 +60,7 @@ func Example_popAndAck() {
 
 	msgs, err := c.Queue("events").
 		Group("auditor").
-		SubscriptionMode(client.All).
+		SubscriptionMode(client.FromOldest).
 		Batch(50).
 		Wait(true). // long poll: wait for messages
 		Pop(ctx)

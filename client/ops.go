@@ -74,7 +74,7 @@ type PopRequest struct {
 	Partition    string // "" = any partition
 	Group        string // "" = queue mode
 	Subscription SubscriptionMode
-	From         time.Time
+	From         time.Time // where a new group starts with FromTime
 	Batch        int
 	Partitions   int
 	Wait         bool
@@ -180,7 +180,7 @@ func (r *PopRequest) frame() func(dst []byte, id uint64) []byte {
 		TimeoutMs: uint32(max(r.Timeout, 0) / time.Millisecond), AutoAck: r.AutoAck,
 		Namespace: r.Namespace, Task: r.Task,
 	}
-	if r.Subscription == From {
+	if r.Subscription == FromTime {
 		req.From = r.From.UnixNano()
 	}
 	return func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }

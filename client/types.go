@@ -139,16 +139,19 @@ type Ack struct {
 	Error   string
 }
 
-// SubscriptionMode decides where a group that never read a queue starts.
+// SubscriptionMode decides where a group that never read a queue starts
+// (Queen's subscription modes all, new and from).
 type SubscriptionMode uint8
 
 const (
-	// All starts at the oldest retained message (the default).
-	All = SubscriptionMode(protocol.SubAll)
-	// New starts after what exists when the group first appears.
-	New = SubscriptionMode(protocol.SubNew)
-	// From starts at a timestamp (see QueueBuilder.From).
-	From = SubscriptionMode(protocol.SubFrom)
+	// FromOldest starts at the oldest retained message (the default, the
+	// zero mode).
+	FromOldest = SubscriptionMode(protocol.SubAll)
+	// FromNew starts after what exists when the group first appears.
+	FromNew = SubscriptionMode(protocol.SubNew)
+	// FromTime starts at the first message created at or after a time
+	// (PopRequest.From; QueueBuilder.From sets both).
+	FromTime = SubscriptionMode(protocol.SubFrom)
 )
 
 // QueueOptions are a queue's settings. Configure replaces all of them:
