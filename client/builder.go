@@ -77,7 +77,7 @@ func (q QueueBuilder) PopBatch(ctx context.Context, b *Batch) error {
 }
 
 // Push stores payloads on the queue (on the builder's partition).
-func (q QueueBuilder) Push(ctx context.Context, payloads ...[]byte) ([]PushResult, error) {
+func (q QueueBuilder) Push(ctx context.Context, payloads ...[]byte) (PushResults, error) {
 	items := make([]Item, len(payloads))
 	for i, p := range payloads {
 		items[i] = Item{Queue: q.req.Queue, Partition: q.req.Partition, Payload: p}
@@ -118,7 +118,7 @@ func (t *Txn) Push(it Item) *Txn {
 // operation was refused nothing was applied and Err says which and why.
 type TxnResult struct {
 	Acks   []AckResult
-	Pushes []PushResult
+	Pushes PushResults
 	Err    error
 }
 

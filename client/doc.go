@@ -8,7 +8,10 @@
 // context.Context for its timeout.
 //
 //	c, err := client.Dial(ctx, "localhost:6633")
-//	c.Queue("events").Push(ctx, []byte(`{"order":1}`))
+//	res, err := c.Queue("events").Push(ctx, []byte(`{"order":1}`))
+//	if err == nil {
+//		err = res.FirstErr() // an item the broker refused (a duplicate is stored)
+//	}
 //	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.FromOldest).Batch(50).Wait(true).Pop(ctx)
 //	c.Ack(ctx, msgs, client.Completed, client.AckOptions{Group: "auditor"})
 //

@@ -45,6 +45,9 @@ func Example_push() {
 	for _, r := range res {
 		fmt.Println(r.Status, r.Offset)
 	}
+	if err := res.FirstErr(); err != nil { // an item the broker refused
+		panic(err)
+	}
 	// Output:
 	// queued 0
 	// duplicate 0

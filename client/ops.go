@@ -13,7 +13,7 @@ import (
 
 // Push stores items and answers one result per item, in order. An item
 // answered PushQueued is durable under the broker's sync policy.
-func (c *Client) Push(ctx context.Context, items ...Item) ([]PushResult, error) {
+func (c *Client) Push(ctx context.Context, items ...Item) (PushResults, error) {
 	reply := pushReplies.Get().(*protocol.PushReply)
 	err := c.do(ctx, protocol.OpPush, pushFrame(items), reply)
 	if err != nil {
@@ -50,8 +50,8 @@ var pushReplies = sync.Pool{New: func() any { return new(protocol.PushReply) }}
 // pushResults converts a reply whose strings live in a reused arena: a
 // transactionId is the item's own string when it is the same (the usual
 // case), a copy otherwise.
-func pushResults(in []protocol.PushResult, items []Item) []PushResult {
-	out := make([]PushResult, len(in))
+func pushResults(in []protocol.PushResult, items []Item) PushResults {
+	out := make(PushResults, len(in))
 	for i := range in {
 		r := &in[i]
 		txn := r.TransactionID

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/regentmq/regent/protocol"
@@ -80,6 +81,60 @@ type PushResult struct {
 	TransactionID string // as pushed ("" when none was given: it is then the message id)
 	Err           error  // a *protocol.Error when Status is PushFailed
 }
+
+// PushResults answers a push: one result per item, in the items' order.
+type PushResults []PushResult
+
+// FirstErr returns the first item the broker did not store, as a
+// *PushError that says which and why, or nil when every item was queued or
+// a duplicate. A duplicate is not a failure: the broker holds a message
+// with that transactionId in that partition (MessageID names it), which is
+// how a push retried after ErrConnLost is answered. An item answered with
+// a status this client does not know, or with an error beside queued or
+// duplicate, counts as not stored.
+func (rs PushResults) FirstErr() error {
+	for i := range rs {
+		r := &rs[i]
+		if (r.Status != PushQueued && r.Status != PushDuplicate) || r.Err != nil {
+			return &PushError{Index: i, Status: r.Status, TransactionID: r.TransactionID, Err: r.Err}
+		}
+	}
+	return nil
+}
+
+// PushError is one pushed item that the broker did not store.
+type PushError struct {
+	Index         int // the item's position in the push
+	Status        PushStatus
+	TransactionID string // as pushed ("" when none was given)
+	Err           error  // the broker's reason: a *protocol.Error; nil when it gave none
+}
+
+func (e *PushError) Error() string {
+	s := "regent client: push item " + strconv.Itoa(e.Index)
+	if e.TransactionID != "" {
+		s += " (transactionId " + strconv.Quote(e.TransactionID) + ")"
+	}
+	switch e.Status {
+	case PushFailed:
+		s += " failed"
+	case PushQueued, PushDuplicate: // with an error: a broker that breaks the protocol
+		s += " " + e.Status.String() + " with an error"
+	default:
+		s += " answered with status " + strconv.Itoa(int(e.Status)) + ", unknown to this client"
+	}
+	if e.Err != nil {
+		return s + ": " + e.Err.Error()
+	}
+	if e.Status == PushFailed {
+		s += " without a reason"
+	}
+	return s
+}
+
+// Unwrap returns the broker's reason, so that errors.Is and errors.As
+// find its *protocol.Error.
+func (e *PushError) Unwrap() error { return e.Err }
 
 // Message is a delivered message.
 type Message struct {
