@@ -9,7 +9,7 @@ import (
 
 // QueueBuilder builds pops, pushes and consume loops on one queue:
 //
-//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.All).Batch(50).Wait(true).Pop(ctx)
+//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.FromOldest).Batch(50).Wait(true).Pop(ctx)
 //
 // Each method returns a copy, so a builder can be kept and reused.
 type QueueBuilder struct {
@@ -44,7 +44,7 @@ func (q QueueBuilder) SubscriptionMode(m SubscriptionMode) QueueBuilder {
 
 // From starts a new group at the first message created at or after t.
 func (q QueueBuilder) From(t time.Time) QueueBuilder {
-	q.req.Subscription, q.req.From = From, t
+	q.req.Subscription, q.req.From = FromTime, t
 	return q
 }
 
@@ -77,7 +77,7 @@ func (q QueueBuilder) PopBatch(ctx context.Context, b *Batch) error {
 }
 
 // Push stores payloads on the queue (on the builder's partition).
-func (q QueueBuilder) Push(ctx context.Context, payloads ...[]byte) ([]PushResult, error) {
+func (q QueueBuilder) Push(ctx context.Context, payloads ...[]byte) (PushResults, error) {
 	items := make([]Item, len(payloads))
 	for i, p := range payloads {
 		items[i] = Item{Queue: q.req.Queue, Partition: q.req.Partition, Payload: p}
@@ -118,7 +118,7 @@ func (t *Txn) Push(it Item) *Txn {
 // operation was refused nothing was applied and Err says which and why.
 type TxnResult struct {
 	Acks   []AckResult
-	Pushes []PushResult
+	Pushes PushResults
 	Err    error
 }
 

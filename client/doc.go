@@ -8,8 +8,11 @@
 // context.Context for its timeout.
 //
 //	c, err := client.Dial(ctx, "localhost:6633")
-//	c.Queue("events").Push(ctx, []byte(`{"order":1}`))
-//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.All).Batch(50).Wait(true).Pop(ctx)
+//	res, err := c.Queue("events").Push(ctx, []byte(`{"order":1}`))
+//	if err == nil {
+//		err = res.FirstErr() // an item the broker refused (a duplicate is stored)
+//	}
+//	msgs, err := c.Queue("events").Group("auditor").SubscriptionMode(client.FromOldest).Batch(50).Wait(true).Pop(ctx)
 //	c.Ack(ctx, msgs, client.Completed, client.AckOptions{Group: "auditor"})
 //
 // Beyond Queen's Go client it acks a batch with an answer per message in one

@@ -45,6 +45,9 @@ func Example_push() {
 	for _, r := range res {
 		fmt.Println(r.Status, r.Offset)
 	}
+	if err := res.FirstErr(); err != nil { // an item the broker refused
+		panic(err)
+	}
 	// Output:
 	// queued 0
 	// duplicate 0
@@ -60,7 +63,7 @@ func Example_popAndAck() {
 
 	msgs, err := c.Queue("events").
 		Group("auditor").
-		SubscriptionMode(client.All).
+		SubscriptionMode(client.FromOldest).
 		Batch(50).
 		Wait(true). // long poll: wait for messages
 		Pop(ctx)

@@ -13,7 +13,7 @@ import (
 
 // Push stores items and answers one result per item, in order. An item
 // answered PushQueued is durable under the broker's sync policy.
-func (c *Client) Push(ctx context.Context, items ...Item) ([]PushResult, error) {
+func (c *Client) Push(ctx context.Context, items ...Item) (PushResults, error) {
 	reply := pushReplies.Get().(*protocol.PushReply)
 	err := c.do(ctx, protocol.OpPush, pushFrame(items), reply)
 	if err != nil {
@@ -50,8 +50,8 @@ var pushReplies = sync.Pool{New: func() any { return new(protocol.PushReply) }}
 // pushResults converts a reply whose strings live in a reused arena: a
 // transactionId is the item's own string when it is the same (the usual
 // case), a copy otherwise.
-func pushResults(in []protocol.PushResult, items []Item) []PushResult {
-	out := make([]PushResult, len(in))
+func pushResults(in []protocol.PushResult, items []Item) PushResults {
+	out := make(PushResults, len(in))
 	for i := range in {
 		r := &in[i]
 		txn := r.TransactionID
@@ -74,7 +74,7 @@ type PopRequest struct {
 	Partition    string // "" = any partition
 	Group        string // "" = queue mode
 	Subscription SubscriptionMode
-	From         time.Time
+	From         time.Time // where a new group starts with FromTime
 	Batch        int
 	Partitions   int
 	Wait         bool
@@ -180,7 +180,7 @@ func (r *PopRequest) frame() func(dst []byte, id uint64) []byte {
 		TimeoutMs: uint32(max(r.Timeout, 0) / time.Millisecond), AutoAck: r.AutoAck,
 		Namespace: r.Namespace, Task: r.Task,
 	}
-	if r.Subscription == From {
+	if r.Subscription == FromTime {
 		req.From = r.From.UnixNano()
 	}
 	return func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }
@@ -385,7 +385,7 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, erro
 		if !more || len(d.Partitions) == 0 {
 			return out, nil
 		}
-		after = ID(d.Partitions[len(d.Partitions)-1].ID)
+		after = d.Partitions[len(d.Partitions)-1].ID
 	}
 }
 
@@ -408,7 +408,35 @@ func (c *Client) QueueInfoPage(ctx context.Context, queue string, after ID, limi
 	if err != nil {
 		return QueueDetail{}, false, err
 	}
-	return QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: reply.Partitions}, reply.More, nil
+	out := QueueDetail{QueueSummary: summaryFromWire(&reply.QueueSummary), Partitions: make([]PartitionInfo, len(reply.Partitions))}
+	for i := range reply.Partitions {
+		out.Partitions[i] = partitionFromWire(&reply.Partitions[i])
+	}
+	return out, reply.More, nil
+}
+
+// partitionFromWire converts a QueueInfo reply's partition. Its strings
+// stay in the reply's arena, which no other call reuses.
+func partitionFromWire(p *protocol.PartitionInfo) PartitionInfo {
+	out := PartitionInfo{Name: p.Name, ID: ID(p.ID), Low: p.Low, Next: p.Next, Oldest: unixNano(p.Oldest), Newest: unixNano(p.Newest)}
+	if len(p.Groups) > 0 {
+		out.Groups = make([]GroupCursor, len(p.Groups))
+		for i := range p.Groups {
+			out.Groups[i] = groupCursorFromWire(&p.Groups[i])
+		}
+	}
+	if len(p.Lost) > 0 {
+		out.Lost = make([]OffsetRange, len(p.Lost))
+		for i, r := range p.Lost {
+			out.Lost[i] = OffsetRange{First: r.First, Last: r.Last}
+		}
+	}
+	return out
+}
+
+func groupCursorFromWire(g *protocol.GroupCursor) GroupCursor {
+	return GroupCursor{Group: g.Group, Cursor: g.Cursor, Lag: g.Lag, Leased: g.Leased, LeaseID: ID(g.LeaseID),
+		LeaseExpires: unixNano(g.LeaseExpires), BlockedUntil: unixNano(g.BlockedUntil), Retrying: int(g.Retrying)}
 }
 
 // DeleteQueue removes a queue and everything in it; it reports whether the
@@ -478,7 +506,25 @@ func (c *Client) DLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) 
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var reply protocol.StatsReply
 	err := c.do(ctx, protocol.OpStats, func(dst []byte, id uint64) []byte { return protocol.AppendStatsRequest(dst, id) }, &reply)
-	return reply, err
+	if err != nil {
+		return Stats{}, err
+	}
+	return statsFromWire(&reply), nil
+}
+
+// statsFromWire converts a Stats reply. The extras' names stay in the
+// reply's arena, which no other call reuses.
+func statsFromWire(r *protocol.StatsReply) Stats {
+	out := Stats{Queues: int(r.Queues), Pushed: r.Pushed, Popped: r.Popped, Acked: r.Acked, DeadLettered: r.DeadLettered,
+		CacheBytes: r.CacheBytes, Connections: int(r.Connections), Fsyncs: r.Fsyncs, FsyncTime: time.Duration(r.FsyncNanos),
+		BytesWritten: r.BytesWritten, Entries: r.Entries}
+	if len(r.Extra) > 0 {
+		out.Extra = make(map[string]int64, len(r.Extra))
+		for _, x := range r.Extra {
+			out.Extra[x.Name] = x.Value
+		}
+	}
+	return out
 }
 
 // Ping checks the connection: one round trip.

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/regentmq/regent/protocol"
@@ -81,6 +82,60 @@ type PushResult struct {
 	Err           error  // a *protocol.Error when Status is PushFailed
 }
 
+// PushResults answers a push: one result per item, in the items' order.
+type PushResults []PushResult
+
+// FirstErr returns the first item the broker did not store, as a
+// *PushError that says which and why, or nil when every item was queued or
+// a duplicate. A duplicate is not a failure: the broker holds a message
+// with that transactionId in that partition (MessageID names it), which is
+// how a push retried after ErrConnLost is answered. An item answered with
+// a status this client does not know, or with an error beside queued or
+// duplicate, counts as not stored.
+func (rs PushResults) FirstErr() error {
+	for i := range rs {
+		r := &rs[i]
+		if (r.Status != PushQueued && r.Status != PushDuplicate) || r.Err != nil {
+			return &PushError{Index: i, Status: r.Status, TransactionID: r.TransactionID, Err: r.Err}
+		}
+	}
+	return nil
+}
+
+// PushError is one pushed item that the broker did not store.
+type PushError struct {
+	Index         int // the item's position in the push
+	Status        PushStatus
+	TransactionID string // as pushed ("" when none was given)
+	Err           error  // the broker's reason: a *protocol.Error; nil when it gave none
+}
+
+func (e *PushError) Error() string {
+	s := "regent client: push item " + strconv.Itoa(e.Index)
+	if e.TransactionID != "" {
+		s += " (transactionId " + strconv.Quote(e.TransactionID) + ")"
+	}
+	switch e.Status {
+	case PushFailed:
+		s += " failed"
+	case PushQueued, PushDuplicate: // with an error: a broker that breaks the protocol
+		s += " " + e.Status.String() + " with an error"
+	default:
+		s += " answered with status " + strconv.Itoa(int(e.Status)) + ", unknown to this client"
+	}
+	if e.Err != nil {
+		return s + ": " + e.Err.Error()
+	}
+	if e.Status == PushFailed {
+		s += " without a reason"
+	}
+	return s
+}
+
+// Unwrap returns the broker's reason, so that errors.Is and errors.As
+// find its *protocol.Error.
+func (e *PushError) Unwrap() error { return e.Err }
+
 // Message is a delivered message.
 type Message struct {
 	ID            ID
@@ -139,16 +194,19 @@ type Ack struct {
 	Error   string
 }
 
-// SubscriptionMode decides where a group that never read a queue starts.
+// SubscriptionMode decides where a group that never read a queue starts
+// (Queen's subscription modes all, new and from).
 type SubscriptionMode uint8
 
 const (
-	// All starts at the oldest retained message (the default).
-	All = SubscriptionMode(protocol.SubAll)
-	// New starts after what exists when the group first appears.
-	New = SubscriptionMode(protocol.SubNew)
-	// From starts at a timestamp (see QueueBuilder.From).
-	From = SubscriptionMode(protocol.SubFrom)
+	// FromOldest starts at the oldest retained message (the default, the
+	// zero mode).
+	FromOldest = SubscriptionMode(protocol.SubAll)
+	// FromNew starts after what exists when the group first appears.
+	FromNew = SubscriptionMode(protocol.SubNew)
+	// FromTime starts at the first message created at or after a time
+	// (PopRequest.From; QueueBuilder.From sets both).
+	FromTime = SubscriptionMode(protocol.SubFrom)
 )
 
 // QueueOptions are a queue's settings. Configure replaces all of them:
@@ -203,12 +261,71 @@ func optionsFromWire(w *protocol.QueueOptions) QueueOptions {
 	}
 }
 
-// Partition and group descriptions and counters as the broker sends them.
-type (
-	PartitionInfo = protocol.PartitionInfo
-	GroupCursor   = protocol.GroupCursor
-	Stats         = protocol.StatsReply
-)
+// Stats are the broker's counters since it started.
+type Stats struct {
+	Queues       int    // queues that exist now
+	Pushed       uint64 // messages stored
+	Popped       uint64 // messages delivered
+	Acked        uint64 // acks that completed or failed messages, and autoAck deliveries
+	DeadLettered uint64 // messages filed in dead-letter queues
+	CacheBytes   int64  // payload bytes of recent messages kept in memory now
+	Connections  int    // binary-protocol connections open now
+	// The journal's: fsync calls and the time spent in them, bytes and
+	// entries written (zero from a broker without a journal).
+	Fsyncs       uint64
+	FsyncTime    time.Duration
+	BytesWritten uint64
+	Entries      uint64
+	// Extra holds named figures beyond these, by name (none yet: for
+	// figures later brokers add); nil when there are none.
+	Extra map[string]int64
+}
+
+// PartitionInfo describes one partition of a queue and the consumer groups
+// reading it (QueueInfo, QueueInfoPage).
+type PartitionInfo struct {
+	Name string
+	ID   ID
+	Low  uint64 // the oldest offset held
+	Next uint64 // the offset the next message gets: Next-Low offsets are held, less those in Lost
+	// Oldest and Newest are the creation times of the oldest and newest
+	// messages held; zero when the partition holds none.
+	Oldest, Newest time.Time
+	Groups         []GroupCursor // the groups with a cursor on this partition, by name
+	// Lost lists the offsets lost to journal damage: a salvaged start
+	// skipped the entries that held them, and consumers pass over them.
+	// Brokers that speak protocol 1.2 send it.
+	Lost []OffsetRange
+}
+
+// OffsetRange is the offsets First to Last of a partition, both included.
+type OffsetRange struct{ First, Last uint64 }
+
+// GroupCursor is one consumer group's position on one partition.
+type GroupCursor struct {
+	Group  string
+	Cursor uint64 // the first offset the group has not finished
+	Lag    uint64 // offsets from the cursor to the end of the partition
+	// Leased: a consumer of the group holds the partition's live lease,
+	// LeaseID, until LeaseExpires (both zero when Leased is false).
+	Leased       bool
+	LeaseID      ID
+	LeaseExpires time.Time
+	// BlockedUntil: a failed message waits out its retry delay until then,
+	// and the partition is not served to the group before; zero when none
+	// waits.
+	BlockedUntil time.Time
+	Retrying     int // messages of the partition whose failed acks this group counts
+}
+
+// unixNano is the time of Unix nanoseconds n as the broker sends them,
+// where 0 means none: the zero Time.
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
 
 // QueueSummary describes a queue.
 type QueueSummary struct {

@@ -104,7 +104,7 @@ func (d tcpDoor) pop(q, partition, group, sub string, from time.Time, batch int)
 	qb := d.b.c.Queue(q).Partition(partition).Group(group).Batch(batch)
 	switch sub {
 	case "new":
-		qb = qb.SubscriptionMode(client.New)
+		qb = qb.SubscriptionMode(client.FromNew)
 	case "from":
 		qb = qb.From(from)
 	}

@@ -107,7 +107,7 @@ func TestTCPSeedBatchExample(t *testing.T) {
 			t.Fatalf("push: %+v %v", res, err)
 		}
 	}
-	msgs, err := f.c.Queue("events").Group("auditor").SubscriptionMode(client.All).Batch(50).Wait(true).Pop(ctx)
+	msgs, err := f.c.Queue("events").Group("auditor").SubscriptionMode(client.FromOldest).Batch(50).Wait(true).Pop(ctx)
 	if err != nil || texts(msgs) != "m0,m1,m2,m3" {
 		t.Fatalf("pop: %q %v", texts(msgs), err)
 	}

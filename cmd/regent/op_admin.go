@@ -465,7 +465,7 @@ func cmdStats(args []string, stdout, stderr io.Writer) int {
 		if *o.json {
 			return o.emit(map[string]any{"queues": st.Queues, "pushed": st.Pushed, "popped": st.Popped, "acked": st.Acked,
 				"deadLettered": st.DeadLettered, "cacheBytes": st.CacheBytes, "connections": st.Connections,
-				"fsyncs": st.Fsyncs, "fsyncNanos": st.FsyncNanos, "bytesWritten": st.BytesWritten, "entries": st.Entries})
+				"fsyncs": st.Fsyncs, "fsyncNanos": st.FsyncTime.Nanoseconds(), "bytesWritten": st.BytesWritten, "entries": st.Entries})
 		}
 		fmt.Fprintf(stdout, "queues %d  pushed %d  popped %d  acked %d  dead-lettered %d  connections %d  fsyncs %d\n",
 			st.Queues, st.Pushed, st.Popped, st.Acked, st.DeadLettered, st.Connections, st.Fsyncs)
@@ -491,7 +491,7 @@ func cmdStats(args []string, stdout, stderr io.Writer) int {
 		rate := func(a, b uint64) float64 { return float64(a-b) / secs }
 		fsync := 0.0
 		if n := cur.Fsyncs - prev.Fsyncs; n > 0 {
-			fsync = float64(cur.FsyncNanos-prev.FsyncNanos) / float64(n) / 1e3
+			fsync = float64(cur.FsyncTime-prev.FsyncTime) / float64(n) / 1e3 // µs
 		}
 		fmt.Fprintf(stdout, "\r\033[Kpush %9.0f/s  pop %9.0f/s  ack %9.0f/s  dlq %6.0f/s  fsync %6.0fµs  conns %d  queues %d",
 			rate(cur.Pushed, prev.Pushed), rate(cur.Popped, prev.Popped), rate(cur.Acked, prev.Acked),

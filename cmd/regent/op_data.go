@@ -285,7 +285,7 @@ func tail(ctx context.Context, o *opCmd, queue, partition string) int {
 	if !*o.json {
 		fmt.Fprintf(o.stderr, "following %s as group %s (Ctrl-C to stop)\n", queue, group)
 	}
-	q := c.Queue(queue).Partition(partition).Group(group).SubscriptionMode(client.New).
+	q := c.Queue(queue).Partition(partition).Group(group).SubscriptionMode(client.FromNew).
 		Batch(100).Partitions(16).AutoAck(true).Wait(true).Timeout(2 * time.Second)
 	for ctx.Err() == nil {
 		// Not cancelled by ctx: a poll abandoned here could still take
