@@ -16,7 +16,7 @@ import (
 func TestEveryOperationHasALevel(t *testing.T) {
 	for _, op := range protocol.Ops() {
 		if _, listed := netserver.OpLevel(op); !listed {
-			t.Errorf("opcode %s has no row in accessTable", op)
+			t.Errorf("opcode %s has no row in netserver's access table", op)
 		}
 	}
 	h := newHarness(t)
@@ -27,7 +27,7 @@ func TestEveryOperationHasALevel(t *testing.T) {
 	routes := netserver.Routes()
 	for _, r := range routes {
 		if !served[r] {
-			t.Errorf("accessTable names %q, which the bridge does not serve", r)
+			t.Errorf("the access table names %q, which the bridge does not serve", r)
 		}
 	}
 	if len(served) != len(routes) {

@@ -133,7 +133,8 @@ func (c *Config) setDefaults() error {
 
 // Server serves Queen MQ's HTTP API v1 over an engine. Every route calls
 // the same engine operations as the binary protocol and maps engine errors
-// through the one table in errors.go. It is safe for concurrent use.
+// through netserver's one table (netserver.HTTPStatus). It is safe for
+// concurrent use.
 type Server struct {
 	cfg      Config
 	e        *engine.Engine
@@ -358,7 +359,8 @@ func (w *deadlineWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// handle registers a route; its level comes from accessTable (access.go).
+// handle registers a route; its level comes from netserver's access table
+// (netserver.RouteLevel).
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	lv, ok := netserver.RouteLevel(pattern)
 	if !ok {
@@ -645,7 +647,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, b)
 }
 
-// writeErr answers an error with the HTTP status of its code (errors.go).
+// writeErr answers an error with the HTTP status of its code (netserver.HTTPStatus).
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	status := netserver.HTTPStatus(err)
 	if status >= 500 {

@@ -91,7 +91,7 @@ func startBroker(t *testing.T, auth netserver.AuthConfig) *broker {
 	}
 	s, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", JournalStats: stats, Auth: auth, Version: "test"}, e)
 	if err != nil {
-		t.Fatalf("NewHTTP: %v", err)
+		t.Fatalf("httpapi.New: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
