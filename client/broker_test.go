@@ -7,7 +7,7 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // broker is a real Regent for the client's tests and examples: a journal in
@@ -15,7 +15,7 @@ import (
 type broker struct {
 	addr string
 	stop func()
-	srv  *netserver.TCPServer
+	srv  *tcp.Server
 	e    *engine.Engine
 	j    *log.Log
 	dir  string
@@ -42,7 +42,7 @@ func startBrokerLog(lcfg log.Config, ecfg engine.Config, addr ...string) (*broke
 	if len(addr) > 0 {
 		listen = addr[0]
 	}
-	srv, err := netserver.NewTCP(netserver.TCPConfig{Addr: listen}, e)
+	srv, err := tcp.New(tcp.Config{Addr: listen}, e)
 	if err != nil {
 		return nil, err
 	}

@@ -1,48 +1,50 @@
 package netserver
 
-import (
-	"github.com/regentmq/regent/netserver/dashboard"
-	"github.com/regentmq/regent/protocol"
-)
+import "github.com/regentmq/regent/protocol"
 
-// level is the role an operation needs when auth is on: read-only <
+// DashboardPrefix is where the HTTP door serves the dashboard's files
+// (httpapi/dashboard.AssetPrefix, which a test keeps equal): public, like
+// the page itself.
+const DashboardPrefix = "/dashboard/"
+
+// Level is the role an operation needs when auth is on: read-only <
 // read-write < admin, Queen's levels.
-type level uint8
+type Level uint8
 
 const (
-	levelPublic level = iota
-	levelReadOnly
-	levelReadWrite
-	levelAdmin
-	// levelMetrics is public, or read-only with AuthConfig.MetricsAuth
+	LevelPublic Level = iota
+	LevelReadOnly
+	LevelReadWrite
+	LevelAdmin
+	// LevelMetrics is public, or read-only with AuthConfig.MetricsAuth
 	// (Queen serves /metrics without a token).
-	levelMetrics
+	LevelMetrics
 )
 
-func (lv level) String() string {
+func (lv Level) String() string {
 	switch lv {
-	case levelPublic:
+	case LevelPublic:
 		return "public"
-	case levelReadOnly:
+	case LevelReadOnly:
 		return "read-only"
-	case levelReadWrite:
+	case LevelReadWrite:
 		return "read-write"
-	case levelAdmin:
+	case LevelAdmin:
 		return "admin"
-	case levelMetrics:
+	case LevelMetrics:
 		return "metrics"
 	}
 	return "level(?)"
 }
 
-// role is the protocol's name of a level.
-func (lv level) role() protocol.Role {
+// Role is the protocol's name of a level.
+func (lv Level) Role() protocol.Role {
 	switch lv {
-	case levelReadOnly:
+	case LevelReadOnly:
 		return protocol.RoleReadOnly
-	case levelReadWrite:
+	case LevelReadWrite:
 		return protocol.RoleReadWrite
-	case levelAdmin:
+	case LevelAdmin:
 		return protocol.RoleAdmin
 	}
 	return protocol.RoleNone
@@ -52,7 +54,7 @@ func (lv level) role() protocol.Role {
 // both doors that need it. A row holds the opcode and the HTTP routes that
 // do the same thing, so the two doors cannot drift apart.
 type access struct {
-	lv     level
+	lv     Level
 	ops    []protocol.Op
 	routes []string // net/http patterns, as registered
 }
@@ -60,71 +62,71 @@ type access struct {
 // accessTable is THE table of levels, for the binary protocol and the HTTP
 // bridge alike (Queen's levels: reads read-only; push, pop, ack, leases,
 // transactions and configure read-write; deletes, purges and maintenance
-// admin). Every opcode and every route must be in it: HTTPServer.handle
+// admin). Every opcode and every route must be in it: httpapi's Server.handle
 // refuses a pattern that is not (a panic when the server is built), and
 // TestEveryOperationHasALevel checks the opcodes and the table's rows.
 var accessTable = []access{
 	// Before a token: the handshake, liveness, the token itself, health,
 	// the dashboard's page and files (they hold no data: the page asks for
 	// a token), and the 404 catch-all.
-	{levelPublic, []protocol.Op{protocol.OpHello, protocol.OpPing, protocol.OpAuth},
-		[]string{"GET /health", "GET /{$}", "GET " + dashboard.AssetPrefix, "/"}},
-	{levelMetrics, nil, []string{"GET /metrics", "GET /metrics/prometheus"}},
+	{LevelPublic, []protocol.Op{protocol.OpHello, protocol.OpPing, protocol.OpAuth},
+		[]string{"GET /health", "GET /{$}", "GET " + DashboardPrefix, "/"}},
+	{LevelMetrics, nil, []string{"GET /metrics", "GET /metrics/prometheus"}},
 
 	// Data plane.
-	{levelReadWrite, []protocol.Op{protocol.OpPush}, []string{"POST /api/v1/push"}},
-	{levelReadWrite, []protocol.Op{protocol.OpPop}, []string{"GET /api/v1/pop/queue/{queue}", "GET /api/v1/pop",
+	{LevelReadWrite, []protocol.Op{protocol.OpPush}, []string{"POST /api/v1/push"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpPop}, []string{"GET /api/v1/pop/queue/{queue}", "GET /api/v1/pop",
 		"GET /api/v1/pop/queue/{queue}/partition/{partition...}"}},
-	{levelReadWrite, []protocol.Op{protocol.OpAck}, []string{"POST /api/v1/ack", "POST /api/v1/ack/batch"}},
-	{levelReadWrite, []protocol.Op{protocol.OpTransaction}, []string{"POST /api/v1/transaction"}},
-	{levelReadWrite, []protocol.Op{protocol.OpLeaseExtend}, []string{"POST /api/v1/lease/{leaseId}/extend"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpAck}, []string{"POST /api/v1/ack", "POST /api/v1/ack/batch"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpTransaction}, []string{"POST /api/v1/transaction"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpLeaseExtend}, []string{"POST /api/v1/lease/{leaseId}/extend"}},
 
 	// Queues.
-	{levelReadWrite, []protocol.Op{protocol.OpConfigure}, []string{"POST /api/v1/configure"}},
-	{levelAdmin, []protocol.Op{protocol.OpDeleteQueue}, []string{"DELETE /api/v1/resources/queues/{queue}"}},
-	{levelReadOnly, []protocol.Op{protocol.OpQueueList}, []string{"GET /api/v1/resources/queues"}},
-	{levelReadOnly, []protocol.Op{protocol.OpQueueInfo}, []string{"GET /api/v1/resources/queues/{queue}"}},
-	{levelReadOnly, nil, []string{"GET /api/v1/resources/overview", "GET /api/v1/resources/namespaces",
+	{LevelReadWrite, []protocol.Op{protocol.OpConfigure}, []string{"POST /api/v1/configure"}},
+	{LevelAdmin, []protocol.Op{protocol.OpDeleteQueue}, []string{"DELETE /api/v1/resources/queues/{queue}"}},
+	{LevelReadOnly, []protocol.Op{protocol.OpQueueList}, []string{"GET /api/v1/resources/queues"}},
+	{LevelReadOnly, []protocol.Op{protocol.OpQueueInfo}, []string{"GET /api/v1/resources/queues/{queue}"}},
+	{LevelReadOnly, nil, []string{"GET /api/v1/resources/overview", "GET /api/v1/resources/namespaces",
 		"GET /api/v1/resources/tasks"}},
 
 	// Messages and the dead-letter queue.
-	{levelReadOnly, nil, []string{"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}"}},
-	{levelReadWrite, nil, []string{"DELETE /api/v1/messages/{partitionId}/{transactionId}"}},
-	{levelReadOnly, []protocol.Op{protocol.OpDLQList}, []string{"GET /api/v1/dlq"}},
-	{levelReadWrite, []protocol.Op{protocol.OpDLQRedrive}, []string{"POST /api/v1/dlq/redrive"}},
-	{levelAdmin, []protocol.Op{protocol.OpDLQPurge}, []string{"POST /api/v1/dlq/purge"}},
+	{LevelReadOnly, nil, []string{"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}"}},
+	{LevelReadWrite, nil, []string{"DELETE /api/v1/messages/{partitionId}/{transactionId}"}},
+	{LevelReadOnly, []protocol.Op{protocol.OpDLQList}, []string{"GET /api/v1/dlq"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpDLQRedrive}, []string{"POST /api/v1/dlq/redrive"}},
+	{LevelAdmin, []protocol.Op{protocol.OpDLQPurge}, []string{"POST /api/v1/dlq/purge"}},
 
 	// Consumer groups.
-	{levelReadOnly, nil, []string{"GET /api/v1/consumer-groups", "GET /api/v1/consumer-groups/lagging",
+	{LevelReadOnly, nil, []string{"GET /api/v1/consumer-groups", "GET /api/v1/consumer-groups/lagging",
 		"GET /api/v1/consumer-groups/{group}"}},
-	{levelAdmin, []protocol.Op{protocol.OpDeleteGroup}, []string{"DELETE /api/v1/consumer-groups/{group}",
+	{LevelAdmin, []protocol.Op{protocol.OpDeleteGroup}, []string{"DELETE /api/v1/consumer-groups/{group}",
 		"DELETE /api/v1/consumer-groups/{group}/queues/{queue}"}},
-	{levelReadWrite, nil, []string{"POST /api/v1/consumer-groups/{group}/subscription"}},
-	{levelReadWrite, []protocol.Op{protocol.OpSeek}, []string{"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
+	{LevelReadWrite, nil, []string{"POST /api/v1/consumer-groups/{group}/subscription"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpSeek}, []string{"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
 		"POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"}},
-	{levelAdmin, nil, []string{"POST /api/v1/stats/refresh"}},
+	{LevelAdmin, nil, []string{"POST /api/v1/stats/refresh"}},
 
 	// Status, the dashboard's feeds, and the broker's figures.
-	{levelReadOnly, []protocol.Op{protocol.OpStats}, []string{"GET /api/v1/status", "GET /api/v1/status/queues",
+	{LevelReadOnly, []protocol.Op{protocol.OpStats}, []string{"GET /api/v1/status", "GET /api/v1/status/queues",
 		"GET /api/v1/status/queues/{queue}", "GET /api/v1/status/queues/{queue}/messages",
 		"GET /api/v1/status/analytics", "GET /api/v1/status/buffers",
 		"GET /api/v1/dashboard/system", "GET /api/v1/dashboard/queues", "GET /api/v1/dashboard/queues/{queue}"}},
 
 	// Traces.
-	{levelReadWrite, nil, []string{"POST /api/v1/traces"}},
-	{levelReadOnly, nil, []string{"GET /api/v1/traces/names", "GET /api/v1/traces/by-name/{traceName}",
+	{LevelReadWrite, nil, []string{"POST /api/v1/traces"}},
+	{LevelReadOnly, nil, []string{"GET /api/v1/traces/names", "GET /api/v1/traces/by-name/{traceName}",
 		"GET /api/v1/traces/{partitionId}/{transactionId}"}},
 
 	// Maintenance.
-	{levelAdmin, nil, []string{"GET /api/v1/system/maintenance", "POST /api/v1/system/maintenance",
+	{LevelAdmin, nil, []string{"GET /api/v1/system/maintenance", "POST /api/v1/system/maintenance",
 		"GET /api/v1/system/maintenance/pop", "POST /api/v1/system/maintenance/pop"}},
 }
 
 // opLevels and routeLevels index accessTable.
 var (
-	opLevels    [256]level
+	opLevels    [256]Level
 	opListed    [256]bool
-	routeLevels = map[string]level{}
+	routeLevels = map[string]Level{}
 )
 
 func init() {
@@ -144,12 +146,22 @@ func init() {
 	}
 }
 
-// routeLevel is the level of a registered pattern; it panics for a pattern
-// that is not in the table (a route added without a level).
-func routeLevel(pattern string) level {
-	lv, ok := routeLevels[pattern]
-	if !ok {
-		panic("netserver: route " + pattern + " has no row in accessTable")
+// OpLevel is the level of an opcode, and whether the table lists it (the
+// binary door treats a known opcode without a row as admin-only).
+func OpLevel(op protocol.Op) (lv Level, listed bool) { return opLevels[op], opListed[op] }
+
+// RouteLevel is the level of a net/http pattern, and whether the table has
+// it (the HTTP door refuses to register a pattern that it has not).
+func RouteLevel(pattern string) (lv Level, ok bool) {
+	lv, ok = routeLevels[pattern]
+	return lv, ok
+}
+
+// Routes are the net/http patterns the table lists, in its order.
+func Routes() []string {
+	var rs []string
+	for _, a := range accessTable {
+		rs = append(rs, a.routes...)
 	}
-	return lv
+	return rs
 }

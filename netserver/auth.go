@@ -2,7 +2,6 @@ package netserver
 
 import (
 	"bytes"
-	"context"
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -13,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -143,7 +141,9 @@ func ParseKeyFile(b []byte) (pub crypto.PublicKey, set map[string]crypto.PublicK
 
 var b64 = base64.RawURLEncoding
 
-type authenticator struct {
+// Authenticator verifies tokens for both doors: the HTTP door per request,
+// the binary door once per Auth frame. Build one with NewAuthenticator.
+type Authenticator struct {
 	cfg  AuthConfig
 	algs []string
 	rsa  []*rsa.PublicKey // every RSA key (PublicKey and KeySet)
@@ -153,10 +153,17 @@ type authenticator struct {
 	skew atomic.Int64
 }
 
-// now is the time tokens are checked against.
-func (a *authenticator) now() time.Time { return time.Now().Add(time.Duration(a.skew.Load())) }
+// Now is the time tokens are checked against.
+func (a *Authenticator) Now() time.Time { return time.Now().Add(time.Duration(a.skew.Load())) }
 
-func newAuthenticator(c AuthConfig) (*authenticator, error) {
+// AdvanceClock moves the clock tokens are checked against forward by d
+// (tests only: a token that expires while a connection is open, without
+// waiting for it).
+func (a *Authenticator) AdvanceClock(d time.Duration) { a.skew.Add(int64(d)) }
+
+// NewAuthenticator checks c and returns its authenticator (c.Enabled is the
+// caller's business: a door builds one only when auth is on).
+func NewAuthenticator(c AuthConfig) (*Authenticator, error) {
 	if c.ClockSkew == 0 {
 		c.ClockSkew = 30 * time.Second
 	}
@@ -173,7 +180,7 @@ func newAuthenticator(c AuthConfig) (*authenticator, error) {
 	def(&c.RoleAdmin, "admin")
 	def(&c.RoleReadWrite, "read-write")
 	def(&c.RoleReadOnly, "read-only")
-	a := &authenticator{cfg: c}
+	a := &Authenticator{cfg: c}
 	add := func(k crypto.PublicKey) error {
 		switch k := k.(type) {
 		case *rsa.PublicKey:
@@ -235,46 +242,17 @@ func newAuthenticator(c AuthConfig) (*authenticator, error) {
 type Claims struct {
 	Subject string    // the token's sub
 	Expires time.Time // exp plus the clock skew; zero: the token does not expire
-	lv      level
+	lv      Level
 }
 
-type claimsKey struct{}
+// Level is the highest level the token's roles grant.
+func (c *Claims) Level() Level { return c.lv }
 
-// ClaimsFrom returns the verified token claims of a request's context (nil
-// when auth is off or the route is public).
-func ClaimsFrom(ctx context.Context) *Claims {
-	c, _ := ctx.Value(claimsKey{}).(*Claims)
-	return c
-}
-
-// check authenticates r for a route of level lv. On failure it has answered
-// 401 or 403.
-func (a *authenticator) check(w http.ResponseWriter, r *http.Request, lv level) (*http.Request, bool) {
-	tok := strings.TrimSpace(r.Header.Get("Authorization"))
-	if len(tok) >= 7 && strings.EqualFold(tok[:7], "bearer ") {
-		tok = strings.TrimSpace(tok[7:])
-	}
-	if tok == "" {
-		writeError(w, http.StatusUnauthorized, "Authentication required")
-		return r, false
-	}
-	c, err := a.verify(tok)
-	if err != nil {
-		writeError(w, http.StatusUnauthorized, "Invalid token: "+err.Error())
-		return r, false
-	}
-	if c.lv < lv {
-		writeError(w, http.StatusForbidden, "Insufficient permissions")
-		return r, false
-	}
-	return r.WithContext(context.WithValue(r.Context(), claimsKey{}, c)), true
-}
-
-// verify checks a compact JWS and its registered claims and returns the
+// Verify checks a compact JWS and its registered claims and returns the
 // subject, the expiry and the role level.
-func (a *authenticator) verify(tok string) (*Claims, error) {
+func (a *Authenticator) Verify(tok string) (*Claims, error) {
 	opts := []jwt.ParserOption{jwt.WithValidMethods(a.algs), jwt.WithLeeway(a.cfg.ClockSkew),
-		jwt.WithIssuedAt(), jwt.WithTimeFunc(a.now)}
+		jwt.WithIssuedAt(), jwt.WithTimeFunc(a.Now)}
 	if a.cfg.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(a.cfg.Issuer))
 	}
@@ -307,7 +285,7 @@ func (a *authenticator) verify(tok string) (*Claims, error) {
 // key returns the key that verifies t: the secret for HMAC, the public key
 // of t's kid (or the only one of its type) for RSA and EdDSA. The parser
 // has already refused an algorithm not in a.algs.
-func (a *authenticator) key(t *jwt.Token) (any, error) {
+func (a *Authenticator) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	switch t.Method.(type) {
 	case *jwt.SigningMethodHMAC:
@@ -362,14 +340,14 @@ func tokenError(err error, algs []string) error {
 	return err
 }
 
-func (a *authenticator) levelOf(role string) level {
+func (a *Authenticator) levelOf(role string) Level {
 	switch role {
 	case a.cfg.RoleAdmin:
-		return levelAdmin
+		return LevelAdmin
 	case a.cfg.RoleReadWrite:
-		return levelReadWrite
+		return LevelReadWrite
 	case a.cfg.RoleReadOnly:
-		return levelReadOnly
+		return LevelReadOnly
 	}
-	return levelPublic
+	return LevelPublic
 }

@@ -10,7 +10,7 @@ import (
 
 // errorCodes is the one table from engine errors to wire codes. Both
 // transports use it: the binary protocol sends the code, the HTTP bridge
-// answers with the code's HTTP status (protocol.Code.HTTPStatus).
+// answers with the code's HTTP status (HTTPStatus).
 var errorCodes = []struct {
 	err  error
 	code protocol.Code
@@ -38,8 +38,10 @@ var errorCodes = []struct {
 	{context.DeadlineExceeded, protocol.CodeOverloaded},
 }
 
-// codeOf maps an error from the engine (or a protocol error) to its code.
-func codeOf(err error) protocol.Code {
+// CodeOf maps an error from the engine (or a protocol error) to its wire
+// code: the code a *protocol.Error carries, else the first row of the table
+// err matches (errors.Is), else protocol.CodeInternal; CodeOK for nil.
+func CodeOf(err error) protocol.Code {
 	if err == nil {
 		return protocol.CodeOK
 	}
@@ -55,5 +57,6 @@ func codeOf(err error) protocol.Code {
 	return protocol.CodeInternal
 }
 
-// httpStatus is the HTTP status for err.
-func httpStatus(err error) int { return codeOf(err).HTTPStatus() }
+// HTTPStatus is the HTTP status for err: its code's (protocol.Code.HTTPStatus),
+// a plain int so that this package need not import net/http.
+func HTTPStatus(err error) int { return CodeOf(err).HTTPStatus() }

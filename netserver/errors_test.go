@@ -71,9 +71,9 @@ func TestEveryEngineErrorHasACode(t *testing.T) {
 			continue
 		}
 		wrapped := fmt.Errorf("context: %w", e)
-		code := codeOf(wrapped)
+		code := CodeOf(wrapped)
 		if code == protocol.CodeInternal {
-			t.Errorf("engine.%s answers %s (HTTP %d): it has no row in errorCodes", name, code, httpStatus(wrapped))
+			t.Errorf("engine.%s answers %s (HTTP %d): it has no row in errorCodes", name, code, HTTPStatus(wrapped))
 		}
 		if other, dup := used[code]; dup && code != protocol.CodeInvalid {
 			t.Errorf("engine.%s and engine.%s share code %s", name, other, code)

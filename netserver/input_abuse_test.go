@@ -17,7 +17,8 @@ import (
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -27,8 +28,8 @@ import (
 type abuseFixture struct {
 	t        *testing.T
 	e        *engine.Engine
-	tcp      *netserver.TCPServer
-	http     *netserver.HTTPServer
+	tcp      *tcp.Server
+	http     *httpapi.Server
 	httpAddr string
 	c        *client.Client // the well-behaved TCP client
 	hc       *http.Client
@@ -43,7 +44,7 @@ const (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func newAbuse(t *testing.T, tmods []func(*netserver.TCPConfig), hmods ...func(*netserver.HTTPConfig)) *abuseFixture {
+func newAbuse(t *testing.T, tmods []func(*tcp.Config), hmods ...func(*httpapi.Config)) *abuseFixture {
 	t.Helper()
 	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone, Logger: quietLog})
 	if err != nil {
@@ -53,22 +54,22 @@ func newAbuse(t *testing.T, tmods []func(*netserver.TCPConfig), hmods ...func(*n
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcfg := netserver.TCPConfig{Addr: "127.0.0.1:0", MaxFrameBytes: abuseMaxFrame, Logger: quietLog}
+	tcfg := tcp.Config{Addr: "127.0.0.1:0", MaxFrameBytes: abuseMaxFrame, Logger: quietLog}
 	for _, m := range tmods {
 		m(&tcfg)
 	}
-	ts, err := netserver.NewTCP(tcfg, e)
+	ts, err := tcp.New(tcfg, e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ts.Start(); err != nil {
 		t.Fatal(err)
 	}
-	hcfg := netserver.HTTPConfig{MaxBodyBytes: abuseMaxBody, Logger: quietLog}
+	hcfg := httpapi.Config{MaxBodyBytes: abuseMaxBody, Logger: quietLog}
 	for _, m := range hmods {
 		m(&hcfg)
 	}
-	hs, err := netserver.NewHTTP(hcfg, e)
+	hs, err := httpapi.New(hcfg, e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package netserver
+package netserver_test
 
 // The two doors of TestKeptStringsOwnTheirBytes, behind one interface so
 // that both run the same scenario: the binary protocol through the Go

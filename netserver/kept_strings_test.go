@@ -1,4 +1,4 @@
-package netserver
+package netserver_test
 
 import (
 	"bytes"
@@ -18,6 +18,9 @@ import (
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
+	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // TestKeptStringsOwnTheirBytes: every string the broker keeps from a request
@@ -39,14 +42,14 @@ import (
 // bridge's hot routes in place in a pooled body buffer. A string the engine
 // keeps without its own copy therefore changes under load (21 of 48
 // dead-letter error texts were other acks' bytes in the report this test
-// answers). With poisonDecodeBuffers on, such a string reads 0xA5 bytes at
+// answers). With testhooks.PoisonDecodeBuffers on, such a string reads 0xA5 bytes at
 // once, every time. The writes run in 24 lanes at once (12 per door, each
 // lane its own queue, where two groups file messages in the dead-letter
 // queue concurrently), and every lane is read back over both doors.
 func TestKeptStringsOwnTheirBytes(t *testing.T) {
 	baseGoroutines := runtime.NumGoroutine()
-	poisonDecodeBuffers.Store(true)
-	t.Cleanup(func() { poisonDecodeBuffers.Store(false) })
+	testhooks.PoisonDecodeBuffers.Store(true)
+	t.Cleanup(func() { testhooks.PoisonDecodeBuffers.Store(false) })
 	dir := t.TempDir()
 	start := time.Now()
 	rep := &keptReport{m: map[string]*keptFinding{}}
@@ -98,8 +101,8 @@ type keptBroker struct {
 	t       *testing.T
 	j       *log.Log
 	e       *engine.Engine
-	tcp     *TCPServer
-	web     *HTTPServer
+	tcp     *tcp.Server
+	web     *httpapi.Server
 	served  chan error
 	url     string
 	c       *client.Client
@@ -121,14 +124,14 @@ func startKeptBroker(t *testing.T, dir string) *keptBroker {
 	b := &keptBroker{t: t, j: j, e: e, served: make(chan error, 1),
 		hc: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	t.Cleanup(b.stop)
-	if b.tcp, err = NewTCP(TCPConfig{Addr: "127.0.0.1:0", Loops: 2, FixedProcs: true}, e); err != nil {
+	if b.tcp, err = tcp.New(tcp.Config{Addr: "127.0.0.1:0", Loops: 2, FixedProcs: true}, e); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.tcp.Start(); err != nil {
 		b.tcp = nil
 		t.Fatal(err)
 	}
-	web, err := NewHTTP(HTTPConfig{Addr: "127.0.0.1:0"}, e)
+	web, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0"}, e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -58,7 +59,7 @@ func memInUse() uint64 {
 // connection is closed within WriteTimeout (here 300ms) of the answer that
 // could not be written.
 func TestHTTPClientThatNeverReads(t *testing.T) {
-	f := newAbuse(t, nil, func(c *netserver.HTTPConfig) { c.WriteTimeout = 300 * time.Millisecond })
+	f := newAbuse(t, nil, func(c *httpapi.Config) { c.WriteTimeout = 300 * time.Millisecond })
 	for i := 0; i < 200; i++ { // a queue list of ~20 KiB per answer
 		f.do(t, "POST", "/api/v1/push", fmt.Sprintf(`{"items":[{"queue":"a-queue-with-a-long-name-%03d","payload":1}]}`, i), nil)
 	}
@@ -103,7 +104,7 @@ func TestHTTPClientThatNeverReads(t *testing.T) {
 // ReadHeaderTimeout (300ms here), and a body trickled in after
 // ReadBodyTimeout (300ms here). Bound: closed within the timeout + 1s.
 func TestHTTPSlowLoris(t *testing.T) {
-	f := newAbuse(t, nil, func(c *netserver.HTTPConfig) {
+	f := newAbuse(t, nil, func(c *httpapi.Config) {
 		c.ReadHeaderTimeout, c.ReadBodyTimeout = 300*time.Millisecond, 300*time.Millisecond
 	})
 	trickle := func(nc net.Conn, s string) {
@@ -154,7 +155,7 @@ func TestHTTPSlowLoris(t *testing.T) {
 // 1s. A client streaming many frames whose reads often end mid-frame is not
 // affected (only a read that completes no frame counts).
 func TestTCPSlowLoris(t *testing.T) {
-	f := newAbuse(t, []func(*netserver.TCPConfig){func(c *netserver.TCPConfig) { c.FrameTimeout = 300 * time.Millisecond }})
+	f := newAbuse(t, []func(*tcp.Config){func(c *tcp.Config) { c.FrameTimeout = 300 * time.Millisecond }})
 	t.Run("no hello", func(t *testing.T) {
 		nc := f.raw(t, false)
 		took := closedWithin(t, nc, 1300*time.Millisecond)
@@ -203,8 +204,8 @@ func TestTCPSlowLoris(t *testing.T) {
 // connections are admitted again.
 func TestConnectionFloods(t *testing.T) {
 	const limit = 20
-	f := newAbuse(t, []func(*netserver.TCPConfig){func(c *netserver.TCPConfig) { c.MaxConns = limit }},
-		func(c *netserver.HTTPConfig) { c.MaxConns = limit })
+	f := newAbuse(t, []func(*tcp.Config){func(c *tcp.Config) { c.MaxConns = limit }},
+		func(c *httpapi.Config) { c.MaxConns = limit })
 	t.Run("tcp", func(t *testing.T) {
 		var held []net.Conn
 		for i := 0; i < limit-1; i++ { // the fixture's client holds one
@@ -294,7 +295,7 @@ func TestConnectionFloods(t *testing.T) {
 // the connection's buffers and the request). Parked polls are released
 // when their connections close.
 func TestParkedLongPollMemory(t *testing.T) {
-	f := newAbuse(t, []func(*netserver.TCPConfig){func(c *netserver.TCPConfig) { c.MaxInFlight = 4096 }})
+	f := newAbuse(t, []func(*tcp.Config){func(c *tcp.Config) { c.MaxInFlight = 4096 }})
 	const tcpPolls, httpPolls = 5000, 1000
 	if n := fdLimit(); n < 2*httpPolls+500 {
 		t.Skipf("file descriptor limit %d is too low", n)

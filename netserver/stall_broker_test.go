@@ -17,7 +17,8 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // The stall tests (stall_test.go, stall_reliability_test.go) push large
@@ -46,8 +47,8 @@ const (
 type stallBroker struct {
 	j    *countingJournal
 	e    *engine.Engine
-	tcp  *netserver.TCPServer
-	http *netserver.HTTPServer
+	tcp  *tcp.Server
+	http *httpapi.Server
 	url  string
 	logs *logCounter
 }
@@ -139,14 +140,14 @@ func startStallBroker(dir string) (b *stallBroker, err error) {
 	if b.e, err = engine.New(engine.Config{SnapshotEveryBytes: stallSnapshotBytes, Logger: logger}, b.j); err != nil {
 		return b, err
 	}
-	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: "127.0.0.1:0", Logger: logger}, b.e); err != nil {
+	if b.tcp, err = tcp.New(tcp.Config{Addr: "127.0.0.1:0", Logger: logger}, b.e); err != nil {
 		return b, err
 	}
 	if err = b.tcp.Start(); err != nil {
 		b.tcp = nil
 		return b, err
 	}
-	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: "127.0.0.1:0", Logger: logger}, b.e); err != nil {
+	if b.http, err = httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", Logger: logger}, b.e); err != nil {
 		return b, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // pagesBroker is testBroker with its engine at hand.
@@ -24,7 +24,7 @@ func pagesBroker(t *testing.T) (string, *engine.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := netserver.NewTCP(netserver.TCPConfig{Addr: "127.0.0.1:0"}, e)
+	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0"}, e)
 	if err != nil {
 		t.Fatal(err)
 	}

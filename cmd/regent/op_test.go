@@ -12,7 +12,7 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // testBroker is a real broker on 127.0.0.1:0 (temp data dir) for the
@@ -27,7 +27,7 @@ func testBroker(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := netserver.NewTCP(netserver.TCPConfig{Addr: "127.0.0.1:0"}, e)
+	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0"}, e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -213,8 +215,8 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 type broker struct {
 	j       *log.Log
 	e       *engine.Engine
-	tcp     *netserver.TCPServer
-	http    *netserver.HTTPServer
+	tcp     *tcp.Server
+	http    *httpapi.Server
 	httpLn  net.Listener
 	httpErr chan error
 }
@@ -248,7 +250,7 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 	// Every message a push accepts fits one pop reply over TCP (and so over
 	// HTTP, which has no frame limit).
 	ecfg := engine.Config{EncryptionKey: c.encryptionKey, EncryptionOldKeys: c.oldKeys, EncryptionLostKeys: c.lostKeys,
-		Logger: c.logger, MaxPopBytes: netserver.PopBytesFor(protocol.DefaultMaxFrame)}
+		Logger: c.logger, MaxPopBytes: tcp.PopBytesFor(protocol.DefaultMaxFrame)}
 	if b.e, err = engine.New(ecfg, b.j); err != nil {
 		return b, err
 	}
@@ -261,7 +263,7 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 			BytesWritten: s.BytesWritten, DiskBytes: b.j.DiskBytes(),
 		}
 	}
-	if b.tcp, err = netserver.NewTCP(netserver.TCPConfig{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger, MaxConns: c.tcpMaxConns,
+	if b.tcp, err = tcp.New(tcp.Config{Addr: c.tcpAddr, JournalStats: stats, Logger: c.logger, MaxConns: c.tcpMaxConns,
 		Auth: c.security.auth}, b.e); err != nil {
 		return b, err
 	}
@@ -269,7 +271,7 @@ func startBroker(c brokerConfig) (b *broker, err error) {
 		b.tcp = nil
 		return b, err
 	}
-	if b.http, err = netserver.NewHTTP(netserver.HTTPConfig{Addr: c.httpAddr, JournalStats: stats, Version: version, MaxConns: c.httpMaxConns,
+	if b.http, err = httpapi.New(httpapi.Config{Addr: c.httpAddr, JournalStats: stats, Version: version, MaxConns: c.httpMaxConns,
 		TCPConnections: b.tcp.Connections, TCPHealth: b.tcp.Healthy, Logger: c.logger, Auth: c.security.auth}, b.e); err != nil {
 		return b, err
 	}

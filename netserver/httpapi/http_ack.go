@@ -1,0 +1,347 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+)
+
+// POST /api/v1/ack
+//
+//	{"transactionId":"tx","partitionId":"<uuid>","status":"completed","leaseId":"<uuid>","consumerGroup":"g","error":"why"}
+//
+// POST /api/v1/ack/batch
+//
+//	{"consumerGroup":"g","acknowledgments":[{...as above...}, ...]}
+//
+// Both answer 200 with an array, one result per ack, in order:
+// {"index","transactionId","success","error","queueName","partitionName",
+// "leaseReleased","dlq"}. A refused ack (lease expired or released, lease
+// missing on a server that checks leases, message not in flight, unknown
+// status) is success:false with the reason, never an HTTP error: it usually
+// means the message is coming back. Acks are applied in order through
+// engine.AckAsync and answered once durable; the cursor rule, retry counts
+// and the dead-letter queue are the engine's. A message is named by its
+// partitionId and transactionId (a message pushed without a transactionId
+// has its id as transactionId).
+
+// ackCall holds one ack request's pooled state.
+type ackCall struct {
+	txns  []string         // per request item: its transactionId (for the answer)
+	bad   []string         // per request item: why it was refused before the engine, or ""
+	items []engine.AckItem // the items sent to the engine
+	idx   []int            // request index of each engine item
+	res   []engine.AckResult
+	ch    chan error
+	done  func(error)
+}
+
+var ackCalls = sync.Pool{New: func() any {
+	c := &ackCall{ch: make(chan error, 1)}
+	c.done = func(err error) { c.ch <- err }
+	return c
+}}
+
+func (c *ackCall) release() {
+	if cap(c.items) > maxPooledItems || cap(c.txns) > maxPooledItems {
+		c.items, c.res, c.txns, c.bad, c.idx = nil, nil, nil, nil, nil
+	}
+	clear(c.items[:cap(c.items)])
+	clear(c.res[:cap(c.res)])
+	clear(c.txns[:cap(c.txns)])
+	clear(c.bad[:cap(c.bad)])
+	c.items, c.res, c.txns, c.bad, c.idx = c.items[:0], c.res[:0], c.txns[:0], c.bad[:0], c.idx[:0]
+	ackCalls.Put(c)
+}
+
+// ackFields is one acknowledgment as sent.
+type ackFields struct {
+	txn, pid, lease, group, status, errText []byte
+	statusBool                              int8 // 1 true, -1 false, 0 a string (or none)
+	hasTxn, hasPid                          bool
+}
+
+// readAck reads one acknowledgment object.
+func readAck(r *jsonReader, a *ackFields) {
+	if !r.open('{', "each acknowledgment must be an object") {
+		return
+	}
+	first := true
+	for r.more('}', &first) {
+		readAckField(r, unsafeString(r.key()), a)
+	}
+}
+
+// add turns one acknowledgment into an engine item, or notes why it is
+// refused before reaching the engine.
+func (c *ackCall) add(a *ackFields, group []byte) {
+	i := len(c.txns)
+	c.txns = append(c.txns, unsafeString(a.txn))
+	c.bad = append(c.bad, "")
+	it := engine.AckItem{TransactionID: unsafeString(a.txn)}
+	var err error
+	if it.PartitionID, err = engine.ParseUUID(unsafeString(a.pid)); err != nil {
+		c.bad[i] = "Message not found: partitionId is not a UUID"
+		return
+	}
+	if len(a.lease) > 0 {
+		if it.LeaseID, err = engine.ParseUUID(unsafeString(a.lease)); err != nil {
+			c.bad[i] = "Invalid or expired lease: leaseId is not a UUID"
+			return
+		}
+	}
+	switch {
+	case a.statusBool > 0:
+		it.Status = engine.Completed
+	case a.statusBool < 0:
+		it.Status = engine.FailedAck
+	default:
+		if it.Status, err = engine.ParseAckStatus(unsafeString(a.status)); err != nil {
+			c.bad[i] = err.Error()
+			return
+		}
+	}
+	if len(group) == 0 {
+		group = a.group
+	}
+	it.Group = unsafeString(group)
+	if it.Group == "" {
+		it.Group = engine.QueueModeGroup
+	}
+	if len(a.errText) > 0 {
+		it.Error = string(a.errText) // kept by dead-letter entries: copied
+	}
+	c.items = append(c.items, it)
+	c.idx = append(c.idx, i)
+}
+
+func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r, false)
+	if !ok {
+		return
+	}
+	defer s.putBody(body)
+	c := ackCalls.Get().(*ackCall)
+	defer c.release()
+	rd := jsonReader{b: *body}
+	var a ackFields
+	readAck(&rd, &a)
+	rd.end()
+	switch {
+	case rd.err != nil:
+		s.writeErr(w, invalidJSON(rd.err))
+		return
+	case !a.hasTxn || len(a.txn) == 0:
+		writeError(w, http.StatusBadRequest, "transactionId is required")
+		return
+	case !a.hasPid || len(a.pid) == 0:
+		writeError(w, http.StatusBadRequest, "partitionId is required to ensure message uniqueness")
+		return
+	}
+	c.add(&a, nil)
+	s.runAcks(w, c)
+}
+
+func (s *Server) handleAckBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r, false)
+	if !ok {
+		return
+	}
+	defer s.putBody(body)
+	c := ackCalls.Get().(*ackCall)
+	defer c.release()
+	rd := jsonReader{b: *body}
+	if !rd.open('{', "the body must be a JSON object") {
+		s.writeErr(w, invalidJSON(rd.err))
+		return
+	}
+	var group []byte
+	found := false
+	// The acknowledgments are read first and turned into engine items once
+	// the top-level consumerGroup (which may come after them) is known.
+	var acks []ackFields
+	var ackBuf [128]ackFields
+	acks = ackBuf[:0]
+	first := true
+	for rd.more('}', &first) {
+		switch string(rd.key()) {
+		case "consumerGroup":
+			group = rd.optStr("consumerGroup must be a string")
+		case "acknowledgments":
+			if !rd.arrayNext() {
+				if rd.err != nil {
+					s.writeErr(w, invalidJSON(rd.err))
+					return
+				}
+				writeError(w, http.StatusBadRequest, "acknowledgments array is required")
+				return
+			}
+			rd.i++
+			found = true
+			afirst := true
+			for rd.more(']', &afirst) {
+				acks = append(acks, ackFields{})
+				a := &acks[len(acks)-1]
+				readAck(&rd, a)
+				if rd.err != nil {
+					break
+				}
+				if !a.hasTxn || len(a.txn) == 0 {
+					writeError(w, http.StatusBadRequest, "Each acknowledgment must have a valid transactionId")
+					return
+				}
+				if !a.hasPid || len(a.pid) == 0 {
+					writeError(w, http.StatusBadRequest, "Each acknowledgment must have a valid partitionId")
+					return
+				}
+			}
+		default:
+			rd.skip()
+		}
+	}
+	rd.end()
+	if rd.err != nil {
+		s.writeErr(w, invalidJSON(rd.err))
+		return
+	}
+	if !found {
+		writeError(w, http.StatusBadRequest, "acknowledgments array is required")
+		return
+	}
+	for i := range acks {
+		c.add(&acks[i], group)
+	}
+	s.runAcks(w, c)
+}
+
+// runAcks sends c's items to the engine and answers.
+func (s *Server) runAcks(w http.ResponseWriter, c *ackCall) {
+	if cap(c.res) < len(c.items) {
+		c.res = make([]engine.AckResult, len(c.items))
+	}
+	c.res = c.res[:len(c.items)]
+	if len(c.items) > 0 {
+		s.e.AckAsync(c.items, c.res, c.done)
+		if err := <-c.ch; err != nil {
+			s.writeErr(w, err)
+			return
+		}
+	}
+	out := getBuf()
+	defer putBuf(out)
+	b := append(*out, '[')
+	k := 0
+	for i := range c.txns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = appendInt(b, int64(i))
+		b = append(b, `,"transactionId":`...)
+		b = appendString(b, c.txns[i])
+		if c.bad[i] != "" {
+			b = append(b, `,"success":false,"error":`...)
+			b = appendString(b, c.bad[i])
+			b = append(b, `,"queueName":null,"partitionName":null,"leaseReleased":false,"dlq":false}`...)
+			continue
+		}
+		res := &c.res[k]
+		k++
+		if res.Err != nil {
+			b = append(b, `,"success":false,"error":`...)
+			b = appendString(b, ackErrText(res.Err))
+		} else {
+			b = append(b, `,"success":true,"error":null`...)
+		}
+		b = append(b, `,"queueName":`...)
+		b = appendStringOrNull(b, res.Queue)
+		b = append(b, `,"partitionName":`...)
+		b = appendStringOrNull(b, res.Partition)
+		b = append(b, `,"leaseReleased":`...)
+		b = appendBool(b, res.LeaseReleased)
+		b = append(b, `,"dlq":`...)
+		b = appendBool(b, res.DeadLettered)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	*out = b
+	writeJSON(w, http.StatusOK, b)
+}
+
+// ackErrText words a refused ack as Queen's clients expect ("Invalid or
+// expired lease", "Message not found") followed by the engine's reason.
+func ackErrText(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrLeaseRequired):
+		return "Lease required: this server checks leases, send the leaseId the pop returned (" + err.Error() + ")"
+	case errors.Is(err, engine.ErrLeaseInvalid):
+		return "Invalid or expired lease: " + err.Error()
+	case errors.Is(err, engine.ErrMessageNotFound):
+		return "Message not found: " + err.Error()
+	}
+	return err.Error()
+}
+
+// POST /api/v1/lease/{leaseId}/extend  {"seconds":60}
+//
+// Extends every partition lease of a pop to at least now+seconds while it
+// is live. Always 200 with a one-element array; a lease that is gone is
+// success:false.
+func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r, true)
+	if !ok {
+		return
+	}
+	defer s.putBody(body)
+	seconds := 60.0
+	if len(strings.TrimSpace(unsafeString(*body))) > 0 {
+		rd := jsonReader{b: *body}
+		if !rd.open('{', "the body must be a JSON object") {
+			s.writeErr(w, invalidJSON(rd.err))
+			return
+		}
+		first := true
+		for rd.more('}', &first) {
+			if string(rd.key()) == "seconds" && rd.peek() != 'n' {
+				seconds = rd.float("seconds must be a number")
+			} else {
+				rd.skip()
+			}
+		}
+		rd.end()
+		if rd.err != nil {
+			s.writeErr(w, invalidJSON(rd.err))
+			return
+		}
+	}
+	if seconds <= 0 {
+		writeError(w, http.StatusBadRequest, "seconds must be positive")
+		return
+	}
+	leaseText := r.PathValue("leaseId")
+	b := []byte(`[{"index":0,"leaseId":`)
+	b = appendString(b, leaseText)
+	id, err := engine.ParseUUID(leaseText)
+	var exp time.Time
+	if err == nil {
+		exp, err = s.e.ExtendLease(id, time.Duration(seconds*float64(time.Second)))
+	}
+	switch {
+	case err == nil:
+		b = append(b, `,"success":true,"error":null,"expiresAt":`...)
+		b = appendTime(b, exp.UnixNano())
+	case errors.Is(err, engine.ErrLeaseInvalid) || errors.Is(err, engine.ErrBadUUID):
+		b = append(b, `,"success":false,"error":`...)
+		b = appendString(b, "Lease not found or expired: "+err.Error())
+		b = append(b, `,"expiresAt":null`...)
+	default:
+		s.writeErr(w, err)
+		return
+	}
+	b = append(b, "}]"...)
+	writeJSON(w, http.StatusOK, b)
+}

@@ -1,0 +1,14 @@
+// Package testhooks holds the switches that netserver's tests turn on in
+// both doors at once. Being internal, only netserver and its doors can
+// import it; nothing in a running broker sets them.
+package testhooks
+
+import "sync/atomic"
+
+// PoisonDecodeBuffers is a test switch (tests alone set it). While it is
+// on, every request's decode arena (binary protocol) and body buffer (HTTP)
+// is overwritten with 0xA5 once the request is answered and before the
+// memory can serve another request, so that a string kept by the engine
+// without a copy reads as garbage at once, instead of turning into some
+// later request's bytes under load.
+var PoisonDecodeBuffers atomic.Bool

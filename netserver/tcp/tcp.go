@@ -1,0 +1,444 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/protocol"
+)
+
+// Config configures the binary-protocol server. Zero values take the
+// documented defaults.
+type Config struct {
+	// Addr to listen on; default ":6633".
+	Addr string
+	// MaxFrameBytes is the largest frame accepted, header included; default
+	// 16 MiB. A larger frame closes its connection (after an error reply).
+	MaxFrameBytes int
+	// MaxInFlight is how many requests one connection may have unanswered
+	// (parked long polls included); more are answered CodeOverloaded.
+	// Default 4096.
+	MaxInFlight int
+	// MaxOutboundBytes is how many reply bytes may wait for one client to
+	// read them; a client that lets more pile up is disconnected. Default
+	// 64 MiB.
+	MaxOutboundBytes int
+	// MaxConns caps open connections; more are refused (CodeOverloaded and
+	// closed). Default 10000.
+	MaxConns int
+	// IdleTimeout closes connections with nothing in flight that sent
+	// nothing for that long; default 10 minutes, negative disables.
+	IdleTimeout time.Duration
+	// FrameTimeout closes a connection that has not said Hello that long
+	// after connecting, or that has held part of a frame that long without
+	// completing any (a client trickling bytes: slow loris); default 60 s,
+	// negative disables.
+	FrameTimeout time.Duration
+	// Loops is the number of gnet event loops; default one per CPU.
+	Loops int
+	// FixedProcs leaves GOMAXPROCS alone. By default a running server adds
+	// one P per event loop (see procs.go), unless the GOMAXPROCS environment
+	// variable is set.
+	FixedProcs bool
+	// JournalStats, when set, adds the journal's figures to Stats replies.
+	JournalStats func() netserver.JournalStats
+	// Auth turns on JWT authentication (off by default): see tcp_auth.go.
+	Auth netserver.AuthConfig
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = ":6633"
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = protocol.DefaultMaxFrame
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 4096
+	}
+	if c.MaxOutboundBytes <= 0 {
+		c.MaxOutboundBytes = 64 << 20
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 10000
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = time.Minute
+	}
+	if c.Loops <= 0 {
+		c.Loops = runtime.NumCPU()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// PopBytesFor is the engine's pop budget (engine.Config.MaxPopBytes) with
+// which every pop reply fits frames of maxFrame bytes, whatever its queue and
+// group names: an engine configured so, behind a Server with that
+// MaxFrameBytes, accepts no message that a client reading such frames could
+// not pop (its MaxPayloadBytes follows from MaxPopBytes).
+func PopBytesFor(maxFrame int) int {
+	return maxFrame - protocol.PopReplyHeaderBytes(engine.MaxNameBytes, engine.MaxNameBytes)
+}
+
+// Server serves the binary protocol on gnet event loops. Each loop reads
+// every complete frame of a connection in one go, hands the requests to the
+// engine and never blocks: replies that wait (for a group commit or a long
+// poll) come back through the connection's reply buffer and a Wake, so one
+// write carries every reply ready at that moment.
+type Server struct {
+	cfg  Config
+	e    *engine.Engine
+	log  *slog.Logger
+	auth *netserver.Authenticator // nil when auth is off
+	eng  gnet.Engine
+	addr net.Addr
+
+	booted   chan struct{}
+	done     chan error
+	died     chan error  // gnet stopped without Shutdown (see Died)
+	serving  atomic.Bool // OnBoot ran
+	deadErr  atomic.Pointer[error]
+	tick     time.Duration // OnTick's period
+	conns    sync.Map      // *tcpConn -> struct{}
+	nconns   atomic.Int64
+	inflight atomic.Int64
+	draining atomic.Bool
+
+	releaseProcs func()
+
+	// afterReply, set only by tests, runs in every job's finish right
+	// after the reply reached the connection's buffer: a test holds the
+	// answering goroutine there, where a loaded machine may preempt it.
+	afterReply func(*tcpConn)
+}
+
+// New returns a server for e; Start runs it.
+func New(cfg Config, e *engine.Engine) (*Server, error) {
+	cfg.setDefaults()
+	if cfg.MaxFrameBytes < protocol.MinMaxFrame {
+		return nil, fmt.Errorf("netserver: MaxFrameBytes %d is below %d", cfg.MaxFrameBytes, protocol.MinMaxFrame)
+	}
+	tick := time.Second
+	for _, d := range []time.Duration{cfg.IdleTimeout, cfg.FrameTimeout} {
+		if d > 0 {
+			tick = min(tick, max(d/4, 10*time.Millisecond))
+		}
+	}
+	s := &Server{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
+		died: make(chan error, 1), tick: tick}
+	if cfg.Auth.Enabled {
+		a, err := netserver.NewAuthenticator(cfg.Auth)
+		if err != nil {
+			return nil, err
+		}
+		s.auth = a
+	}
+	return s, nil
+}
+
+// Start listens and serves in the background; it returns once the server
+// accepts connections (or failed to start).
+func (s *Server) Start() error {
+	if !s.cfg.FixedProcs {
+		s.releaseProcs = reserveProcs(s.cfg.Loops)
+	}
+	go func() {
+		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(s.cfg.Loops),
+			gnet.WithReusePort(false),
+			gnet.WithReuseAddr(true), // a restarted broker takes its port back at once
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTicker(true),
+			gnet.WithLogger(gnetLogger{s.log}),
+		)
+		if !s.draining.Load() && s.serving.Load() {
+			// gnet ends its engine on an accept error it does not retry
+			// (EMFILE past the descriptor limit): a door that died.
+			if err == nil {
+				err = errors.New("gnet stopped")
+			}
+			s.log.Error("the TCP door stopped", "addr", s.cfg.Addr, "err", err)
+			derr := fmt.Errorf("netserver: the TCP door on %s stopped: %w", s.cfg.Addr, err)
+			s.deadErr.Store(&derr)
+			s.died <- derr
+		}
+		s.done <- err
+	}()
+	select {
+	case <-s.booted:
+		return nil
+	case err := <-s.done:
+		if err == nil {
+			err = errors.New("netserver: gnet stopped at start")
+		}
+		s.release()
+		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, err)
+	}
+}
+
+// Died delivers an error if the server stops serving without Shutdown (its
+// event loops ended: gnet ends them on an accept error such as EMFILE). The
+// process should then exit rather than limp on with one door.
+func (s *Server) Died() <-chan error { return s.died }
+
+// Healthy reports why the server does not serve (not started, died), or nil.
+func (s *Server) Healthy() error {
+	if p := s.deadErr.Load(); p != nil {
+		return *p
+	}
+	if !s.serving.Load() {
+		return errors.New("netserver: the TCP door is not serving")
+	}
+	return nil
+}
+
+// Addr is the address the server listens on (with the real port when the
+// configured one was 0).
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Shutdown stops taking requests, answers parked long polls (empty), waits
+// until every request in flight has been answered (their journal commits
+// done and replies written) or ctx ends, then closes every connection.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.conns.Range(func(k, _ any) bool {
+		k.(*tcpConn).cancelWaiters()
+		return true
+	})
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			s.eng.Stop(context.Background())
+			s.release()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	// Let the loops write what the last replies put in the buffers.
+	s.conns.Range(func(k, _ any) bool {
+		k.(*tcpConn).c.Wake(nil)
+		return true
+	})
+	err := s.eng.Stop(ctx)
+	<-s.done
+	s.release()
+	return err
+}
+
+// release gives back the Ps Start reserved.
+func (s *Server) release() {
+	if s.releaseProcs != nil {
+		s.releaseProcs()
+	}
+}
+
+// OnBoot records the engine and the bound address.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	if fd, err := eng.Dup(); err == nil {
+		if sa, err := syscall.Getsockname(fd); err == nil {
+			s.addr = sockaddrToTCP(sa)
+		}
+		syscall.Close(fd)
+	}
+	s.serving.Store(true)
+	close(s.booted)
+	return gnet.None
+}
+
+// OnShutdown does nothing: Shutdown did the work.
+func (s *Server) OnShutdown(gnet.Engine) {}
+
+// OnOpen admits a connection, or refuses it past MaxConns.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if s.nconns.Add(1) > int64(s.cfg.MaxConns) || s.draining.Load() {
+		s.nconns.Add(-1)
+		msg := fmt.Sprintf("too many connections (limit %d)", s.cfg.MaxConns)
+		if s.draining.Load() {
+			msg = "server shutting down"
+		}
+		return protocol.AppendError(nil, protocol.OpHello, 0, protocol.CodeOverloaded, msg), gnet.Close
+	}
+	tc := &tcpConn{s: s, c: c}
+	tc.opened = time.Now().UnixNano()
+	tc.lastActive.Store(tc.opened)
+	c.SetContext(tc)
+	s.conns.Store(tc, struct{}{})
+	return nil, gnet.None
+}
+
+// OnClose forgets the connection and withdraws its parked long polls, so a
+// vanished client takes no messages with it.
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	tc, ok := c.Context().(*tcpConn)
+	if !ok {
+		return gnet.None
+	}
+	tc.mu.Lock()
+	tc.closed = true
+	tc.out = nil
+	tc.mu.Unlock()
+	tc.cancelWaiters()
+	s.conns.Delete(tc)
+	s.nconns.Add(-1)
+	return gnet.None
+}
+
+// OnTraffic handles every complete frame in the connection's read buffer,
+// then writes every reply that is ready in one write.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	tc := c.Context().(*tcpConn)
+	now := time.Now().UnixNano()
+	tc.lastActive.Store(now)
+	tc.mu.Lock()
+	tc.inLoop = true
+	tc.mu.Unlock()
+	action := gnet.None
+	if c.OutboundBuffered() > s.cfg.MaxOutboundBytes {
+		tc.overflow()
+		return gnet.Close
+	}
+	if buf, _ := c.Peek(-1); len(buf) > 0 {
+		off := 0
+		for off < len(buf) {
+			f, n, err := protocol.ReadFrame(buf[off:], s.cfg.MaxFrameBytes)
+			if errors.Is(err, protocol.ErrShort) {
+				break
+			}
+			if err != nil || f.IsReply() {
+				// A frame that cannot be handled closes the connection: an
+				// oversized or malformed one cannot be skipped reliably, and
+				// an unknown opcode means the client speaks something else.
+				if err == nil {
+					err = protocol.NewError(protocol.CodeMalformed, "a client sent a reply frame")
+				}
+				tc.mu.Lock()
+				tc.out = protocol.AppendErr(tc.out, f.Op, f.ID, err)
+				tc.mu.Unlock()
+				action = gnet.Close
+				off = len(buf)
+				break
+			}
+			if !tc.handle(f) {
+				action = gnet.Close
+				off = len(buf)
+				break
+			}
+			off += n
+		}
+		if off > 0 { // Discard(0) would drop the whole buffer, partial frame included
+			c.Discard(off)
+		}
+		// Slow-loris watch: since when has part of a frame waited without
+		// any frame completing?
+		switch {
+		case off == len(buf):
+			tc.partialSince.Store(0)
+		case off > 0 || tc.partialSince.Load() == 0:
+			tc.partialSince.Store(now)
+		}
+	}
+	tc.mu.Lock()
+	out := tc.out
+	if len(out) > 0 { // an empty out keeps its capacity where it is
+		tc.out, tc.spare = tc.spare[:0], nil
+	}
+	tc.woke, tc.inLoop = false, false
+	tc.mu.Unlock()
+	if len(out) > 0 {
+		c.Write(out)
+		tc.mu.Lock()
+		if !tc.closed {
+			tc.spare = out[:0]
+			if cap(tc.spare) > 1<<20 {
+				tc.spare = nil
+			}
+		}
+		tc.mu.Unlock()
+	}
+	if c.OutboundBuffered() > s.cfg.MaxOutboundBytes {
+		tc.overflow()
+		return gnet.Close
+	}
+	return action
+}
+
+// OnTick closes idle connections, connections that do not say Hello in
+// time, and connections that trickle a frame (FrameTimeout).
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	now := time.Now()
+	idle, frame := int64(-1), int64(-1)
+	if s.cfg.IdleTimeout > 0 {
+		idle = now.Add(-s.cfg.IdleTimeout).UnixNano()
+	}
+	if s.cfg.FrameTimeout > 0 {
+		frame = now.Add(-s.cfg.FrameTimeout).UnixNano()
+	}
+	s.conns.Range(func(k, _ any) bool {
+		tc := k.(*tcpConn)
+		why := ""
+		switch {
+		case tc.inflight.Load() == 0 && tc.lastActive.Load() < idle:
+			why = "idle"
+		case !tc.greeted.Load() && tc.opened < frame:
+			why = "no Hello within FrameTimeout"
+		case tc.partialSince.Load() != 0 && tc.partialSince.Load() < frame:
+			why = "a frame not completed within FrameTimeout"
+		}
+		if why != "" {
+			if why != "idle" {
+				s.log.Info("closing a slow connection", "remote", tc.c.RemoteAddr(), "why", why)
+			}
+			tc.c.Close()
+		}
+		return true
+	})
+	return s.tick, gnet.None
+}
+
+func sockaddrToTCP(sa syscall.Sockaddr) net.Addr {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	case *syscall.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	}
+	return nil
+}
+
+// gnetLogger routes gnet's logs to slog.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "from", "gnet") }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "from", "gnet") }
+
+// Connections is the number of open connections.
+func (s *Server) Connections() int { return int(s.nconns.Load()) }
+
+// InFlight is the number of requests received and not yet answered, parked
+// long polls included.
+func (s *Server) InFlight() int { return int(s.inflight.Load()) }

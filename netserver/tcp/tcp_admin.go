@@ -1,0 +1,212 @@
+package tcp
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// admin serves the operator requests. They may wait (a seek waits for its
+// journal commit, a queue's description walks its partitions), so each runs
+// on its own goroutine and answers through the reply buffer.
+func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
+	req := protocol.NewRequest(op)
+	if req == nil {
+		tc.send(errReply{op, id, protocol.ErrUnknownOp})
+		return false
+	}
+	if err := req.Decode(body); err != nil {
+		tc.send(errReply{op, id, err})
+		return false
+	}
+	// req is a fresh value: its arena is its own for as long as the
+	// goroutine below needs it (and finish may poison it after).
+	decoded, _ := req.(interface{ Poison() })
+	j := &adminJob{op: op, req: req}
+	if !j.begin(tc, op, id, decoded) {
+		return true
+	}
+	peer := adminPeer{minor: tc.minor, maxReply: tc.maxReply}
+	go func() {
+		j.reply, j.err = tc.s.adminOp(req, peer)
+		j.finish(j)
+	}()
+	return true
+}
+
+// adminPeer is what an operator request's answer depends on of its client:
+// the protocol minor version it said (what fields it reads) and the frame
+// size it reads.
+type adminPeer struct {
+	minor    uint16
+	maxReply int
+}
+
+// adminJob is one operator request, served on a goroutine of its own.
+type adminJob struct {
+	job
+	op    protocol.Op
+	req   protocol.Body
+	reply protocol.Body
+	err   error
+}
+
+func (j *adminJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{j.op, j.id, j.err}.appendTo(dst)
+	}
+	return bodyReply{j.id, j.reply}.appendTo(dst)
+}
+
+func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, error) {
+	e := s.e
+	switch r := req.(type) {
+	case *protocol.ConfigureRequest:
+		res, err := e.Configure(context.Background(), r.Queue, toEngineOptions(&r.Options))
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.ConfigureReply{QueueID: protocol.UUID(res.QueueID), PartitionID: protocol.UUID(res.PartitionID),
+			Created: res.Created, Options: fromEngineOptions(&res.Options)}, nil
+	case *protocol.QueueInfoRequest:
+		return s.queueInfo(r, peer)
+	case *protocol.QueueListRequest:
+		return s.queueList(r, peer)
+	case *protocol.DeleteQueueRequest:
+		ok, err := e.DeleteQueue(context.Background(), r.Queue)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DeleteQueueReply{Existed: ok}, nil
+	case *protocol.SeekRequest:
+		n, err := e.Seek(context.Background(), r.Queue, r.Group, r.Partition, engine.SeekTarget{ToEnd: r.ToEnd, Time: time.Unix(0, r.Time)})
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.SeekReply{PartitionsMoved: uint64(n)}, nil
+	case *protocol.DeleteGroupRequest:
+		n, err := e.DeleteGroup(context.Background(), r.Queue, r.Group)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DeleteGroupReply{QueuesAffected: uint64(n)}, nil
+	case *protocol.DLQListRequest:
+		// A page holds what fits the client's frame (the total tells it
+		// that more follow).
+		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset),
+			MaxBytes: peer.maxReply - protocol.HeaderSize - 20}
+		if r.From != 0 {
+			f.From = time.Unix(0, r.From)
+		}
+		if r.To != 0 {
+			f.To = time.Unix(0, r.To)
+		}
+		entries, total, err := e.DLQ(f)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DLQListReply{Total: uint64(total), Entries: fromEngineDLQ(entries)}, nil
+	case *protocol.DLQRedriveRequest:
+		f, ids := toEngineDLQSelect(&r.DLQSelect)
+		red, err := e.RedriveDLQ(context.Background(), f, ids)
+		if err != nil {
+			return nil, err
+		}
+		out := &protocol.DLQRedriveReply{Items: make([]protocol.Redriven, len(red))}
+		for i, x := range red {
+			out.Items[i] = protocol.Redriven{Entry: protocol.UUID(x.Entry), MessageID: protocol.UUID(x.MessageID),
+				PartitionID: protocol.UUID(x.PartitionID), Queue: x.Queue, Partition: x.Partition}
+		}
+		return out, nil
+	case *protocol.DLQPurgeRequest:
+		f, ids := toEngineDLQSelect(&r.DLQSelect)
+		n, err := e.PurgeDLQ(context.Background(), f, ids)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DLQPurgeReply{Purged: uint64(n)}, nil
+	case *protocol.StatsRequest:
+		st := e.Stats()
+		out := &protocol.StatsReply{
+			Queues: uint64(st.Queues), Pushed: st.Pushed, Popped: st.Popped, Acked: st.Acked,
+			DeadLettered: st.DeadLettered, CacheBytes: st.CacheBytes, Connections: uint64(s.nconns.Load()),
+		}
+		if s.cfg.JournalStats != nil {
+			j := s.cfg.JournalStats()
+			out.Fsyncs, out.FsyncNanos, out.BytesWritten, out.Entries = j.Fsyncs, j.FsyncNanosTotal, j.BytesWritten, j.Entries
+		}
+		return out, nil
+	}
+	return nil, protocol.ErrUnknownOp
+}
+
+// queueListPage is the queues a QueueList page holds when the request says
+// no limit (at most engine.MaxPartitionPage, the lists' maximum).
+const queueListPage = 1000
+
+// queueInfo answers a page of a queue's partitions: the request's (its
+// limit 0: engine.DefaultPartitionPage), or for a 1.1 client (which cannot
+// ask for more) the first engine.MaxPartitionPage; in both cases only what
+// fits the frame the client reads. The summary counts every partition; More (for 1.2 clients)
+// says that partitions follow.
+func (s *Server) queueInfo(r *protocol.QueueInfoRequest, peer adminPeer) (protocol.Body, error) {
+	qi, err := s.e.QueueSummary(r.Queue)
+	if err != nil {
+		return nil, err
+	}
+	req := engine.PageRequest{After: engine.UUID(r.After), Limit: int(r.Limit)}
+	if peer.minor < 2 {
+		req.Limit = engine.MaxPartitionPage // it cannot ask for the next page
+	}
+	pg, err := s.e.ViewPartitions(r.Queue, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &protocol.QueueInfoReply{QueueSummary: fromEngineQueue(&qi), Partitions: make([]protocol.PartitionInfo, 0, len(pg.Partitions))}
+	room := peer.maxReply - protocol.HeaderSize - protocol.QueueSummaryBytes(&out.QueueSummary) - 10 - 1
+	for i := range pg.Partitions {
+		p := fromEnginePartition(&pg.Partitions[i])
+		if peer.minor < 2 {
+			p.Lost = nil // the 1.2 tail
+		}
+		if room -= protocol.PartitionInfoBytes(&p); room < 0 && len(out.Partitions) > 0 {
+			break
+		}
+		out.Partitions = append(out.Partitions, p)
+	}
+	out.More = (pg.More || len(out.Partitions) < len(pg.Partitions)) && peer.minor >= 2
+	return out, nil
+}
+
+// queueList answers a page of the queues by name (each summed one
+// partition at a time), within the frame the client reads.
+func (s *Server) queueList(r *protocol.QueueListRequest, peer adminPeer) (protocol.Body, error) {
+	limit := engine.PageLimit(int(r.Limit), queueListPage, engine.MaxPartitionPage)
+	if peer.minor < 2 {
+		limit = engine.MaxPartitionPage // it cannot ask for the next page
+	}
+	heads := s.e.QueueHeads()
+	i, _ := slices.BinarySearchFunc(heads, r.After, func(v engine.QueueView, name string) int { return strings.Compare(v.Name, name) })
+	if i < len(heads) && r.After != "" && heads[i].Name == r.After {
+		i++
+	}
+	out := &protocol.QueueListReply{}
+	room := peer.maxReply - protocol.HeaderSize - 10 - 1
+	for ; i < len(heads) && len(out.Queues) < limit; i++ {
+		qi, err := s.e.QueueSummary(heads[i].Name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		q := fromEngineQueue(&qi)
+		if room -= protocol.QueueSummaryBytes(&q); room < 0 && len(out.Queues) > 0 {
+			break
+		}
+		out.Queues = append(out.Queues, q)
+	}
+	out.More = i < len(heads) && peer.minor >= 2
+	return out, nil
+}
