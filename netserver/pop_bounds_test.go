@@ -15,13 +15,14 @@ import (
 
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 )
 
 // TestLargestPayloadPopsOverBothDoors: the largest payload a push accepts
 // (one byte more is refused) is popped whole over TCP and over HTTP,
 // whichever door pushed it.
 func TestLargestPayloadPopsOverBothDoors(t *testing.T) {
-	if raceEnabled {
+	if testhooks.Race {
 		t.Skip("moves 16 MiB payloads: minutes under the race detector")
 	}
 	f := newTCP(t)

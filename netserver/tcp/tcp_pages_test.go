@@ -11,6 +11,7 @@ import (
 
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -180,6 +181,11 @@ func TestTCPQueueInfoPages(t *testing.T) {
 func TestTCPDLQPagesFitTheFrame(t *testing.T) {
 	f := newTCP(t)
 	ctx := ctx5(t)
+	if testhooks.Race { // 20 MiB through the journal and the DLQ: over 10 s under the race detector
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+		t.Cleanup(cancel)
+	}
 	big := []byte(strings.Repeat("d", 1<<20))
 	for i := 0; i < 20; i++ {
 		if _, err := f.c.Queue("fat").Push(ctx, big); err != nil {

@@ -1,5 +1,0 @@
-//go:build !race
-
-package netserver_test
-
-const raceEnabled = false
