@@ -11,6 +11,7 @@ import (
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
@@ -70,7 +71,7 @@ func newTCP(t *testing.T, mods ...func(*tcp.Config)) *tcpFixture {
 }
 
 func ctx5(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhooks.Patience(10*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -17,6 +18,9 @@ import (
 // saying it was cut short but the last; with autoAck none is lost, and with
 // leases every one is acked once.
 func TestTCPPopRepliesFitTheFrame(t *testing.T) {
+	if testhooks.Race {
+		t.Skip("moves 30 MiB twice: minutes under the race detector")
+	}
 	for _, autoAck := range []bool{true, false} {
 		t.Run(fmt.Sprintf("autoAck=%v", autoAck), func(t *testing.T) {
 			f := newTCP(t)

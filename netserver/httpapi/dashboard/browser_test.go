@@ -35,6 +35,7 @@ import (
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 )
 
 func chromiumPath() string {
@@ -105,7 +106,7 @@ func startBroker(t *testing.T, auth netserver.AuthConfig) *broker {
 		e.Close()
 		j.Close()
 	})
-	return &broker{t: t, url: "http://" + l.Addr().String(), c: &http.Client{Timeout: 10 * time.Second}}
+	return &broker{t: t, url: "http://" + l.Addr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
 }
 
 type obj = map[string]any
