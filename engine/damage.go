@@ -241,7 +241,7 @@ func (e *Engine) checkJournalStart(sv Salvager) error {
 	}
 	if e.sv == nil {
 		return fmt.Errorf("engine: there is no snapshot and the journal starts at entry %d: %w "+
-			"(salvage, regent serve --salvage, rebuilds what the rest holds and reports what was lost)", starts[0], err)
+			"(a salvage rebuilds what the rest holds and reports what was lost)", starts[0], err)
 	}
 	e.log.Error("recovery SALVAGE: there is no snapshot and the journal starts after entry 1: what only the entries before held is lost",
 		"first_entry", starts[0], "lost_entries", fmt.Sprintf("1..%d", starts[0]-1))
@@ -269,7 +269,7 @@ func (e *Engine) checkChunks(sv Salvager) error {
 				}
 				if e.sv == nil {
 					return fmt.Errorf("engine: %s/%s: messages from offset %d are in a journal entry that is not whole: %w "+
-						"(salvage, regent serve --salvage, passes over them and reports them lost)", q.name, p.name, c.first, err)
+						"(a salvage passes over them and reports them lost)", q.name, p.name, c.first, err)
 				}
 				e.dropChunk(c)
 				c.pos = lostPos

@@ -123,7 +123,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 	var key uint64
 	if q.options().EncryptionEnabled {
 		if e.aead == nil {
-			e.failRun(res, fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
+			e.failRun(res, fmt.Errorf("%w: queue %q asks for encryption and no encryption key is configured", ErrEncryption, q.name))
 			return pushTouch{}, nil, false
 		}
 		flags |= flagEncrypted

@@ -129,7 +129,7 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 			return fail(err)
 		}
 		if q.options().EncryptionEnabled && e.aead == nil {
-			return fail(fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
+			return fail(fmt.Errorf("%w: queue %q asks for encryption and no encryption key is configured", ErrEncryption, q.name))
 		}
 		name := it.Partition
 		if name == "" {
