@@ -6,28 +6,6 @@ import (
 	"sync"
 )
 
-// Ack states kept per message inside a lease: the status asked for, plus a
-// flag when the message ended in the dead-letter queue (a dlq ack, or a
-// failed ack with no retries left).
-const stDeadFlag uint8 = 8
-
-func wantStatus(s AckStatus) uint8 {
-	switch s {
-	case Completed:
-		return stCompleted
-	case FailedAck:
-		return stFailed
-	case Retry:
-		return stRetry
-	case DLQ:
-		return stDead
-	}
-	return stNone
-}
-
-// finished reports whether the cursor may pass a message with this state.
-func finished(st uint8) bool { return st == stCompleted || st&stDeadFlag != 0 }
-
 // DLQEntry is a dead-lettered message as listing returns it.
 type DLQEntry struct {
 	ID         UUID    // the entry's own id: redrive and purge name it
@@ -249,26 +227,10 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 		l.status[i] = stRetry
 		l.released = true
 	}
-	for pg.cursor < l.to && finished(l.status[pg.cursor-l.from]) {
-		pg.cursor++
-	}
+	advanceCursor(pg, l)
 	a.dropRetriesBelow(pg.cursor)
 	r.LeaseReleased = l.released || l.nDone == len(l.status)
 	return true, nil
-}
-
-func statusName(s uint8) string {
-	switch s &^ stDeadFlag {
-	case stCompleted:
-		return "completed"
-	case stFailed:
-		return "failed"
-	case stRetry:
-		return "retry"
-	case stDead:
-		return "dlq"
-	}
-	return "none"
 }
 
 // leaseMsgs caches the messages of the lease an ack run looks into, so that

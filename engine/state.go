@@ -219,34 +219,6 @@ func (a *pgActive) dropRetriesBelow(cursor uint64) {
 	}
 }
 
-// ack states inside a lease.
-const (
-	stNone uint8 = iota
-	stCompleted
-	stFailed
-	stRetry
-	stDead
-)
-
-// lease is a consumer's claim on messages [from, to) of one partition for one
-// group. A pop over several partitions gives them all the same id.
-type lease struct {
-	id       UUID
-	p        *partition
-	gidx     int
-	from     uint64
-	to       uint64
-	expires  int64
-	status   []uint8
-	nDone    int
-	ended    bool
-	released bool // a failed or retry ack gave the rest of the lease back
-	timer    timer
-	set      *leaseSet
-}
-
-func (l *lease) statusAt(off uint64) uint8 { return l.status[off-l.from] }
-
 // group is a consumer group's view of one queue.
 type group struct {
 	q       *queue
@@ -311,48 +283,4 @@ type stripe struct {
 	wheel wheel
 	ended endedLeases
 	_     [64]byte
-}
-
-// endedLeases remembers recently ended leases (a bounded ring per stripe)
-// so that an ack repeated after its lease ended answers as it did the first
-// time (idempotent acks). Only what that needs is kept.
-type endedLeases struct {
-	m    map[endedKey]endedLease
-	ring []endedKey
-	head int
-}
-
-type endedKey struct {
-	id UUID
-	p  *partition
-}
-
-type endedLease struct {
-	from   uint64
-	status []uint8
-}
-
-const endedPerStripe = 512
-
-func (el *endedLeases) add(l *lease) {
-	if el.m == nil {
-		el.m = make(map[endedKey]endedLease)
-		el.ring = make([]endedKey, endedPerStripe)
-	}
-	k := endedKey{l.id, l.p}
-	if old := el.ring[el.head]; old.p != nil {
-		delete(el.m, old)
-	}
-	el.ring[el.head] = k
-	el.head = (el.head + 1) % len(el.ring)
-	el.m[k] = endedLease{from: l.from, status: l.status}
-}
-
-// get returns a read-only view of an ended lease, or nil.
-func (el *endedLeases) get(id UUID, p *partition) *lease {
-	en, ok := el.m[endedKey{id, p}]
-	if !ok {
-		return nil
-	}
-	return &lease{id: id, p: p, from: en.from, to: en.from + uint64(len(en.status)), status: en.status, ended: true}
 }
