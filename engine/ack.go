@@ -126,7 +126,7 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, 
 		if !changed || (i < len(items)-1 && deadBytes < e.cfg.MaxRecordBytes) {
 			continue
 		}
-		if _, err := e.appendPart(e.effectRecord(p, g, pg, dead), pend); err != nil {
+		if _, err := e.appendHeld(e.effectRecord(p, g, pg, dead), pend); err != nil {
 			before.restore()
 			for k := start; k < len(items); k++ {
 				res[k] = AckResult{Err: err, Queue: p.q.name, Partition: p.name}

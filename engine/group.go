@@ -198,7 +198,7 @@ func (e *Engine) DeleteGroup(ctx context.Context, queueName, name string) (int, 
 			q.mu.Unlock()
 			continue
 		}
-		if _, err := e.appendPart(encodeGroupDel(q, name), pend); err != nil {
+		if _, err := e.appendHeld(encodeGroupDel(q, name), pend); err != nil {
 			q.mu.Unlock()
 			if n == 0 {
 				return 0, err

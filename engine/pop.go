@@ -407,7 +407,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		if a != nil {
 			ef.retries, ef.blockedUntil = retriesFrom(a.retries, to), a.blockedUntil
 		}
-		if _, err := e.appendPart(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
+		if _, err := e.appendHeld(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
 			e.putBack(p, c, pg)
 			return out[:start], err
 		}
@@ -577,19 +577,4 @@ func retriesFrom(rs []retryCount, cursor uint64) []retryCount {
 		k++
 	}
 	return rs[k:]
-}
-
-// effectRecord encodes pg's state as an effect record, with dead-letter
-// entries filed by the change.
-func (e *Engine) effectRecord(p *partition, g *group, pg *pgState, dead []deadEntry) []byte {
-	ef := effect{queueID: p.q.id, seq: p.seq, group: g.name, cursor: pg.cursor, dead: dead}
-	if a := pg.act; a != nil {
-		ef.retries = a.retries
-		ef.blockedUntil = a.blockedUntil
-	}
-	size := 64 + len(g.name) + 4*len(ef.retries)
-	for i := range dead {
-		size += 64 + len(dead[i].err) + len(dead[i].m.txn) + len(dead[i].m.trace) + len(dead[i].m.payload)
-	}
-	return appendEffect(make([]byte, 0, size), &ef)
 }

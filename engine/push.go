@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -235,7 +234,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 			m.pay, m.payLen = uint32(len(b)-len(it.Payload)), uint32(len(it.Payload))
 		}
 	}
-	pos, err := e.appendPart(b, pend)
+	pos, err := e.appendHeld(b, pend)
 	if err != nil {
 		for i := range res {
 			if res[i].Status == Queued {
@@ -287,25 +286,6 @@ func (s *runTxns) find(items []PushItem, res []PushResult, txn string) int {
 		}
 	}
 	return -1
-}
-
-// appendPart journals rec as one of pend's appends. A record the journal
-// refuses is that part's error only: pend's completion does not see it (the
-// caller answers for the part, undoes what it changed, and fails the whole
-// call only if nothing of it was kept).
-func (e *Engine) appendPart(rec []byte, pend *pending) (uint64, error) {
-	done := pend.hold()
-	pos, err := e.append(rec, done)
-	if err != nil {
-		done(nil)
-	}
-	return pos, err
-}
-
-// isRefusal reports whether err is the journal refusing one record (see
-// refused): the request may be tried again, nothing of it was kept.
-func isRefusal(err error) bool {
-	return errors.Is(err, ErrOverloaded) || errors.Is(err, ErrJournal) || errors.Is(err, ErrTooLarge)
 }
 
 // applyPushMem adds messages [first, first+len(refs)) to p: a chunk in the

@@ -186,7 +186,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 					minLive = c.pos
 				}
 			}
-			b = appendPartition(b, p, groups)
+			b = appendHeldition(b, p, groups)
 		}
 		q.dlqMu.Lock()
 		b = appendUvarint(b, uint64(len(q.dlq)))
@@ -202,7 +202,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 	return b, pos, minLive
 }
 
-func appendPartition(b []byte, p *partition, groups []*group) []byte {
+func appendHeldition(b []byte, p *partition, groups []*group) []byte {
 	b = appendUvarint(b, p.seq)
 	b = appendStr(b, p.name)
 	b = appendUvarint(b, p.next)

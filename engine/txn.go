@@ -357,7 +357,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		}
 		done(t.res, err)
 	})
-	pos, err := e.appendPart(rec, pend)
+	pos, err := e.appendHeld(rec, pend)
 	if err != nil {
 		undo()
 		done(TxnResult{}, err)
