@@ -6,15 +6,6 @@ import (
 	"sync"
 )
 
-// DLQEntry is a dead-lettered message as listing returns it.
-type DLQEntry struct {
-	ID         UUID    // the entry's own id: redrive and purge name it
-	Message    Message // Payload included (in clear); LeaseID zero; Group is the group it failed in
-	Error      string
-	RetryCount int
-	FailedAt   int64 // Unix nanoseconds
-}
-
 // AckAsync applies acks in order and fills res (len(res) >= len(items)).
 // done runs once every change is durable; a refused ack is not an error of
 // the call (its res entry says why). When the journal refuses the record of
@@ -296,30 +287,6 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 		}
 	}
 	return 0, false
-}
-
-// deadFor builds the dead-letter entry of p's message at off.
-func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errText string) deadEntry {
-	d := deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: own(errText)}
-	if m, err := e.msgAt(p, off); err == nil {
-		d.m = m
-	} else {
-		e.log.Error("dead-letter: message unreadable", "queue", p.q.name, "partition", p.name, "offset", off, "err", err)
-	}
-	return d
-}
-
-// fileDead adds journaled dead-letter entries to the queue's DLQ.
-func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
-	if len(dead) == 0 {
-		return
-	}
-	p.q.dlqMu.Lock()
-	for i := range dead {
-		p.q.dlq = append(p.q.dlq, dlqItem{deadEntry: dead[i], p: p, group: g.name})
-	}
-	p.q.dlqMu.Unlock()
-	e.stats.deadLettered.Add(uint64(len(dead)))
 }
 
 // settle ends pg's lease when it is released or fully acked, arms a retry

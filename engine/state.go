@@ -42,15 +42,6 @@ func (q *queue) groupList() []*group {
 	return nil
 }
 
-// dlqItem is a dead-letter entry as the engine keeps it: the message as
-// stored (its payload still sealed when the queue encrypts), its partition
-// and its group.
-type dlqItem struct {
-	deadEntry
-	p     *partition
-	group string
-}
-
 // partition is an ordered lane of a queue. Everything in it is guarded by its
 // stripe's lock.
 type partition struct {
