@@ -156,6 +156,53 @@ const noCursor = ^uint64(0)
 
 func (pg *pgState) init() bool { return pg.cursor != noCursor }
 
+// saved is a (group, partition) state before an ack run or a transaction
+// touched it: restore puts it back when the journal refuses their record.
+type saved struct {
+	pg       *pgState
+	cursor   uint64
+	hadAct   bool
+	retries  []retryCount
+	blocked  int64
+	lease    *lease
+	status   []uint8
+	nDone    int
+	released bool
+}
+
+func save(pg *pgState) *saved {
+	s := &saved{pg: pg, cursor: pg.cursor}
+	if a := pg.act; a != nil {
+		s.hadAct = true
+		s.retries = append([]retryCount(nil), a.retries...)
+		s.blocked = a.blockedUntil
+		if l := a.lease; l != nil {
+			s.lease = l
+			s.status = append([]uint8(nil), l.status...)
+			s.nDone = l.nDone
+			s.released = l.released
+		}
+	}
+	return s
+}
+
+func (s *saved) restore() {
+	pg := s.pg
+	pg.cursor = s.cursor
+	if a := pg.act; a != nil && s.hadAct {
+		a.retries = s.retries
+		if len(a.retries) == 0 {
+			a.retries = nil
+		}
+		a.blockedUntil = s.blocked
+		if l := s.lease; l != nil {
+			copy(l.status, s.status)
+			l.nDone = s.nDone
+			l.released = s.released
+		}
+	}
+}
+
 // pgActive holds what only a busy (group, partition) needs.
 type pgActive struct {
 	lease        *lease

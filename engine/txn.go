@@ -180,19 +180,6 @@ func (t *txn) abort() {
 	}
 }
 
-// saved is a (group, partition) state before a transaction touched it.
-type saved struct {
-	pg       *pgState
-	cursor   uint64
-	hadAct   bool
-	retries  []retryCount
-	blocked  int64
-	lease    *lease
-	status   []uint8
-	nDone    int
-	released bool
-}
-
 // run applies the transaction. It reports false, having changed nothing,
 // when it must be resolved again (a partition it resolved was forgotten, or
 // a queue it would create was created by someone else meanwhile).
@@ -407,39 +394,6 @@ func encodeTxn(subs [][]byte) []byte {
 		rec = appendBytes(rec, s)
 	}
 	return rec
-}
-
-func save(pg *pgState) *saved {
-	s := &saved{pg: pg, cursor: pg.cursor}
-	if a := pg.act; a != nil {
-		s.hadAct = true
-		s.retries = append([]retryCount(nil), a.retries...)
-		s.blocked = a.blockedUntil
-		if l := a.lease; l != nil {
-			s.lease = l
-			s.status = append([]uint8(nil), l.status...)
-			s.nDone = l.nDone
-			s.released = l.released
-		}
-	}
-	return s
-}
-
-func (s *saved) restore() {
-	pg := s.pg
-	pg.cursor = s.cursor
-	if a := pg.act; a != nil && s.hadAct {
-		a.retries = s.retries
-		if len(a.retries) == 0 {
-			a.retries = nil
-		}
-		a.blockedUntil = s.blocked
-		if l := s.lease; l != nil {
-			copy(l.status, s.status)
-			l.nDone = s.nDone
-			l.released = s.released
-		}
-	}
 }
 
 func stripeIndex(base, s *stripe) uintptr {
