@@ -55,6 +55,10 @@ type Salvager interface {
 	// Check returns nil when the entry holding pos is held and whole, and
 	// otherwise an error naming it.
 	Check(pos uint64) error
+	// CheckFront returns nil when the journal still starts with its first
+	// record; otherwise the first entry it holds (for the report) and an
+	// error naming what is missing.
+	CheckFront() (first uint64, err error)
 }
 
 // lostPos is the position of a lost chunk: its messages were lost to
@@ -231,20 +235,19 @@ func (e *Engine) salvagedGroup(q *queue, name string) *group {
 // segment files, and with them what they created (queues, groups, the
 // first messages). Salvaging, it says so and goes on.
 func (e *Engine) checkJournalStart(sv Salvager) error {
-	starts := e.j.SegmentStarts()
-	if sv == nil || len(starts) == 0 || starts[0] <= 1 {
+	if sv == nil {
 		return nil
 	}
-	err := sv.Check(1 << 20) // entry 1
+	first, err := sv.CheckFront()
 	if err == nil {
 		return nil
 	}
 	if e.sv == nil {
 		return fmt.Errorf("engine: there is no snapshot and the journal starts at entry %d: %w "+
-			"(a salvage rebuilds what the rest holds and reports what was lost)", starts[0], err)
+			"(a salvage rebuilds what the rest holds and reports what was lost)", first, err)
 	}
 	e.log.Error("recovery SALVAGE: there is no snapshot and the journal starts after entry 1: what only the entries before held is lost",
-		"first_entry", starts[0], "lost_entries", fmt.Sprintf("1..%d", starts[0]-1))
+		"first_entry", first, "lost_entries", fmt.Sprintf("1..%d", first-1))
 	return nil
 }
 

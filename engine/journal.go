@@ -30,10 +30,17 @@ type Journal interface {
 	LoadSnapshot() (pos uint64, data []byte, ok bool, err error)
 	// WriteSnapshot stores a snapshot covering every record up to pos.
 	WriteSnapshot(pos uint64, data []byte) error
-	// SegmentStarts lists the first index of each segment; TruncateFront
-	// drops the segments before index. Indexes are positions >> 20.
-	SegmentStarts() []uint64
-	TruncateFront(index uint64) error
+	// Release lets the journal drop what the engine no longer needs: every
+	// record up to covered is in an older snapshot (0: none), which stays a
+	// fallback, so what a replay after covered reads stays; the record at
+	// live is the oldest that holds messages still kept (0: none), and it
+	// stays. The journal picks what goes (whole segments, for the log).
+	Release(covered, live uint64) error
+	// OldestSegment returns the positions [from, to) of the records the
+	// journal would drop first, and whether Release could drop them at all
+	// (something follows them). The engine copies the few live records in
+	// there forward (compact.go).
+	OldestSegment() (from, to uint64, ok bool)
 	// Err reports why the journal refuses records now: a failure (a write or
 	// fsync that failed; sticky), or a passing condition: an error matching
 	// syscall.ENOSPC (disk full) or syscall.EAGAIN (out of descriptors).
@@ -42,9 +49,6 @@ type Journal interface {
 	// without the journal writing any (a stuck disk or committer).
 	Stalled(after time.Duration) error
 }
-
-// posIndex is the journal entry index of a position (see package log).
-func posIndex(p uint64) uint64 { return p >> 20 }
 
 // check refuses changes after Close or after the journal failed.
 //

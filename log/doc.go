@@ -189,4 +189,10 @@
 // (the crash harness must catch it); see debug.go.
 //
 // Retention drops whole segments only: TruncateFront takes a segment start.
+// The engine does not know segments or the position layout: it says what it
+// still needs (Release: what an older snapshot covers, the oldest record
+// holding live messages) and the log picks the segments that go;
+// OldestSegment gives the position range of the oldest segment, for copying
+// its few live records forward; CheckFront says whether entry 1 is still
+// held.
 package log
