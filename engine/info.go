@@ -85,57 +85,55 @@ func (e *Engine) QueueSummary(name string) (QueueInfo, error) {
 	return e.queueInfo(q, false), nil
 }
 
+// queueInfo builds a QueueInfo from the browse views (browse.go, pages.go):
+// the queue's head, then one partition view at a time (reused), summed; with
+// detail, each partition's view is kept as a PartitionInfo. A summary reads
+// no group state.
 func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
-	qi := QueueInfo{Name: q.name, ID: partitionID(q.id, 0), Created: q.created, Options: *q.options()}
-	groups := q.groupList()
-	for _, g := range groups {
-		if g != nil {
-			qi.Groups = append(qi.Groups, g.name)
+	v := e.queueHead(q)
+	qi := QueueInfo{Name: v.Name, ID: v.ID, Created: v.Created, Options: v.Options, DeadLetters: v.DeadLetters}
+	for _, g := range v.Groups {
+		qi.Groups = append(qi.Groups, g.Name)
+	}
+	var groups []*group // a partition's groups, in the order QueueInfo lists them
+	if detail {
+		for _, g := range q.groupList() {
+			if g != nil {
+				groups = append(groups, g)
+			}
 		}
 	}
-	sort.Strings(qi.Groups)
+	var pv PartitionView
 	q.eachPartition(func(p *partition) bool {
+		e.viewPartitionInto(p, groups, &pv)
 		qi.Partitions++
-		p.st().mu.Lock()
-		low := p.low()
-		qi.Messages += p.next - low
-		if p.lost > 0 {
-			n := p.lostCount()
+		qi.Messages += pv.Next - pv.Low
+		for _, r := range pv.Lost {
+			n := r.Last - r.First + 1
 			qi.LostMessages += n
 			qi.Messages -= n // held: lost offsets are not
 		}
 		if detail {
-			pi := PartitionInfo{Name: p.name, ID: p.id(), Low: low, Next: p.next, Lost: p.lostRanges()}
-			if len(p.chunks) > 0 {
-				pi.Oldest, pi.Newest = p.chunks[0].ts, p.lastTS
-			}
-			for _, g := range groups {
-				if g == nil || g.idx >= len(p.groups) || !p.groups[g.idx].init() {
-					continue
-				}
-				pg := &p.groups[g.idx]
-				gc := GroupCursor{Group: g.name, Cursor: pg.cursor}
-				if p.next > pg.cursor {
-					gc.Lag = p.next - pg.cursor
-				}
-				if a := pg.act; a != nil {
-					if l := a.lease; l != nil {
-						gc.Leased, gc.LeaseID, gc.LeaseExpires = true, l.id, l.expires
-					}
-					gc.BlockedUntil = a.blockedUntil
-					gc.Retrying = len(a.retries)
-				}
-				pi.Groups = append(pi.Groups, gc)
-			}
-			qi.PartitionList = append(qi.PartitionList, pi)
+			qi.PartitionList = append(qi.PartitionList, partitionInfo(&pv))
 		}
-		p.st().mu.Unlock()
 		return true
 	})
-	q.dlqMu.Lock()
-	qi.DeadLetters = len(q.dlq)
-	q.dlqMu.Unlock()
 	return qi
+}
+
+// partitionInfo is the PartitionInfo of a partition's view.
+func partitionInfo(pv *PartitionView) PartitionInfo {
+	pi := PartitionInfo{Name: pv.Name, ID: pv.ID, Low: pv.Low, Next: pv.Next, Oldest: pv.Oldest, Newest: pv.Newest, Lost: pv.Lost}
+	for i := range pv.Groups {
+		gs := &pv.Groups[i]
+		gc := GroupCursor{Group: gs.Group, Cursor: gs.Cursor, Leased: gs.Leased, LeaseID: gs.LeaseID, LeaseExpires: gs.LeaseExpires,
+			BlockedUntil: gs.BlockedUntil, Retrying: gs.Retrying}
+		if pv.Next > gs.Cursor {
+			gc.Lag = pv.Next - gs.Cursor
+		}
+		pi.Groups = append(pi.Groups, gc)
+	}
+	return pi
 }
 
 // Stats are engine-wide counters since start.
