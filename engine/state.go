@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -274,51 +275,85 @@ type group struct {
 	deleted atomic.Bool
 }
 
-func (g *group) pushReady(a *pgActive) {
-	if g.rhead > 0 && g.rhead >= len(g.ready)/2 {
-		n := copy(g.ready, g.ready[g.rhead:])
-		clear(g.ready[n:])
-		g.ready = g.ready[:n]
-		g.rhead = 0
-	}
-	g.ready = append(g.ready, a)
-}
-
-// unpopReady puts back at the front of the ready list a partition that
-// popReady handed out and that was then not served (its journal record was
-// refused), so the list is exactly as it was.
-func (g *group) unpopReady(a *pgActive) {
-	if g.rhead > 0 {
-		g.rhead--
-		g.ready[g.rhead] = a
-		return
-	}
-	g.ready = append(g.ready, nil)
-	copy(g.ready[1:], g.ready)
-	g.ready[0] = a
-}
-
-func (g *group) popReady() *pgActive {
-	if g.rhead >= len(g.ready) {
-		return nil
-	}
-	a := g.ready[g.rhead]
-	g.ready[g.rhead] = nil
-	g.rhead++
-	if g.rhead == len(g.ready) {
-		g.ready = g.ready[:0]
-		if cap(g.ready) > 4096 {
-			g.ready = nil // a drained burst gives its memory back
-		}
-		g.rhead = 0
-	}
-	return a
-}
-
 // stripe guards a share of the partitions and owns a timer wheel.
 type stripe struct {
 	mu    sync.Mutex
 	wheel wheel
 	ended endedLeases
 	_     [64]byte
+}
+
+// group returns the named group of q, or nil.
+func (q *queue) group(name string) *group {
+	q.mu.RLock()
+	g := q.gnames[name]
+	q.mu.RUnlock()
+	return g
+}
+
+// pgFor returns g's state on p, deciding its cursor by the group's
+// subscription the first time. Caller holds p's stripe.
+func (e *Engine) pgFor(p *partition, g *group) *pgState {
+	if g.idx >= len(p.groups) {
+		n := len(p.q.groupList())
+		if n <= g.idx {
+			n = g.idx + 1
+		}
+		gs := make([]pgState, n)
+		copy(gs, p.groups)
+		for i := len(p.groups); i < n; i++ {
+			gs[i].cursor = noCursor
+		}
+		p.groups = gs
+	}
+	pg := &p.groups[g.idx]
+	if !pg.init() {
+		pg.cursor = p.startFor(g)
+	}
+	return pg
+}
+
+// low is the oldest offset p still holds.
+func (p *partition) low() uint64 {
+	if len(p.chunks) > 0 {
+		return p.chunks[0].first
+	}
+	return p.next
+}
+
+// startFor is where a group that has never read p starts: the oldest message
+// (all), the first message stamped after the group appeared (new), or the
+// first message stamped at or after the timestamp (from). Messages of one
+// chunk share a stamp, so a binary search over chunks is exact.
+func (p *partition) startFor(g *group) uint64 {
+	switch g.mode {
+	case SubNew:
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts > g.from })
+		if i == len(p.chunks) {
+			return p.next
+		}
+		return p.chunks[i].first
+	case SubFrom:
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts >= g.from })
+		if i == len(p.chunks) {
+			return p.next
+		}
+		return p.chunks[i].first
+	}
+	return p.low()
+}
+
+// active returns the busy state of pg, allocating it if needed.
+func (e *Engine) active(p *partition, g *group, pg *pgState) *pgActive {
+	if pg.act == nil {
+		pg.act = &pgActive{p: p, g: g}
+	}
+	return pg.act
+}
+
+// relax frees pg's busy state once it holds nothing.
+func relax(pg *pgState) {
+	if pg.act != nil && pg.act.idle() {
+		pg.act = nil
+	}
 }
