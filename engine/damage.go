@@ -113,15 +113,6 @@ func (p *partition) lostRanges() []OffsetRange {
 	return out
 }
 
-// lostCount is how many offsets of p were lost. Caller holds p's stripe.
-func (p *partition) lostCount() uint64 {
-	var n uint64
-	for _, r := range p.lostRanges() {
-		n += r.Last - r.First + 1
-	}
-	return n
-}
-
 // extendLost makes offsets [p.next, to) of p a lost chunk (recovery only).
 // Caller holds p's stripe.
 func (e *Engine) extendLost(p *partition, to uint64, ts int64) {
