@@ -81,6 +81,20 @@
 // timer wheel per stripe: O(1) to arm and cancel, intrusive (no allocation),
 // advanced by one ticker, or by Tick in tests that use a FakeClock.
 //
+// # Following an ack
+//
+// Ack and AckAsync (ack.go) find the partition (engine.go, which keeps the
+// tables) and take its stripe (state.go); ackOne checks the ack against the
+// live lease, or an ended one for a repeat, marks it and moves the cursor
+// (lease.go: the states, advanceCursor); dead letters are built and filed
+// by dlq.go; the change is encoded as one effect record and appended
+// (journal.go: effectRecord, appendHeld, pending; the format in record.go
+// and codec.go), or undone when the journal refuses it (state.go: save,
+// restore). settle then ends a finished lease (lease.go; its timer leaves
+// the wheel, wheel.go), tells the group what became deliverable (ready.go)
+// and shrinks the tail cache (cache.go, which refreshes depth.go's figures).
+// The answer comes when the last append pending holds is durable.
+//
 // # Reports
 //
 // What the transports list (partitions, dead letters) is read a page at a
