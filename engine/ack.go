@@ -6,37 +6,6 @@ import (
 	"sync"
 )
 
-// Ack states kept per message inside a lease: the status asked for, plus a
-// flag when the message ended in the dead-letter queue (a dlq ack, or a
-// failed ack with no retries left).
-const stDeadFlag uint8 = 8
-
-func wantStatus(s AckStatus) uint8 {
-	switch s {
-	case Completed:
-		return stCompleted
-	case FailedAck:
-		return stFailed
-	case Retry:
-		return stRetry
-	case DLQ:
-		return stDead
-	}
-	return stNone
-}
-
-// finished reports whether the cursor may pass a message with this state.
-func finished(st uint8) bool { return st == stCompleted || st&stDeadFlag != 0 }
-
-// DLQEntry is a dead-lettered message as listing returns it.
-type DLQEntry struct {
-	ID         UUID    // the entry's own id: redrive and purge name it
-	Message    Message // Payload included (in clear); LeaseID zero; Group is the group it failed in
-	Error      string
-	RetryCount int
-	FailedAt   int64 // Unix nanoseconds
-}
-
 // AckAsync applies acks in order and fills res (len(res) >= len(items)).
 // done runs once every change is durable; a refused ack is not an error of
 // the call (its res entry says why). When the journal refuses the record of
@@ -148,7 +117,7 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, 
 		if !changed || (i < len(items)-1 && deadBytes < e.cfg.MaxRecordBytes) {
 			continue
 		}
-		if _, err := e.appendPart(e.effectRecord(p, g, pg, dead), pend); err != nil {
+		if _, err := e.appendHeld(e.effectRecord(p, g, pg, dead), pend); err != nil {
 			before.restore()
 			for k := start; k < len(items); k++ {
 				res[k] = AckResult{Err: err, Queue: p.q.name, Partition: p.name}
@@ -249,26 +218,10 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 		l.status[i] = stRetry
 		l.released = true
 	}
-	for pg.cursor < l.to && finished(l.status[pg.cursor-l.from]) {
-		pg.cursor++
-	}
+	advanceCursor(pg, l)
 	a.dropRetriesBelow(pg.cursor)
 	r.LeaseReleased = l.released || l.nDone == len(l.status)
 	return true, nil
-}
-
-func statusName(s uint8) string {
-	switch s &^ stDeadFlag {
-	case stCompleted:
-		return "completed"
-	case stFailed:
-		return "failed"
-	case stRetry:
-		return "retry"
-	case stDead:
-		return "dlq"
-	}
-	return "none"
 }
 
 // leaseMsgs caches the messages of the lease an ack run looks into, so that
@@ -334,30 +287,6 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 		}
 	}
 	return 0, false
-}
-
-// deadFor builds the dead-letter entry of p's message at off.
-func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errText string) deadEntry {
-	d := deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: own(errText)}
-	if m, err := e.msgAt(p, off); err == nil {
-		d.m = m
-	} else {
-		e.log.Error("dead-letter: message unreadable", "queue", p.q.name, "partition", p.name, "offset", off, "err", err)
-	}
-	return d
-}
-
-// fileDead adds journaled dead-letter entries to the queue's DLQ.
-func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
-	if len(dead) == 0 {
-		return
-	}
-	p.q.dlqMu.Lock()
-	for i := range dead {
-		p.q.dlq = append(p.q.dlq, dlqItem{deadEntry: dead[i], p: p, group: g.name})
-	}
-	p.q.dlqMu.Unlock()
-	e.stats.deadLettered.Add(uint64(len(dead)))
 }
 
 // settle ends pg's lease when it is released or fully acked, arms a retry

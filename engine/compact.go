@@ -22,14 +22,13 @@ type liveChunk struct {
 }
 
 // relocateOldest copies forward the live chunks of the oldest journal
-// segment that lies wholly before index limit, if there are few enough. It
-// returns how many chunks moved.
+// segment (Journal.OldestSegment) when it lies wholly before position limit
+// and there are few enough. It returns how many chunks moved.
 func (e *Engine) relocateOldest(limit uint64) (int, error) {
-	starts := e.j.SegmentStarts()
-	if len(starts) < 2 || starts[1] > limit {
+	lo, hi, ok := e.j.OldestSegment()
+	if !ok || hi > limit {
 		return 0, nil
 	}
-	lo, hi := starts[0], starts[1]
 	var live []liveChunk
 	e.mu.RLock()
 	qs := make([]*queue, 0, len(e.queues))
@@ -47,7 +46,7 @@ func (e *Engine) relocateOldest(limit uint64) (int, error) {
 			}
 			p.st().mu.Lock()
 			for _, c := range p.chunks {
-				if ix := posIndex(c.pos); ix >= lo && ix < hi {
+				if c.pos >= lo && c.pos < hi {
 					live = append(live, liveChunk{p, c.first, c.pos})
 				}
 			}
@@ -69,7 +68,7 @@ func (e *Engine) relocateOldest(limit uint64) (int, error) {
 		}
 	}
 	if moved > 0 {
-		e.log.Info("journal compaction: copied live messages forward", "records", moved, "segment", lo)
+		e.log.Info("journal compaction: copied live messages forward", "records", moved, "from_position", lo)
 	}
 	return moved, nil
 }

@@ -55,6 +55,10 @@ type Salvager interface {
 	// Check returns nil when the entry holding pos is held and whole, and
 	// otherwise an error naming it.
 	Check(pos uint64) error
+	// CheckFront returns nil when the journal still starts with its first
+	// record; otherwise the first entry it holds (for the report) and an
+	// error naming what is missing.
+	CheckFront() (first uint64, err error)
 }
 
 // lostPos is the position of a lost chunk: its messages were lost to
@@ -107,15 +111,6 @@ func (p *partition) lostRanges() []OffsetRange {
 		out = append(out, r)
 	}
 	return out
-}
-
-// lostCount is how many offsets of p were lost. Caller holds p's stripe.
-func (p *partition) lostCount() uint64 {
-	var n uint64
-	for _, r := range p.lostRanges() {
-		n += r.Last - r.First + 1
-	}
-	return n
 }
 
 // extendLost makes offsets [p.next, to) of p a lost chunk (recovery only).
@@ -231,20 +226,19 @@ func (e *Engine) salvagedGroup(q *queue, name string) *group {
 // segment files, and with them what they created (queues, groups, the
 // first messages). Salvaging, it says so and goes on.
 func (e *Engine) checkJournalStart(sv Salvager) error {
-	starts := e.j.SegmentStarts()
-	if sv == nil || len(starts) == 0 || starts[0] <= 1 {
+	if sv == nil {
 		return nil
 	}
-	err := sv.Check(1 << 20) // entry 1
+	first, err := sv.CheckFront()
 	if err == nil {
 		return nil
 	}
 	if e.sv == nil {
 		return fmt.Errorf("engine: there is no snapshot and the journal starts at entry %d: %w "+
-			"(salvage, regent serve --salvage, rebuilds what the rest holds and reports what was lost)", starts[0], err)
+			"(a salvage rebuilds what the rest holds and reports what was lost)", first, err)
 	}
 	e.log.Error("recovery SALVAGE: there is no snapshot and the journal starts after entry 1: what only the entries before held is lost",
-		"first_entry", starts[0], "lost_entries", fmt.Sprintf("1..%d", starts[0]-1))
+		"first_entry", first, "lost_entries", fmt.Sprintf("1..%d", first-1))
 	return nil
 }
 
@@ -269,7 +263,7 @@ func (e *Engine) checkChunks(sv Salvager) error {
 				}
 				if e.sv == nil {
 					return fmt.Errorf("engine: %s/%s: messages from offset %d are in a journal entry that is not whole: %w "+
-						"(salvage, regent serve --salvage, passes over them and reports them lost)", q.name, p.name, c.first, err)
+						"(a salvage passes over them and reports them lost)", q.name, p.name, c.first, err)
 				}
 				e.dropChunk(c)
 				c.pos = lostPos

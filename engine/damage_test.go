@@ -288,7 +288,7 @@ func drain(t *testing.T, e *engine.Engine, counts map[string]uint64, group strin
 
 // TestDamagedJournalRefusedThenSalvaged: each damage of an older segment
 // (missing, flipped, zeroed, truncated) makes the start refuse with
-// log.ErrCorrupt naming --salvage. With salvage, the engine starts; every
+// log.ErrCorrupt naming salvage. With salvage, the engine starts; every
 // message that survived is delivered once, with its payload, to a fresh
 // group reading partition by partition and to one reading any partition;
 // no pop fails; every other offset is listed as lost
@@ -309,8 +309,8 @@ func TestDamagedJournalRefusedThenSalvaged(t *testing.T) {
 			}
 			tc.damage(t, segs)
 
-			if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "--salvage") {
-				t.Fatalf("start on a damaged journal: %v, want log.ErrCorrupt naming --salvage", err)
+			if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "salvage") {
+				t.Fatalf("start on a damaged journal: %v, want log.ErrCorrupt naming salvage", err)
 			}
 
 			n, err := openDamaged(dir, true)
@@ -361,7 +361,7 @@ func TestDamagedJournalRefusedThenSalvaged(t *testing.T) {
 }
 
 // TestEverySnapshotDamagedWALWhole: both snapshots are damaged, the WAL
-// holds every entry from 1. The start refuses, naming --salvage; with
+// holds every entry from 1. The start refuses, naming salvage; with
 // salvage, the state is rebuilt from the WAL alone with nothing lost: every
 // message there, group g's cursors, acks and dead letters as they were.
 func TestEverySnapshotDamagedWALWhole(t *testing.T) {
@@ -389,8 +389,8 @@ func TestEverySnapshotDamagedWALWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "--salvage") {
-		t.Fatalf("start with every snapshot damaged: %v, want log.ErrCorrupt naming --salvage", err)
+	if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "salvage") {
+		t.Fatalf("start with every snapshot damaged: %v, want log.ErrCorrupt naming salvage", err)
 	}
 	n, err := openDamaged(dir, true)
 	if err != nil {
@@ -419,7 +419,7 @@ func TestEverySnapshotDamagedWALWhole(t *testing.T) {
 
 // TestEverySnapshotDamagedWALTruncated: both snapshots are damaged, and
 // the WAL no longer holds its first entries (dropped after a snapshot). The
-// start refuses, naming --salvage; with salvage, the state is rebuilt from
+// start refuses, naming salvage; with salvage, the state is rebuilt from
 // the WAL that is left: the queue is there, and every offset is delivered
 // or listed lost, none unknown. The messages whose push records were
 // dropped come back from the copies that compaction wrote forward before
@@ -467,8 +467,8 @@ func TestEverySnapshotDamagedWALTruncated(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "--salvage") {
-				t.Fatalf("start with every snapshot damaged: %v, want log.ErrCorrupt naming --salvage", err)
+			if _, err := openDamaged(dir, false); !errors.Is(err, log.ErrCorrupt) || !strings.Contains(err.Error(), "salvage") {
+				t.Fatalf("start with every snapshot damaged: %v, want log.ErrCorrupt naming salvage", err)
 			}
 			n, err := openDamaged(dir, true)
 			if err != nil {

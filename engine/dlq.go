@@ -5,7 +5,162 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 )
+
+// The dead-letter queue of a queue: entries are filed by acks (a dlq ack, or
+// a failed ack with no retries left) and by pops that meet a message they
+// cannot read, in the same journal record as the change that filed them;
+// listed a page at a time (DLQ, DLQFilter); redriven or purged.
+
+// DLQEntry is a dead-lettered message as listing returns it.
+type DLQEntry struct {
+	ID         UUID    // the entry's own id: redrive and purge name it
+	Message    Message // Payload included (in clear); LeaseID zero; Group is the group it failed in
+	Error      string
+	RetryCount int
+	FailedAt   int64 // Unix nanoseconds
+}
+
+// dlqItem is a dead-letter entry as the engine keeps it: the message as
+// stored (its payload still sealed when the queue encrypts), its partition
+// and its group.
+type dlqItem struct {
+	deadEntry
+	p     *partition
+	group string
+}
+
+// Filing.
+
+// deadFor builds the dead-letter entry of p's message at off.
+func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errText string) deadEntry {
+	d := deadEntry{id: e.ids.next(now), off: off, retries: retries, failedAt: now, err: own(errText)}
+	if m, err := e.msgAt(p, off); err == nil {
+		d.m = m
+	} else {
+		e.log.Error("dead-letter: message unreadable", "queue", p.q.name, "partition", p.name, "offset", off, "err", err)
+	}
+	return d
+}
+
+// fileDead adds journaled dead-letter entries to the queue's DLQ.
+func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
+	if len(dead) == 0 {
+		return
+	}
+	p.q.dlqMu.Lock()
+	for i := range dead {
+		p.q.dlq = append(p.q.dlq, dlqItem{deadEntry: dead[i], p: p, group: g.name})
+	}
+	p.q.dlqMu.Unlock()
+	e.stats.deadLettered.Add(uint64(len(dead)))
+}
+
+// Listing.
+
+// DLQFilter selects dead-letter entries. Zero fields match everything;
+// Limit 0 means DefaultDLQPage, and above MaxDLQPage it is MaxDLQPage.
+type DLQFilter struct {
+	Queue     string // "" = every queue
+	Group     string
+	Partition string
+	From, To  time.Time // FailedAt range (inclusive; zero = open)
+	Limit     int
+	Offset    int
+	// MaxBytes bounds a listed page by size: entries are listed while their
+	// sizes (DLQEntry.Size) add up to at most MaxBytes, and the first one
+	// always; 0 means no bound but Limit. The total still counts every
+	// match, so a page cut short says so by its length.
+	MaxBytes int
+}
+
+// Page sizes of the dead-letter listing.
+const (
+	DefaultDLQPage = 100
+	MaxDLQPage     = 10_000
+)
+
+// DLQEntryFixed is the most bytes a dead-letter entry's listed form (over
+// any transport) takes beyond its payload and its strings.
+const DLQEntryFixed = 256
+
+// Size is what a listing counts for the entry against DLQFilter.MaxBytes:
+// its payload, its strings and DLQEntryFixed.
+func (d *DLQEntry) Size() int {
+	m := &d.Message
+	return DLQEntryFixed + len(m.Payload) + len(m.TransactionID) + len(m.TraceID) + len(m.Queue) + len(m.Partition) +
+		len(m.Group) + len(m.ProducerSub) + len(d.Error)
+}
+
+// DLQ lists dead-letter entries, oldest first, and how many match in all.
+func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
+	f.Limit = PageLimit(f.Limit, DefaultDLQPage, MaxDLQPage)
+	if f.Offset < 0 {
+		return nil, 0, fmt.Errorf("%w: negative offset", ErrInvalid)
+	}
+	var qs []*queue
+	e.mu.RLock()
+	if f.Queue != "" {
+		if q := e.queues[f.Queue]; q != nil {
+			qs = append(qs, q)
+		}
+	} else {
+		for _, q := range e.queues {
+			qs = append(qs, q)
+		}
+	}
+	e.mu.RUnlock()
+	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
+	var out []DLQEntry
+	total, size, full := 0, 0, false
+	from, to := int64(0), int64(0)
+	if !f.From.IsZero() {
+		from = f.From.UnixNano()
+	}
+	if !f.To.IsZero() {
+		to = f.To.UnixNano()
+	}
+	for _, q := range qs {
+		q.dlqMu.Lock()
+		for i := range q.dlq {
+			d := &q.dlq[i]
+			if !f.match(d, from, to) {
+				continue
+			}
+			if total >= f.Offset && len(out) < f.Limit && !full {
+				de := e.dlqEntry(d)
+				if n := de.Size(); f.MaxBytes <= 0 || len(out) == 0 || size+n <= f.MaxBytes {
+					out = append(out, de)
+					size += n
+				} else {
+					full = true // later entries are left out too: a page is a run
+				}
+			}
+			total++
+		}
+		q.dlqMu.Unlock()
+	}
+	return out, total, nil
+}
+
+func (f *DLQFilter) match(d *dlqItem, from, to int64) bool {
+	return (f.Group == "" || d.group == f.Group) &&
+		(f.Partition == "" || d.p.name == f.Partition) &&
+		(from == 0 || d.failedAt >= from) && (to == 0 || d.failedAt <= to)
+}
+
+// dlqEntry is the listed form of a dead-letter entry (payload opened).
+func (e *Engine) dlqEntry(d *dlqItem) DLQEntry {
+	m, err := e.message(d.p, d.off, &d.m, nil)
+	if err != nil {
+		// Listed, with the reason in place of a payload nobody can read.
+		m = messageMeta(d.p, d.off, &d.m, err)
+		e.log.Debug("dead-letter entry: payload unreadable", "queue", d.p.q.name, "entry", d.id, "err", err)
+	}
+	m.Group, m.RetryCount = d.group, d.retries
+	return DLQEntry{ID: d.id, Message: m, Error: d.err, RetryCount: d.retries, FailedAt: d.failedAt}
+}
 
 // Dead-letter operations: redrive puts entries back at the end of their
 // partitions as new messages (new ids, the same payload, trace id and

@@ -32,30 +32,44 @@
 // journaled while that mutex is held, so the journal's order is the order in
 // which changes happened to each partition.
 //
-// Lock order, outermost first (a goroutine holding one may take only those
-// after it):
+// Lock order, outermost first: a goroutine holding one may take only those
+// after it (and several stripes only in stripe order). These are every
+// mutex of the package.
 //
-//	| lock               | guards                                                      |
-//	|--------------------|-------------------------------------------------------------|
-//	| queue.dlqOp        | one dead-letter redrive or purge of a queue at a time       |
-//	| Engine.snapMu      | one snapshot at a time                                      |
-//	| waiter.mu          | a parked pop: retried, timed out or cancelled once          |
-//	| Engine.mu          | the queue tables                                            |
-//	| queue.mu           | a queue's partition table and group names                   |
-//	| stripe.mu          | its partitions, their groups' state, its timer wheel        |
-//	|                    | (several stripes: in stripe order)                          |
-//	| group.mu           | a group's ready list, waiters and version                   |
-//	| labelWaiters.mu    | pops parked by namespace and task                           |
-//	| queue.dlqMu        | a queue's dead-letter list                                  |
-//	| queue.tombMu       | a queue's tombstones                                        |
-//	| leaseShard.mu      | the lease registry                                          |
+//	| lock             | guards                                          | while held, may block on                   |
+//	|------------------|-------------------------------------------------|--------------------------------------------|
+//	| queue.dlqOp      | one dead-letter redrive or purge of a queue     | the journal: waits for the redrive's or    |
+//	|                  | at a time                                       | purge's record to be durable (ctx bounds)  |
+//	| Engine.snapMu    | one snapshot at a time                          | the journal: the barrier (retried while    |
+//	|                  |                                                 | the journal is behind), WriteSnapshot and  |
+//	|                  |                                                 | Release (file I/O, fsync)                  |
+//	| waiter.mu        | a parked pop: retried, timed out or cancelled   | nothing (a retried pop takes the locks     |
+//	|                  | once                                            | below and appends, which never waits)      |
+//	| Engine.mu (RW)   | the queue tables                                | nothing                                    |
+//	| queue.mu (RW)    | a queue's partition table and group names       | nothing                                    |
+//	| stripe.mu        | its partitions, their groups' state, leases and | Journal.Read of a message not in memory (a |
+//	|                  | cursors, its timer wheel, its ended leases      | disk read); never the committer: Append    |
+//	|                  |                                                 | never waits                                |
+//	| group.mu         | a group's ready list, waiters and version       | nothing                                    |
+//	| labelWaiters.mu  | pops parked by namespace and task               | nothing                                    |
+//	| queue.dlqMu      | a queue's dead-letter list                      | nothing (a dlq-remove append never waits)  |
+//	| queue.tombMu     | a queue's tombstones                            | nothing                                    |
+//	| leaseShard.mu    | its share of the lease registry                 | nothing                                    |
+//	| nonces.mu        | the nonce counter of sealed payloads (crypt.go) | nothing (a leaf: taken sealing under a     |
+//	|                  |                                                 | stripe)                                    |
+//	| FakeClock.mu     | a test clock's time                             | nothing (a leaf: read under any lock)      |
 //
-// No lock is held across a wait on the journal, because the journal never
-// makes anyone wait: Append takes a record or refuses it at once (Journal).
-// Its done callbacks run on the journal's goroutines and take stripe locks
-// (a commit publishes pushes); that is safe because no holder of a stripe
-// waits for the journal. Calls that wait for durability (Push, Ack,
-// Configure, ...) wait holding no lock.
+// dlqOp and snapMu are the only locks held across a wait on the journal,
+// and no done callback takes them. No other lock is held across a wait on
+// the journal, because the journal never makes anyone wait: Append takes a
+// record or refuses it at once (Journal). Its done callbacks run on the
+// journal's goroutines and take stripe locks (a commit publishes pushes),
+// then group.mu and labelWaiters.mu (waking parked pops); that is safe
+// because no holder of those waits for the journal. Calls that wait for
+// durability (Push, Ack, Configure, ...) wait holding no lock. A timer fires
+// under its stripe's lock; what it wakes (a parked pop's retry or timeout,
+// which takes waiter.mu) runs after that lock is released, and woken pops
+// are retried on goroutines of their own (Engine.wake).
 //
 // Each (queue, group) keeps a ready list: the partitions that have
 // deliverable messages for it. A pop of "any partition" takes partitions from
@@ -66,6 +80,20 @@
 // Timers (lease expiry, retry delays, poll deadlines) live in one hashed
 // timer wheel per stripe: O(1) to arm and cancel, intrusive (no allocation),
 // advanced by one ticker, or by Tick in tests that use a FakeClock.
+//
+// # Following an ack
+//
+// Ack and AckAsync (ack.go) find the partition (engine.go, which keeps the
+// tables) and take its stripe (state.go); ackOne checks the ack against the
+// live lease, or an ended one for a repeat, marks it and moves the cursor
+// (lease.go: the states, advanceCursor); dead letters are built and filed
+// by dlq.go; the change is encoded as one effect record and appended
+// (journal.go: effectRecord, appendHeld, pending; the format in record.go
+// and codec.go), or undone when the journal refuses it (state.go: save,
+// restore). settle then ends a finished lease (lease.go; its timer leaves
+// the wheel, wheel.go), tells the group what became deliverable (ready.go)
+// and shrinks the tail cache (cache.go, which refreshes depth.go's figures).
+// The answer comes when the last append pending holds is durable.
 //
 // # Reports
 //

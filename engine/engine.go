@@ -8,7 +8,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -330,79 +329,6 @@ func (e *Engine) observeStamp(ts int64) {
 			return
 		}
 	}
-}
-
-// check refuses changes after Close or after the journal failed.
-//
-// While the journal reports a full disk (an error matching syscall.ENOSPC:
-// the log's ErrNoSpace) changes are refused with ErrJournal wrapping it, and
-// while it reports a resource short that comes back (syscall.EAGAIN: the
-// process out of descriptors) with ErrOverloaded; both are accepted again
-// once the journal writes again, and nothing else about the engine fails.
-// Any other journal error is a failure until restarted.
-func (e *Engine) check() error {
-	if e.closed.Load() {
-		return ErrClosed
-	}
-	if p := e.failErr.Load(); p != nil {
-		return *p
-	}
-	if err := e.j.Err(); err != nil {
-		switch {
-		case errors.Is(err, syscall.ENOSPC):
-			return fmt.Errorf("%w: %w", ErrJournal, err)
-		case errors.Is(err, syscall.EAGAIN): // short of a resource that comes back (descriptors)
-			return fmt.Errorf("%w: %w", ErrOverloaded, err)
-		}
-		e.fail(err)
-		return *e.failErr.Load()
-	}
-	return nil
-}
-
-func (e *Engine) fail(err error) {
-	werr := fmt.Errorf("%w: %w", ErrJournal, err)
-	if e.failErr.CompareAndSwap(nil, &werr) {
-		e.log.Error("journal failed; the engine refuses changes until restarted", "err", err)
-	}
-}
-
-// append journals rec and tracks the last position (for snapshots). done,
-// when not nil, runs once rec is durable. It never waits (the journal
-// refuses what it cannot take now): callers may hold any engine lock.
-func (e *Engine) append(rec []byte, done func(error)) (uint64, error) {
-	pos, err := e.j.Append(rec, done)
-	if err != nil {
-		return 0, e.refused(err)
-	}
-	e.sinceSnap.Add(int64(len(rec)))
-	for {
-		last := e.lastPos.Load()
-		if pos <= last || e.lastPos.CompareAndSwap(last, pos) {
-			return pos, nil
-		}
-	}
-}
-
-// refused turns the journal's refusal of one record into that record's
-// error. The journal behind (syscall.EAGAIN) is ErrOverloaded, a full disk
-// (syscall.ENOSPC) ErrJournal, and a record too large for the journal
-// (syscall.EMSGSIZE) ErrTooLarge: each passes, and fails only the request
-// that made the record. The engine fails for good only when the journal
-// itself reports a failure (Journal.Err).
-func (e *Engine) refused(err error) error {
-	switch {
-	case errors.Is(err, syscall.EAGAIN):
-		return fmt.Errorf("%w: %w", ErrOverloaded, err)
-	case errors.Is(err, syscall.EMSGSIZE):
-		return fmt.Errorf("%w: %w", ErrTooLarge, err)
-	case errors.Is(err, syscall.ENOSPC):
-		return fmt.Errorf("%w: %w", ErrJournal, err)
-	}
-	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) && !errors.Is(jerr, syscall.EAGAIN) {
-		e.fail(jerr)
-	}
-	return fmt.Errorf("%w: %w", ErrJournal, err)
 }
 
 func (e *Engine) stripeFor(q *queue, seq uint64) *stripe {

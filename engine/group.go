@@ -3,16 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 )
-
-// group returns the named group of q, or nil.
-func (q *queue) group(name string) *group {
-	q.mu.RLock()
-	g := q.gnames[name]
-	q.mu.RUnlock()
-	return g
-}
 
 // groupOrCreate returns the named group of q, creating it with the given
 // subscription when it has never read q. A new group learns which
@@ -69,102 +60,6 @@ func (e *Engine) addGroup(q *queue, g *group) {
 	q.gnames[g.name] = g
 }
 
-// pgFor returns g's state on p, deciding its cursor by the group's
-// subscription the first time. Caller holds p's stripe.
-func (e *Engine) pgFor(p *partition, g *group) *pgState {
-	if g.idx >= len(p.groups) {
-		n := len(p.q.groupList())
-		if n <= g.idx {
-			n = g.idx + 1
-		}
-		gs := make([]pgState, n)
-		copy(gs, p.groups)
-		for i := len(p.groups); i < n; i++ {
-			gs[i].cursor = noCursor
-		}
-		p.groups = gs
-	}
-	pg := &p.groups[g.idx]
-	if !pg.init() {
-		pg.cursor = p.startFor(g)
-	}
-	return pg
-}
-
-// low is the oldest offset p still holds.
-func (p *partition) low() uint64 {
-	if len(p.chunks) > 0 {
-		return p.chunks[0].first
-	}
-	return p.next
-}
-
-// startFor is where a group that has never read p starts: the oldest message
-// (all), the first message stamped after the group appeared (new), or the
-// first message stamped at or after the timestamp (from). Messages of one
-// chunk share a stamp, so a binary search over chunks is exact.
-func (p *partition) startFor(g *group) uint64 {
-	switch g.mode {
-	case SubNew:
-		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts > g.from })
-		if i == len(p.chunks) {
-			return p.next
-		}
-		return p.chunks[i].first
-	case SubFrom:
-		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts >= g.from })
-		if i == len(p.chunks) {
-			return p.next
-		}
-		return p.chunks[i].first
-	}
-	return p.low()
-}
-
-// active returns the busy state of pg, allocating it if needed.
-func (e *Engine) active(p *partition, g *group, pg *pgState) *pgActive {
-	if pg.act == nil {
-		pg.act = &pgActive{p: p, g: g}
-	}
-	return pg.act
-}
-
-// relax frees pg's busy state once it holds nothing.
-func relax(pg *pgState) {
-	if pg.act != nil && pg.act.idle() {
-		pg.act = nil
-	}
-}
-
-// notify tells g that p may have become deliverable: it joins g's ready list
-// and a parked pop that wants it is woken (appended to wakes, to be run once
-// every lock is released). Caller holds p's stripe.
-func (e *Engine) notify(p *partition, g *group, pg *pgState, wakes *[]*waiter) {
-	if !e.deliverable(p, pg) {
-		relax(pg)
-		return
-	}
-	a := e.active(p, g, pg)
-	add := !a.inReady
-	a.inReady = true
-	g.mu.Lock()
-	if g.deleted.Load() {
-		g.mu.Unlock()
-		return
-	}
-	if add {
-		g.pushReady(a)
-	}
-	g.version++
-	if w := g.takeWaiter(p.name); w != nil {
-		*wakes = append(*wakes, w)
-	}
-	g.mu.Unlock()
-	if e.labelWaiting.Load() > 0 {
-		e.wakeLabels(p.q, wakes)
-	}
-}
-
 // DeleteGroup removes a consumer group from a queue (or from every queue when
 // queueName is ""): its cursors, leases, retry counts and parked pops. It
 // reports how many queues had the group, once their deletions are durable
@@ -198,7 +93,7 @@ func (e *Engine) DeleteGroup(ctx context.Context, queueName, name string) (int, 
 			q.mu.Unlock()
 			continue
 		}
-		if _, err := e.appendPart(encodeGroupDel(q, name), pend); err != nil {
+		if _, err := e.appendHeld(encodeGroupDel(q, name), pend); err != nil {
 			q.mu.Unlock()
 			if n == 0 {
 				return 0, err

@@ -3,111 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"time"
 )
-
-// DLQFilter selects dead-letter entries. Zero fields match everything;
-// Limit 0 means DefaultDLQPage, and above MaxDLQPage it is MaxDLQPage.
-type DLQFilter struct {
-	Queue     string // "" = every queue
-	Group     string
-	Partition string
-	From, To  time.Time // FailedAt range (inclusive; zero = open)
-	Limit     int
-	Offset    int
-	// MaxBytes bounds a listed page by size: entries are listed while their
-	// sizes (DLQEntry.Size) add up to at most MaxBytes, and the first one
-	// always; 0 means no bound but Limit. The total still counts every
-	// match, so a page cut short says so by its length.
-	MaxBytes int
-}
-
-// Page sizes of the dead-letter listing.
-const (
-	DefaultDLQPage = 100
-	MaxDLQPage     = 10_000
-)
-
-// DLQEntryFixed is the most bytes a dead-letter entry's listed form (over
-// any transport) takes beyond its payload and its strings.
-const DLQEntryFixed = 256
-
-// Size is what a listing counts for the entry against DLQFilter.MaxBytes:
-// its payload, its strings and DLQEntryFixed.
-func (d *DLQEntry) Size() int {
-	m := &d.Message
-	return DLQEntryFixed + len(m.Payload) + len(m.TransactionID) + len(m.TraceID) + len(m.Queue) + len(m.Partition) +
-		len(m.Group) + len(m.ProducerSub) + len(d.Error)
-}
-
-// DLQ lists dead-letter entries, oldest first, and how many match in all.
-func (e *Engine) DLQ(f DLQFilter) ([]DLQEntry, int, error) {
-	f.Limit = PageLimit(f.Limit, DefaultDLQPage, MaxDLQPage)
-	if f.Offset < 0 {
-		return nil, 0, fmt.Errorf("%w: negative offset", ErrInvalid)
-	}
-	var qs []*queue
-	e.mu.RLock()
-	if f.Queue != "" {
-		if q := e.queues[f.Queue]; q != nil {
-			qs = append(qs, q)
-		}
-	} else {
-		for _, q := range e.queues {
-			qs = append(qs, q)
-		}
-	}
-	e.mu.RUnlock()
-	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
-	var out []DLQEntry
-	total, size, full := 0, 0, false
-	from, to := int64(0), int64(0)
-	if !f.From.IsZero() {
-		from = f.From.UnixNano()
-	}
-	if !f.To.IsZero() {
-		to = f.To.UnixNano()
-	}
-	for _, q := range qs {
-		q.dlqMu.Lock()
-		for i := range q.dlq {
-			d := &q.dlq[i]
-			if !f.match(d, from, to) {
-				continue
-			}
-			if total >= f.Offset && len(out) < f.Limit && !full {
-				de := e.dlqEntry(d)
-				if n := de.Size(); f.MaxBytes <= 0 || len(out) == 0 || size+n <= f.MaxBytes {
-					out = append(out, de)
-					size += n
-				} else {
-					full = true // later entries are left out too: a page is a run
-				}
-			}
-			total++
-		}
-		q.dlqMu.Unlock()
-	}
-	return out, total, nil
-}
-
-func (f *DLQFilter) match(d *dlqItem, from, to int64) bool {
-	return (f.Group == "" || d.group == f.Group) &&
-		(f.Partition == "" || d.p.name == f.Partition) &&
-		(from == 0 || d.failedAt >= from) && (to == 0 || d.failedAt <= to)
-}
-
-// dlqEntry is the listed form of a dead-letter entry (payload opened).
-func (e *Engine) dlqEntry(d *dlqItem) DLQEntry {
-	m, err := e.message(d.p, d.off, &d.m, nil)
-	if err != nil {
-		// Listed, with the reason in place of a payload nobody can read.
-		m = messageMeta(d.p, d.off, &d.m, err)
-		e.log.Debug("dead-letter entry: payload unreadable", "queue", d.p.q.name, "entry", d.id, "err", err)
-	}
-	m.Group, m.RetryCount = d.group, d.retries
-	return DLQEntry{ID: d.id, Message: m, Error: d.err, RetryCount: d.retries, FailedAt: d.failedAt}
-}
 
 // GroupCursor is a consumer group's position on one partition.
 type GroupCursor struct {
@@ -189,57 +85,55 @@ func (e *Engine) QueueSummary(name string) (QueueInfo, error) {
 	return e.queueInfo(q, false), nil
 }
 
+// queueInfo builds a QueueInfo from the browse views (browse.go, pages.go):
+// the queue's head, then one partition view at a time (reused), summed; with
+// detail, each partition's view is kept as a PartitionInfo. A summary reads
+// no group state.
 func (e *Engine) queueInfo(q *queue, detail bool) QueueInfo {
-	qi := QueueInfo{Name: q.name, ID: partitionID(q.id, 0), Created: q.created, Options: *q.options()}
-	groups := q.groupList()
-	for _, g := range groups {
-		if g != nil {
-			qi.Groups = append(qi.Groups, g.name)
+	v := e.queueHead(q)
+	qi := QueueInfo{Name: v.Name, ID: v.ID, Created: v.Created, Options: v.Options, DeadLetters: v.DeadLetters}
+	for _, g := range v.Groups {
+		qi.Groups = append(qi.Groups, g.Name)
+	}
+	var groups []*group // a partition's groups, in the order QueueInfo lists them
+	if detail {
+		for _, g := range q.groupList() {
+			if g != nil {
+				groups = append(groups, g)
+			}
 		}
 	}
-	sort.Strings(qi.Groups)
+	var pv PartitionView
 	q.eachPartition(func(p *partition) bool {
+		e.viewPartitionInto(p, groups, &pv)
 		qi.Partitions++
-		p.st().mu.Lock()
-		low := p.low()
-		qi.Messages += p.next - low
-		if p.lost > 0 {
-			n := p.lostCount()
+		qi.Messages += pv.Next - pv.Low
+		for _, r := range pv.Lost {
+			n := r.Last - r.First + 1
 			qi.LostMessages += n
 			qi.Messages -= n // held: lost offsets are not
 		}
 		if detail {
-			pi := PartitionInfo{Name: p.name, ID: p.id(), Low: low, Next: p.next, Lost: p.lostRanges()}
-			if len(p.chunks) > 0 {
-				pi.Oldest, pi.Newest = p.chunks[0].ts, p.lastTS
-			}
-			for _, g := range groups {
-				if g == nil || g.idx >= len(p.groups) || !p.groups[g.idx].init() {
-					continue
-				}
-				pg := &p.groups[g.idx]
-				gc := GroupCursor{Group: g.name, Cursor: pg.cursor}
-				if p.next > pg.cursor {
-					gc.Lag = p.next - pg.cursor
-				}
-				if a := pg.act; a != nil {
-					if l := a.lease; l != nil {
-						gc.Leased, gc.LeaseID, gc.LeaseExpires = true, l.id, l.expires
-					}
-					gc.BlockedUntil = a.blockedUntil
-					gc.Retrying = len(a.retries)
-				}
-				pi.Groups = append(pi.Groups, gc)
-			}
-			qi.PartitionList = append(qi.PartitionList, pi)
+			qi.PartitionList = append(qi.PartitionList, partitionInfo(&pv))
 		}
-		p.st().mu.Unlock()
 		return true
 	})
-	q.dlqMu.Lock()
-	qi.DeadLetters = len(q.dlq)
-	q.dlqMu.Unlock()
 	return qi
+}
+
+// partitionInfo is the PartitionInfo of a partition's view.
+func partitionInfo(pv *PartitionView) PartitionInfo {
+	pi := PartitionInfo{Name: pv.Name, ID: pv.ID, Low: pv.Low, Next: pv.Next, Oldest: pv.Oldest, Newest: pv.Newest, Lost: pv.Lost}
+	for i := range pv.Groups {
+		gs := &pv.Groups[i]
+		gc := GroupCursor{Group: gs.Group, Cursor: gs.Cursor, Leased: gs.Leased, LeaseID: gs.LeaseID, LeaseExpires: gs.LeaseExpires,
+			BlockedUntil: gs.BlockedUntil, Retrying: gs.Retrying}
+		if pv.Next > gs.Cursor {
+			gc.Lag = pv.Next - gs.Cursor
+		}
+		pi.Groups = append(pi.Groups, gc)
+	}
+	return pi
 }
 
 // Stats are engine-wide counters since start.

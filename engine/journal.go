@@ -1,6 +1,12 @@
 package engine
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
 
 // Journal is where the engine makes its changes durable. The log package's
 // *log.Log implements it; tests may use an in-memory one. Positions are
@@ -24,10 +30,17 @@ type Journal interface {
 	LoadSnapshot() (pos uint64, data []byte, ok bool, err error)
 	// WriteSnapshot stores a snapshot covering every record up to pos.
 	WriteSnapshot(pos uint64, data []byte) error
-	// SegmentStarts lists the first index of each segment; TruncateFront
-	// drops the segments before index. Indexes are positions >> 20.
-	SegmentStarts() []uint64
-	TruncateFront(index uint64) error
+	// Release lets the journal drop what the engine no longer needs: every
+	// record up to covered is in an older snapshot (0: none), which stays a
+	// fallback, so what a replay after covered reads stays; the record at
+	// live is the oldest that holds messages still kept (0: none), and it
+	// stays. The journal picks what goes (whole segments, for the log).
+	Release(covered, live uint64) error
+	// OldestSegment returns the positions [from, to) of the records the
+	// journal would drop first, and whether Release could drop them at all
+	// (something follows them). The engine copies the few live records in
+	// there forward (compact.go).
+	OldestSegment() (from, to uint64, ok bool)
 	// Err reports why the journal refuses records now: a failure (a write or
 	// fsync that failed; sticky), or a passing condition: an error matching
 	// syscall.ENOSPC (disk full) or syscall.EAGAIN (out of descriptors).
@@ -37,5 +50,149 @@ type Journal interface {
 	Stalled(after time.Duration) error
 }
 
-// posIndex is the journal entry index of a position (see package log).
-func posIndex(p uint64) uint64 { return p >> 20 }
+// check refuses changes after Close or after the journal failed.
+//
+// While the journal reports a full disk (an error matching syscall.ENOSPC:
+// the log's ErrNoSpace) changes are refused with ErrJournal wrapping it, and
+// while it reports a resource short that comes back (syscall.EAGAIN: the
+// process out of descriptors) with ErrOverloaded; both are accepted again
+// once the journal writes again, and nothing else about the engine fails.
+// Any other journal error is a failure until restarted.
+func (e *Engine) check() error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if p := e.failErr.Load(); p != nil {
+		return *p
+	}
+	if err := e.j.Err(); err != nil {
+		switch {
+		case errors.Is(err, syscall.ENOSPC):
+			return fmt.Errorf("%w: %w", ErrJournal, err)
+		case errors.Is(err, syscall.EAGAIN): // short of a resource that comes back (descriptors)
+			return fmt.Errorf("%w: %w", ErrOverloaded, err)
+		}
+		e.fail(err)
+		return *e.failErr.Load()
+	}
+	return nil
+}
+
+func (e *Engine) fail(err error) {
+	werr := fmt.Errorf("%w: %w", ErrJournal, err)
+	if e.failErr.CompareAndSwap(nil, &werr) {
+		e.log.Error("journal failed; the engine refuses changes until restarted", "err", err)
+	}
+}
+
+// append journals rec and tracks the last position (for snapshots). done,
+// when not nil, runs once rec is durable. It never waits (the journal
+// refuses what it cannot take now): callers may hold any engine lock.
+func (e *Engine) append(rec []byte, done func(error)) (uint64, error) {
+	pos, err := e.j.Append(rec, done)
+	if err != nil {
+		return 0, e.refused(err)
+	}
+	e.sinceSnap.Add(int64(len(rec)))
+	for {
+		last := e.lastPos.Load()
+		if pos <= last || e.lastPos.CompareAndSwap(last, pos) {
+			return pos, nil
+		}
+	}
+}
+
+// refused turns the journal's refusal of one record into that record's
+// error. The journal behind (syscall.EAGAIN) is ErrOverloaded, a full disk
+// (syscall.ENOSPC) ErrJournal, and a record too large for the journal
+// (syscall.EMSGSIZE) ErrTooLarge: each passes, and fails only the request
+// that made the record. The engine fails for good only when the journal
+// itself reports a failure (Journal.Err).
+func (e *Engine) refused(err error) error {
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		return fmt.Errorf("%w: %w", ErrOverloaded, err)
+	case errors.Is(err, syscall.EMSGSIZE):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) && !errors.Is(jerr, syscall.EAGAIN) {
+		e.fail(jerr)
+	}
+	return fmt.Errorf("%w: %w", ErrJournal, err)
+}
+
+// appendHeld journals rec as one of the appends pend holds. A record the
+// journal refuses is that part's error only: pend's completion does not see
+// it (the caller answers for the part, undoes what it changed, and fails the
+// whole call only if nothing of it was kept).
+func (e *Engine) appendHeld(rec []byte, pend *pending) (uint64, error) {
+	done := pend.hold()
+	pos, err := e.append(rec, done)
+	if err != nil {
+		done(nil)
+	}
+	return pos, err
+}
+
+// isRefusal reports whether err is the journal refusing one record (see
+// refused): the request may be tried again, nothing of it was kept.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrOverloaded) || errors.Is(err, ErrJournal) || errors.Is(err, ErrTooLarge)
+}
+
+// effectRecord encodes pg's state as an effect record, with dead-letter
+// entries filed by the change.
+func (e *Engine) effectRecord(p *partition, g *group, pg *pgState, dead []deadEntry) []byte {
+	ef := effect{queueID: p.q.id, seq: p.seq, group: g.name, cursor: pg.cursor, dead: dead}
+	if a := pg.act; a != nil {
+		ef.retries = a.retries
+		ef.blockedUntil = a.blockedUntil
+	}
+	size := 64 + len(g.name) + 4*len(ef.retries)
+	for i := range dead {
+		size += 64 + len(dead[i].err) + len(dead[i].m.txn) + len(dead[i].m.trace) + len(dead[i].m.payload)
+	}
+	return appendEffect(make([]byte, 0, size), &ef)
+}
+
+// pending counts the journal appends one call is waiting for and runs its
+// completion when the last one is durable. It starts at one (the call itself,
+// released by finish), so completions cannot run before the call has
+// appended everything.
+type pending struct {
+	n    atomic.Int32
+	err  atomic.Pointer[error]
+	fn   func(error)
+	done func(error) // the bound method value, made once
+}
+
+func newPending(fn func(error)) *pending {
+	p := &pending{fn: fn}
+	p.n.Store(1)
+	p.done = p.commit
+	return p
+}
+
+// hold registers one more append and returns its completion.
+func (p *pending) hold() func(error) {
+	p.n.Add(1)
+	return p.done
+}
+
+func (p *pending) commit(err error) {
+	if err != nil {
+		p.err.CompareAndSwap(nil, &err)
+	}
+	if p.n.Add(-1) == 0 {
+		var e error
+		if ep := p.err.Load(); ep != nil {
+			e = *ep
+		}
+		p.fn(e)
+	}
+}
+
+// finish releases the call's own hold; it may run the completion at once.
+func (p *pending) finish() { p.commit(nil) }

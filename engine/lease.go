@@ -1,6 +1,215 @@
 package engine
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A lease is a consumer's claim on a run of one partition's messages for one
+// group: pop makes it, acks mark its messages (the cursor passes the finished
+// ones: advanceCursor), and it ends when every message is acked or a failed
+// or retry ack gives the rest back (settle, endLease), when it expires
+// (fire), when a seek moves the cursor (endLease), or when its group goes or
+// the queue is deleted (retireLease).
+// An ended lease is remembered a while (endedLeases) so that a repeated ack
+// answers as it did the first time. ExtendLease moves the expiry of every
+// partition lease of one pop, which the registry finds by id.
+
+// ack states inside a lease.
+const (
+	stNone uint8 = iota
+	stCompleted
+	stFailed
+	stRetry
+	stDead
+)
+
+// lease is a consumer's claim on messages [from, to) of one partition for one
+// group. A pop over several partitions gives them all the same id.
+type lease struct {
+	id       UUID
+	p        *partition
+	gidx     int
+	from     uint64
+	to       uint64
+	expires  int64
+	status   []uint8
+	nDone    int
+	ended    bool
+	released bool // a failed or retry ack gave the rest of the lease back
+	timer    timer
+	set      *leaseSet
+}
+
+func (l *lease) statusAt(off uint64) uint8 { return l.status[off-l.from] }
+
+// Ack states kept per message inside a lease: the status asked for, plus a
+// flag when the message ended in the dead-letter queue (a dlq ack, or a
+// failed ack with no retries left).
+const stDeadFlag uint8 = 8
+
+func wantStatus(s AckStatus) uint8 {
+	switch s {
+	case Completed:
+		return stCompleted
+	case FailedAck:
+		return stFailed
+	case Retry:
+		return stRetry
+	case DLQ:
+		return stDead
+	}
+	return stNone
+}
+
+// finished reports whether the cursor may pass a message with this state.
+func finished(st uint8) bool { return st == stCompleted || st&stDeadFlag != 0 }
+
+// advanceCursor moves pg's cursor past the finished messages of l at its
+// front (completed or dead-lettered): the cursor rule, for acks and for a pop
+// whose lease starts with deleted messages. Caller holds the stripe.
+func advanceCursor(pg *pgState, l *lease) {
+	for pg.cursor < l.to && finished(l.statusAt(pg.cursor)) {
+		pg.cursor++
+	}
+}
+
+func statusName(s uint8) string {
+	switch s &^ stDeadFlag {
+	case stCompleted:
+		return "completed"
+	case stFailed:
+		return "failed"
+	case stRetry:
+		return "retry"
+	case stDead:
+		return "dlq"
+	}
+	return "none"
+}
+
+// fire expires a lease: its messages not passed by the cursor come back, in
+// order, at once.
+func (l *lease) fire(f *wheelFire) {
+	if l.ended {
+		return
+	}
+	e := f.e
+	p := l.p
+	g := p.q.groupList()[l.gidx]
+	pg := &p.groups[l.gidx]
+	var wakes []*waiter
+	e.endLease(p, pg, l, &wakes)
+	if g != nil {
+		e.notify(p, g, pg, &wakes)
+	}
+	if len(wakes) > 0 {
+		f.after = append(f.after, func() { e.wake(wakes) })
+	}
+}
+
+// endLease ends a lease (all acked, released, or expired). Caller holds p's
+// stripe and notifies the group afterwards.
+func (e *Engine) endLease(p *partition, pg *pgState, l *lease, wakes *[]*waiter) {
+	e.retireLease(l)
+	if pg.act != nil && pg.act.lease == l {
+		pg.act.lease = nil
+	}
+}
+
+// retireLease marks l ended and remembers it for repeated acks. Caller holds
+// l's partition's stripe.
+func (e *Engine) retireLease(l *lease) {
+	if l.ended {
+		return
+	}
+	l.ended = true
+	l.p.st().wheel.cancel(&l.timer)
+	l.p.st().ended.add(l)
+	e.leases.ended(l)
+}
+
+// ExtendLease pushes the expiry of every partition lease of a pop to at least
+// now+d, while they are live. It returns the new expiry.
+func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
+	if err := e.check(); err != nil {
+		return time.Time{}, err
+	}
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("%w: extension must be positive", ErrInvalid)
+	}
+	ls := e.leases.get(id)
+	if len(ls) == 0 {
+		return time.Time{}, fmt.Errorf("%w: lease %s not found", ErrLeaseInvalid, id)
+	}
+	var exp int64
+	live := 0
+	for _, l := range ls {
+		st := l.p.st()
+		st.mu.Lock()
+		if !l.ended {
+			at := e.clock.Now() + int64(d)
+			if at > l.expires {
+				l.expires = at
+				st.wheel.schedule(&l.timer, at, l)
+			}
+			if l.expires > exp {
+				exp = l.expires
+			}
+			live++
+		}
+		st.mu.Unlock()
+	}
+	if live == 0 {
+		return time.Time{}, fmt.Errorf("%w: lease %s already ended", ErrLeaseInvalid, id)
+	}
+	return time.Unix(0, exp), nil
+}
+
+// endedLeases remembers recently ended leases (a bounded ring per stripe)
+// so that an ack repeated after its lease ended answers as it did the first
+// time (idempotent acks). Only what that needs is kept.
+type endedLeases struct {
+	m    map[endedKey]endedLease
+	ring []endedKey
+	head int
+}
+
+type endedKey struct {
+	id UUID
+	p  *partition
+}
+
+type endedLease struct {
+	from   uint64
+	status []uint8
+}
+
+const endedPerStripe = 512
+
+func (el *endedLeases) add(l *lease) {
+	if el.m == nil {
+		el.m = make(map[endedKey]endedLease)
+		el.ring = make([]endedKey, endedPerStripe)
+	}
+	k := endedKey{l.id, l.p}
+	if old := el.ring[el.head]; old.p != nil {
+		delete(el.m, old)
+	}
+	el.ring[el.head] = k
+	el.head = (el.head + 1) % len(el.ring)
+	el.m[k] = endedLease{from: l.from, status: l.status}
+}
+
+// get returns a read-only view of an ended lease, or nil.
+func (el *endedLeases) get(id UUID, p *partition) *lease {
+	en, ok := el.m[endedKey{id, p}]
+	if !ok {
+		return nil
+	}
+	return &lease{id: id, p: p, from: en.from, to: en.from + uint64(len(en.status)), status: en.status, ended: true}
+}
 
 // leaseSet is the leases one pop handed out (one per partition), sharing one
 // id; ExtendLease finds them through the registry.

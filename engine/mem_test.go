@@ -38,8 +38,8 @@ func (j *discardJournal) Read(uint64) ([]byte, error)                     { retu
 func (j *discardJournal) Replay(uint64, func(uint64, []byte) error) error { return nil }
 func (j *discardJournal) LoadSnapshot() (uint64, []byte, bool, error)     { return 0, nil, false, nil }
 func (j *discardJournal) WriteSnapshot(uint64, []byte) error              { return nil }
-func (j *discardJournal) SegmentStarts() []uint64                         { return nil }
-func (j *discardJournal) TruncateFront(uint64) error                      { return nil }
+func (j *discardJournal) Release(uint64, uint64) error                    { return nil }
+func (j *discardJournal) OldestSegment() (uint64, uint64, bool)           { return 0, 0, false }
 func (j *discardJournal) Err() error                                      { return nil }
 func (j *discardJournal) Stalled(time.Duration) error                     { return nil }
 

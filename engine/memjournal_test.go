@@ -128,9 +128,10 @@ func (j *memJournal) WriteSnapshot(pos uint64, data []byte) error {
 	return nil
 }
 
-func (j *memJournal) SegmentStarts() []uint64 { return []uint64{1} }
+// Release keeps everything: the memory journal is one segment.
+func (j *memJournal) Release(covered, live uint64) error { return nil }
 
-func (j *memJournal) TruncateFront(index uint64) error { return nil }
+func (j *memJournal) OldestSegment() (from, to uint64, ok bool) { return 0, 0, false }
 
 func (j *memJournal) Stalled(time.Duration) error { return nil }
 

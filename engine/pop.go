@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 )
 
 // popCall is a normalized PopRequest with its queue and group resolved
@@ -408,7 +407,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		if a != nil {
 			ef.retries, ef.blockedUntil = retriesFrom(a.retries, to), a.blockedUntil
 		}
-		if _, err := e.appendPart(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
+		if _, err := e.appendHeld(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
 			e.putBack(p, c, pg)
 			return out[:start], err
 		}
@@ -425,9 +424,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 				l.nDone++
 			}
 		}
-		for pg.cursor < to && finished(l.status[pg.cursor-from]) {
-			pg.cursor++ // deleted messages at the front are passed at once
-		}
+		advanceCursor(pg, l) // deleted messages at the front are passed at once
 		l.expires = now + int64(c.q.options().LeaseTime)
 		a.lease = l
 		p.st().wheel.schedule(&l.timer, l.expires, l)
@@ -580,97 +577,4 @@ func retriesFrom(rs []retryCount, cursor uint64) []retryCount {
 		k++
 	}
 	return rs[k:]
-}
-
-// effectRecord encodes pg's state as an effect record, with dead-letter
-// entries filed by the change.
-func (e *Engine) effectRecord(p *partition, g *group, pg *pgState, dead []deadEntry) []byte {
-	ef := effect{queueID: p.q.id, seq: p.seq, group: g.name, cursor: pg.cursor, dead: dead}
-	if a := pg.act; a != nil {
-		ef.retries = a.retries
-		ef.blockedUntil = a.blockedUntil
-	}
-	size := 64 + len(g.name) + 4*len(ef.retries)
-	for i := range dead {
-		size += 64 + len(dead[i].err) + len(dead[i].m.txn) + len(dead[i].m.trace) + len(dead[i].m.payload)
-	}
-	return appendEffect(make([]byte, 0, size), &ef)
-}
-
-// fire expires a lease: its messages not passed by the cursor come back, in
-// order, at once.
-func (l *lease) fire(f *wheelFire) {
-	if l.ended {
-		return
-	}
-	e := f.e
-	p := l.p
-	g := p.q.groupList()[l.gidx]
-	pg := &p.groups[l.gidx]
-	var wakes []*waiter
-	e.endLease(p, pg, l, &wakes)
-	if g != nil {
-		e.notify(p, g, pg, &wakes)
-	}
-	if len(wakes) > 0 {
-		f.after = append(f.after, func() { e.wake(wakes) })
-	}
-}
-
-// endLease ends a lease (all acked, released, or expired). Caller holds p's
-// stripe and notifies the group afterwards.
-func (e *Engine) endLease(p *partition, pg *pgState, l *lease, wakes *[]*waiter) {
-	e.retireLease(l)
-	if pg.act != nil && pg.act.lease == l {
-		pg.act.lease = nil
-	}
-}
-
-// retireLease marks l ended and remembers it for repeated acks. Caller holds
-// l's partition's stripe.
-func (e *Engine) retireLease(l *lease) {
-	if l.ended {
-		return
-	}
-	l.ended = true
-	l.p.st().wheel.cancel(&l.timer)
-	l.p.st().ended.add(l)
-	e.leases.ended(l)
-}
-
-// ExtendLease pushes the expiry of every partition lease of a pop to at least
-// now+d, while they are live. It returns the new expiry.
-func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
-	if err := e.check(); err != nil {
-		return time.Time{}, err
-	}
-	if d <= 0 {
-		return time.Time{}, fmt.Errorf("%w: extension must be positive", ErrInvalid)
-	}
-	ls := e.leases.get(id)
-	if len(ls) == 0 {
-		return time.Time{}, fmt.Errorf("%w: lease %s not found", ErrLeaseInvalid, id)
-	}
-	var exp int64
-	live := 0
-	for _, l := range ls {
-		st := l.p.st()
-		st.mu.Lock()
-		if !l.ended {
-			at := e.clock.Now() + int64(d)
-			if at > l.expires {
-				l.expires = at
-				st.wheel.schedule(&l.timer, at, l)
-			}
-			if l.expires > exp {
-				exp = l.expires
-			}
-			live++
-		}
-		st.mu.Unlock()
-	}
-	if live == 0 {
-		return time.Time{}, fmt.Errorf("%w: lease %s already ended", ErrLeaseInvalid, id)
-	}
-	return time.Unix(0, exp), nil
 }

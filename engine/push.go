@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -119,22 +118,16 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 // pushTo is pushRun's work on partition p of q; again reports that p was
 // forgotten before its stripe could be taken.
 func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResult, pend *pending) (_ pushTouch, _ error, again bool) {
-	var flags uint8
-	var key uint64
-	if q.options().EncryptionEnabled {
-		if e.aead == nil {
-			e.failRun(res, fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
-			return pushTouch{}, nil, false
-		}
-		flags |= flagEncrypted
-		key = e.keyID
+	flags, key, err := e.sealing(q)
+	if err != nil {
+		e.failRun(res, err)
+		return pushTouch{}, nil, false
 	}
 	sub := items[0].ProducerSub
 	if len(sub) > MaxNameBytes {
 		e.failRun(res, fmt.Errorf("%w: producer subject longer than %d bytes", ErrInvalid, MaxNameBytes))
 		return pushTouch{}, nil, false
 	}
-	pid := p.id()
 	st := p.st()
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -145,71 +138,34 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 		e.failRun(res, fmt.Errorf("%w: %q was deleted", ErrQueueNotFound, q.name))
 		return pushTouch{}, nil, false
 	}
-	ts := e.newStamp()
-	if ts <= p.lastTS {
-		ts = p.lastTS + 1
-		e.observeStamp(ts)
-	}
-	first := p.next
-	now := e.clock.Now()
-	maxSize := q.options().MaxSize
-	floor := uint64(0)
-	if p.dedup != nil {
-		floor = e.dedupFloor(p)
-	}
+	ts := e.pushStamp(p)
+	d := e.newPushDecision(p, e.clock.Now())
 	// Pass 1: decide each item and size the record.
-	n := 0
 	size := 1 + 8 + 10 + 10 + len(p.name) + 10 + 10 + 1 + 10 + len(sub) + 8 + 10
-	var idBuf [128]UUID // a batch's ids without growing a slice (larger ones allocate once)
-	ids := idBuf[:0]
-	if len(items) > len(idBuf) {
-		ids = make([]UUID, 0, len(items))
-	}
 	var seen runTxns
 	for i := range items {
 		it := &items[i]
-		r := &res[i]
-		*r = PushResult{PartitionID: pid, TransactionID: it.TransactionID}
-		if len(it.Payload) > e.cfg.MaxPayloadBytes {
-			r.Status, r.Err = Failed, fmt.Errorf("%w: payload of %d bytes is above the limit of %d", ErrTooLarge, len(it.Payload), e.cfg.MaxPayloadBytes)
-			continue
-		}
-		if len(it.TransactionID) > MaxNameBytes || len(it.TraceID) > MaxNameBytes {
-			r.Status, r.Err = Failed, fmt.Errorf("%w: transactionId and traceId are limited to %d bytes", ErrInvalid, MaxNameBytes)
-			continue
-		}
-		if it.TransactionID != "" {
-			if k := seen.find(items[:i], res[:i], it.TransactionID); k >= 0 {
-				r.Status, r.Offset, r.MessageID = Duplicate, res[k].Offset, res[k].MessageID
-				continue
+		earlier := func(txn string) (uint64, UUID, bool) {
+			if k := seen.find(items[:i], res[:i], txn); k >= 0 {
+				return res[k].Offset, res[k].MessageID, true
 			}
-			if off, ok := e.findTxn(p, it.TransactionID, floor); ok {
-				r.Status, r.Offset = Duplicate, off
-				if m, err := e.msgAt(p, off); err == nil {
-					r.MessageID = m.id
-				}
-				continue
-			}
+			return 0, UUID{}, false
 		}
-		if maxSize > 0 && !q.reserve(maxSize) {
-			r.Status, r.Err = Failed, fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, q.name, maxSize)
+		if !e.decidePush(&d, it, &res[i], earlier) {
 			continue
 		}
 		if it.TransactionID != "" {
 			seen.add(it.TransactionID, i, len(items))
 		}
-		id := e.ids.next(now)
-		ids = append(ids, id)
-		r.Status, r.MessageID, r.Offset = Queued, id, first+uint64(n)
 		size += 16 + 3 + 10 + len(it.TransactionID) + len(it.TraceID) + len(it.Payload) + sealOverhead
-		n++
 	}
+	n := d.n
 	if n == 0 {
 		return pushTouch{}, nil, false
 	}
 	// Pass 2: encode the record; the cache keeps it and points into it.
 	b := make([]byte, 0, size)
-	b = appendPushHeaderKey(b, recPush, p, first, ts, flags, sub, key, n)
+	b = appendPushHeaderKey(b, recPush, p, d.first, ts, flags, sub, key, n)
 	refs := make([]msgRef, n)
 	k := 0
 	for i := range items {
@@ -218,7 +174,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 		}
 		it := &items[i]
 		m := &refs[k]
-		m.id = ids[k]
+		m.id = res[i].MessageID
 		k++
 		b = append(b, m.id[:]...)
 		b = appendStr(b, it.TransactionID)
@@ -235,29 +191,127 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 			m.pay, m.payLen = uint32(len(b)-len(it.Payload)), uint32(len(it.Payload))
 		}
 	}
-	pos, err := e.appendPart(b, pend)
+	pos, err := e.appendHeld(b, pend)
 	if err != nil {
 		for i := range res {
 			if res[i].Status == Queued {
 				res[i] = PushResult{Status: Failed, Err: err}
 			}
 		}
-		if maxSize > 0 {
+		if d.maxSize > 0 {
 			q.depth.Add(-int64(n)) // give back what reserve counted
 		}
 		return pushTouch{}, err, false
 	}
-	e.applyPushMem(p, pos, first, ts, b, refs, flags, own(sub), key, false)
+	e.applyPushMem(p, pos, d.first, ts, b, refs, flags, own(sub), key, false)
 	for i := range items {
 		if res[i].Status == Queued && items[i].TransactionID != "" {
-			e.rememberTxn(p, items[i].TransactionID, res[i].Offset, floor)
+			e.rememberTxn(p, items[i].TransactionID, res[i].Offset, d.floor)
 		}
 	}
-	if maxSize <= 0 {
+	if d.maxSize <= 0 {
 		q.depth.Add(int64(n)) // with a maxSize, reserve counted them
 	}
 	e.stats.pushed.Add(uint64(n))
 	return pushTouch{p: p, end: p.next}, nil, false
+}
+
+// The push decision, written once for pushRun and transactions: an item's
+// sizes, its transactionId against the record's earlier items and then the
+// partition's dedup window, the queue's maxSize room, its id; and, for the
+// record, its timestamp and whether its payloads are sealed.
+
+// checkPushItem checks what a push item must be on its own: its payload
+// within Config.MaxPayloadBytes, its transactionId and traceId within
+// MaxNameBytes.
+func (e *Engine) checkPushItem(it *PushItem) error {
+	if len(it.Payload) > e.cfg.MaxPayloadBytes {
+		return fmt.Errorf("%w: payload of %d bytes is above the limit of %d", ErrTooLarge, len(it.Payload), e.cfg.MaxPayloadBytes)
+	}
+	if len(it.TransactionID) > MaxNameBytes || len(it.TraceID) > MaxNameBytes {
+		return fmt.Errorf("%w: transactionId and traceId are limited to %d bytes", ErrInvalid, MaxNameBytes)
+	}
+	return nil
+}
+
+// sealing is how q's new messages are stored: sealed (flagEncrypted) under
+// the key in use when q asks for encryption, with an error when it does and
+// no encryption key is configured.
+func (e *Engine) sealing(q *queue) (flags uint8, key uint64, err error) {
+	if !q.options().EncryptionEnabled {
+		return 0, 0, nil
+	}
+	if e.aead == nil {
+		err = fmt.Errorf("%w: queue %q asks for encryption and no encryption key is configured", ErrEncryption, q.name)
+	}
+	return flagEncrypted, e.keyID, err
+}
+
+// pushStamp is the timestamp of a new push record into p: the engine's next
+// stamp, and later than p's last. Caller holds p's stripe.
+func (e *Engine) pushStamp(p *partition) int64 {
+	ts := e.newStamp()
+	if ts <= p.lastTS {
+		ts = p.lastTS + 1
+		e.observeStamp(ts)
+	}
+	return ts
+}
+
+// pushDecision is one push record into p being decided: the offset it
+// starts at and the messages it stores so far.
+type pushDecision struct {
+	p       *partition
+	pid     UUID
+	first   uint64 // the record's first offset
+	n       int    // messages stored so far
+	now     int64
+	floor   uint64 // the dedup window's first offset
+	maxSize int64
+}
+
+// newPushDecision starts deciding a push record into p (new ids are stamped
+// now). Caller holds p's stripe until the record is appended.
+func (e *Engine) newPushDecision(p *partition, now int64) pushDecision {
+	d := pushDecision{p: p, pid: p.id(), first: p.next, now: now, maxSize: p.q.options().MaxSize}
+	if p.dedup != nil {
+		d.floor = e.dedupFloor(p)
+	}
+	return d
+}
+
+// decidePush decides one item and answers it in r: Failed (its sizes, or
+// the queue at its maxSize), Duplicate (its transactionId is one that
+// earlier finds among the record's earlier items, or is in the dedup
+// window), or Queued at the record's next offset with a new id, its room
+// under maxSize reserved (the caller gives it back if the record is not
+// kept). It reports whether the item is stored.
+func (e *Engine) decidePush(d *pushDecision, it *PushItem, r *PushResult, earlier func(txn string) (off uint64, id UUID, ok bool)) bool {
+	*r = PushResult{PartitionID: d.pid, TransactionID: it.TransactionID}
+	if err := e.checkPushItem(it); err != nil {
+		r.Status, r.Err = Failed, err
+		return false
+	}
+	if it.TransactionID != "" {
+		if off, id, ok := earlier(it.TransactionID); ok {
+			r.Status, r.Offset, r.MessageID = Duplicate, off, id
+			return false
+		}
+		if off, ok := e.findTxn(d.p, it.TransactionID, d.floor); ok {
+			r.Status, r.Offset = Duplicate, off
+			if m, err := e.msgAt(d.p, off); err == nil {
+				r.MessageID = m.id
+			}
+			return false
+		}
+	}
+	if d.maxSize > 0 && !d.p.q.reserve(d.maxSize) {
+		r.Status, r.Err = Failed, fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, d.p.q.name, d.maxSize)
+		return false
+	}
+	r.Status, r.MessageID, r.Offset = Queued, e.ids.next(d.now), d.first+uint64(d.n)
+	d.n++
+	return true
 }
 
 // runTxns finds transactionIds repeated inside one push run: by scanning
@@ -287,25 +341,6 @@ func (s *runTxns) find(items []PushItem, res []PushResult, txn string) int {
 		}
 	}
 	return -1
-}
-
-// appendPart journals rec as one of pend's appends. A record the journal
-// refuses is that part's error only: pend's completion does not see it (the
-// caller answers for the part, undoes what it changed, and fails the whole
-// call only if nothing of it was kept).
-func (e *Engine) appendPart(rec []byte, pend *pending) (uint64, error) {
-	done := pend.hold()
-	pos, err := e.append(rec, done)
-	if err != nil {
-		done(nil)
-	}
-	return pos, err
-}
-
-// isRefusal reports whether err is the journal refusing one record (see
-// refused): the request may be tried again, nothing of it was kept.
-func isRefusal(err error) bool {
-	return errors.Is(err, ErrOverloaded) || errors.Is(err, ErrJournal) || errors.Is(err, ErrTooLarge)
 }
 
 // applyPushMem adds messages [first, first+len(refs)) to p: a chunk in the

@@ -79,30 +79,15 @@ func (e *Engine) snapshot() error {
 	prev := e.snapPos
 	e.snapPos = pos
 	// Keep what the previous snapshot needs too (the journal falls back to
-	// it if the newest is damaged), and every segment holding live messages.
-	keep := posIndex(prev) + 1
-	if prev == 0 {
-		keep = 1
-	}
-	if minLive > 0 && posIndex(minLive) < keep {
-		keep = posIndex(minLive)
-	}
-	starts := e.j.SegmentStarts()
-	cut := uint64(0)
-	for _, s := range starts {
-		if s <= keep {
-			cut = s
-		}
-	}
-	if len(starts) > 0 && cut > starts[0] {
-		if err := e.j.TruncateFront(cut); err != nil {
-			return fmt.Errorf("engine: dropping old journal segments: %w", err)
-		}
+	// it if the newest is damaged), and every record holding live messages:
+	// the journal picks what goes.
+	if err := e.j.Release(prev, minLive); err != nil {
+		return fmt.Errorf("engine: dropping old journal segments: %w", err)
 	}
 	// A few live messages must not pin an old segment: copy them forward,
 	// so a later snapshot can drop it (a journal that is behind stops it:
 	// the next snapshot goes on).
-	if _, err := e.relocateOldest(posIndex(pos)); err != nil && !errors.Is(err, ErrOverloaded) {
+	if _, err := e.relocateOldest(pos); err != nil && !errors.Is(err, ErrOverloaded) {
 		return err
 	}
 	return nil
@@ -186,7 +171,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 					minLive = c.pos
 				}
 			}
-			b = appendPartition(b, p, groups)
+			b = appendHeldition(b, p, groups)
 		}
 		q.dlqMu.Lock()
 		b = appendUvarint(b, uint64(len(q.dlq)))
@@ -202,7 +187,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 	return b, pos, minLive
 }
 
-func appendPartition(b []byte, p *partition, groups []*group) []byte {
+func appendHeldition(b []byte, p *partition, groups []*group) []byte {
 	b = appendUvarint(b, p.seq)
 	b = appendStr(b, p.name)
 	b = appendUvarint(b, p.next)

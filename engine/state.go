@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -40,15 +41,6 @@ func (q *queue) groupList() []*group {
 		return *p
 	}
 	return nil
-}
-
-// dlqItem is a dead-letter entry as the engine keeps it: the message as
-// stored (its payload still sealed when the queue encrypts), its partition
-// and its group.
-type dlqItem struct {
-	deadEntry
-	p     *partition
-	group string
 }
 
 // partition is an ordered lane of a queue. Everything in it is guarded by its
@@ -165,6 +157,53 @@ const noCursor = ^uint64(0)
 
 func (pg *pgState) init() bool { return pg.cursor != noCursor }
 
+// saved is a (group, partition) state before an ack run or a transaction
+// touched it: restore puts it back when the journal refuses their record.
+type saved struct {
+	pg       *pgState
+	cursor   uint64
+	hadAct   bool
+	retries  []retryCount
+	blocked  int64
+	lease    *lease
+	status   []uint8
+	nDone    int
+	released bool
+}
+
+func save(pg *pgState) *saved {
+	s := &saved{pg: pg, cursor: pg.cursor}
+	if a := pg.act; a != nil {
+		s.hadAct = true
+		s.retries = append([]retryCount(nil), a.retries...)
+		s.blocked = a.blockedUntil
+		if l := a.lease; l != nil {
+			s.lease = l
+			s.status = append([]uint8(nil), l.status...)
+			s.nDone = l.nDone
+			s.released = l.released
+		}
+	}
+	return s
+}
+
+func (s *saved) restore() {
+	pg := s.pg
+	pg.cursor = s.cursor
+	if a := pg.act; a != nil && s.hadAct {
+		a.retries = s.retries
+		if len(a.retries) == 0 {
+			a.retries = nil
+		}
+		a.blockedUntil = s.blocked
+		if l := s.lease; l != nil {
+			copy(l.status, s.status)
+			l.nDone = s.nDone
+			l.released = s.released
+		}
+	}
+}
+
 // pgActive holds what only a busy (group, partition) needs.
 type pgActive struct {
 	lease        *lease
@@ -219,34 +258,6 @@ func (a *pgActive) dropRetriesBelow(cursor uint64) {
 	}
 }
 
-// ack states inside a lease.
-const (
-	stNone uint8 = iota
-	stCompleted
-	stFailed
-	stRetry
-	stDead
-)
-
-// lease is a consumer's claim on messages [from, to) of one partition for one
-// group. A pop over several partitions gives them all the same id.
-type lease struct {
-	id       UUID
-	p        *partition
-	gidx     int
-	from     uint64
-	to       uint64
-	expires  int64
-	status   []uint8
-	nDone    int
-	ended    bool
-	released bool // a failed or retry ack gave the rest of the lease back
-	timer    timer
-	set      *leaseSet
-}
-
-func (l *lease) statusAt(off uint64) uint8 { return l.status[off-l.from] }
-
 // group is a consumer group's view of one queue.
 type group struct {
 	q       *queue
@@ -264,47 +275,6 @@ type group struct {
 	deleted atomic.Bool
 }
 
-func (g *group) pushReady(a *pgActive) {
-	if g.rhead > 0 && g.rhead >= len(g.ready)/2 {
-		n := copy(g.ready, g.ready[g.rhead:])
-		clear(g.ready[n:])
-		g.ready = g.ready[:n]
-		g.rhead = 0
-	}
-	g.ready = append(g.ready, a)
-}
-
-// unpopReady puts back at the front of the ready list a partition that
-// popReady handed out and that was then not served (its journal record was
-// refused), so the list is exactly as it was.
-func (g *group) unpopReady(a *pgActive) {
-	if g.rhead > 0 {
-		g.rhead--
-		g.ready[g.rhead] = a
-		return
-	}
-	g.ready = append(g.ready, nil)
-	copy(g.ready[1:], g.ready)
-	g.ready[0] = a
-}
-
-func (g *group) popReady() *pgActive {
-	if g.rhead >= len(g.ready) {
-		return nil
-	}
-	a := g.ready[g.rhead]
-	g.ready[g.rhead] = nil
-	g.rhead++
-	if g.rhead == len(g.ready) {
-		g.ready = g.ready[:0]
-		if cap(g.ready) > 4096 {
-			g.ready = nil // a drained burst gives its memory back
-		}
-		g.rhead = 0
-	}
-	return a
-}
-
 // stripe guards a share of the partitions and owns a timer wheel.
 type stripe struct {
 	mu    sync.Mutex
@@ -313,46 +283,77 @@ type stripe struct {
 	_     [64]byte
 }
 
-// endedLeases remembers recently ended leases (a bounded ring per stripe)
-// so that an ack repeated after its lease ended answers as it did the first
-// time (idempotent acks). Only what that needs is kept.
-type endedLeases struct {
-	m    map[endedKey]endedLease
-	ring []endedKey
-	head int
+// group returns the named group of q, or nil.
+func (q *queue) group(name string) *group {
+	q.mu.RLock()
+	g := q.gnames[name]
+	q.mu.RUnlock()
+	return g
 }
 
-type endedKey struct {
-	id UUID
-	p  *partition
-}
-
-type endedLease struct {
-	from   uint64
-	status []uint8
-}
-
-const endedPerStripe = 512
-
-func (el *endedLeases) add(l *lease) {
-	if el.m == nil {
-		el.m = make(map[endedKey]endedLease)
-		el.ring = make([]endedKey, endedPerStripe)
+// pgFor returns g's state on p, deciding its cursor by the group's
+// subscription the first time. Caller holds p's stripe.
+func (e *Engine) pgFor(p *partition, g *group) *pgState {
+	if g.idx >= len(p.groups) {
+		n := len(p.q.groupList())
+		if n <= g.idx {
+			n = g.idx + 1
+		}
+		gs := make([]pgState, n)
+		copy(gs, p.groups)
+		for i := len(p.groups); i < n; i++ {
+			gs[i].cursor = noCursor
+		}
+		p.groups = gs
 	}
-	k := endedKey{l.id, l.p}
-	if old := el.ring[el.head]; old.p != nil {
-		delete(el.m, old)
+	pg := &p.groups[g.idx]
+	if !pg.init() {
+		pg.cursor = p.startFor(g)
 	}
-	el.ring[el.head] = k
-	el.head = (el.head + 1) % len(el.ring)
-	el.m[k] = endedLease{from: l.from, status: l.status}
+	return pg
 }
 
-// get returns a read-only view of an ended lease, or nil.
-func (el *endedLeases) get(id UUID, p *partition) *lease {
-	en, ok := el.m[endedKey{id, p}]
-	if !ok {
-		return nil
+// low is the oldest offset p still holds.
+func (p *partition) low() uint64 {
+	if len(p.chunks) > 0 {
+		return p.chunks[0].first
 	}
-	return &lease{id: id, p: p, from: en.from, to: en.from + uint64(len(en.status)), status: en.status, ended: true}
+	return p.next
+}
+
+// startFor is where a group that has never read p starts: the oldest message
+// (all), the first message stamped after the group appeared (new), or the
+// first message stamped at or after the timestamp (from). Messages of one
+// chunk share a stamp, so a binary search over chunks is exact.
+func (p *partition) startFor(g *group) uint64 {
+	switch g.mode {
+	case SubNew:
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts > g.from })
+		if i == len(p.chunks) {
+			return p.next
+		}
+		return p.chunks[i].first
+	case SubFrom:
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts >= g.from })
+		if i == len(p.chunks) {
+			return p.next
+		}
+		return p.chunks[i].first
+	}
+	return p.low()
+}
+
+// active returns the busy state of pg, allocating it if needed.
+func (e *Engine) active(p *partition, g *group, pg *pgState) *pgActive {
+	if pg.act == nil {
+		pg.act = &pgActive{p: p, g: g}
+	}
+	return pg.act
+}
+
+// relax frees pg's busy state once it holds nothing.
+func relax(pg *pgState) {
+	if pg.act != nil && pg.act.idle() {
+		pg.act = nil
+	}
 }

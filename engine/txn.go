@@ -115,11 +115,8 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 			t.res.Pushes[i] = PushResult{Status: Failed, Err: err}
 			return fmt.Errorf("push %d: %w", i, err)
 		}
-		if len(it.Payload) > e.cfg.MaxPayloadBytes {
-			return fail(fmt.Errorf("%w: payload of %d bytes is above the limit of %d", ErrTooLarge, len(it.Payload), e.cfg.MaxPayloadBytes))
-		}
-		if len(it.TransactionID) > MaxNameBytes || len(it.TraceID) > MaxNameBytes {
-			return fail(fmt.Errorf("%w: transactionId and traceId are limited to %d bytes", ErrInvalid, MaxNameBytes))
+		if err := e.checkPushItem(it); err != nil {
+			return fail(err)
 		}
 		if it.ProducerSub != pushes[0].ProducerSub {
 			return fail(fmt.Errorf("%w: one transaction's pushes must share one producer subject", ErrInvalid))
@@ -128,8 +125,8 @@ func (t *txn) resolve(acks []AckItem, pushes []PushItem) error {
 		if err != nil {
 			return fail(err)
 		}
-		if q.options().EncryptionEnabled && e.aead == nil {
-			return fail(fmt.Errorf("%w: queue %q asks for encryption and the server has no key (set REGENT_ENCRYPTION_KEY)", ErrEncryption, q.name))
+		if _, _, err := e.sealing(q); err != nil {
+			return fail(err)
 		}
 		name := it.Partition
 		if name == "" {
@@ -181,19 +178,6 @@ func (t *txn) abort() {
 	for _, p := range t.made {
 		t.e.dropUnused(p)
 	}
-}
-
-// saved is a (group, partition) state before a transaction touched it.
-type saved struct {
-	pg       *pgState
-	cursor   uint64
-	hadAct   bool
-	retries  []retryCount
-	blocked  int64
-	lease    *lease
-	status   []uint8
-	nDone    int
-	released bool
 }
 
 // run applies the transaction. It reports false, having changed nothing,
@@ -282,43 +266,24 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		p := t.pushP[i]
 		s := byP[p]
 		if s == nil {
-			ts := e.newStamp()
-			if ts <= p.lastTS {
-				ts = p.lastTS + 1
-				e.observeStamp(ts)
-			}
-			s = &txnSection{p: p, first: p.next, ts: ts, sub: it.ProducerSub}
-			if p.q.options().EncryptionEnabled {
-				s.flags, s.key = flagEncrypted, e.keyID
-			}
+			s = &txnSection{p: p, ts: e.pushStamp(p), sub: it.ProducerSub}
+			s.flags, s.key, _ = e.sealing(p.q) // resolve refused a queue it cannot seal for
+			s.d = e.newPushDecision(p, now)
+			s.first = s.d.first
 			byP[p] = s
 			secs = append(secs, s)
 		}
 		r := &t.res.Pushes[i]
-		*r = PushResult{PartitionID: p.id(), TransactionID: it.TransactionID}
-		if it.TransactionID != "" {
-			if k := s.find(it.TransactionID); k >= 0 {
-				r.Status, r.Offset, r.MessageID = Duplicate, s.first+uint64(k), s.msgs[k].id
+		if !e.decidePush(&s.d, it, r, s.earlier) {
+			if r.Status == Duplicate {
 				continue
 			}
-			if off, ok := e.findTxn(p, it.TransactionID, e.dedupFloor(p)); ok {
-				r.Status, r.Offset = Duplicate, off
-				if m, err := e.msgAt(p, off); err == nil {
-					r.MessageID = m.id
-				}
-				continue
-			}
-		}
-		if max := p.q.options().MaxSize; max > 0 && !p.q.reserve(max) {
-			err := fmt.Errorf("%w: queue %q holds its maxSize of %d messages", ErrQueueFull, p.q.name, max)
-			r.Status, r.Err = Failed, err
 			undo()
-			t.res.Err = fmt.Errorf("%w: push %d: %w", ErrTxnAborted, i, err)
+			t.res.Err = fmt.Errorf("%w: push %d: %w", ErrTxnAborted, i, r.Err)
 			done(t.res, nil)
 			return true
 		}
-		id := e.ids.next(now)
-		r.Status, r.MessageID, r.Offset = Queued, id, s.first+uint64(len(s.msgs))
+		id := r.MessageID
 		pl := it.Payload
 		if s.flags&flagEncrypted != 0 {
 			pl = e.appendSealed(nil, pl)
@@ -357,7 +322,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		}
 		done(t.res, err)
 	})
-	pos, err := e.appendPart(rec, pend)
+	pos, err := e.appendHeld(rec, pend)
 	if err != nil {
 		undo()
 		done(TxnResult{}, err)
@@ -431,39 +396,6 @@ func encodeTxn(subs [][]byte) []byte {
 	return rec
 }
 
-func save(pg *pgState) *saved {
-	s := &saved{pg: pg, cursor: pg.cursor}
-	if a := pg.act; a != nil {
-		s.hadAct = true
-		s.retries = append([]retryCount(nil), a.retries...)
-		s.blocked = a.blockedUntil
-		if l := a.lease; l != nil {
-			s.lease = l
-			s.status = append([]uint8(nil), l.status...)
-			s.nDone = l.nDone
-			s.released = l.released
-		}
-	}
-	return s
-}
-
-func (s *saved) restore() {
-	pg := s.pg
-	pg.cursor = s.cursor
-	if a := pg.act; a != nil && s.hadAct {
-		a.retries = s.retries
-		if len(a.retries) == 0 {
-			a.retries = nil
-		}
-		a.blockedUntil = s.blocked
-		if l := s.lease; l != nil {
-			copy(l.status, s.status)
-			l.nDone = s.nDone
-			l.released = s.released
-		}
-	}
-}
-
 func stripeIndex(base, s *stripe) uintptr {
 	return (uintptrOf(s) - uintptrOf(base)) / stripeSize
 }
@@ -478,14 +410,16 @@ type txnSection struct {
 	flags uint8
 	key   uint64 // the key that seals its payloads (with flagEncrypted)
 	sub   string
+	d     pushDecision
 }
 
-// find returns the index of an earlier message of the section with txn.
-func (s *txnSection) find(txn string) int {
+// earlier finds an earlier message of the section with txn (for
+// decidePush).
+func (s *txnSection) earlier(txn string) (uint64, UUID, bool) {
 	for k := range s.msgs {
 		if s.msgs[k].txn == txn {
-			return k
+			return s.first + uint64(k), s.msgs[k].id, true
 		}
 	}
-	return -1
+	return 0, UUID{}, false
 }

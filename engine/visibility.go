@@ -34,25 +34,6 @@ func (e *Engine) visibleEnd(p *partition) (end uint64, wakeAt int64) {
 	return end, wakeAt
 }
 
-// deliverable reports whether g can be handed messages of p now; when only
-// time stands in the way, it arms p's timer. Caller holds p's stripe.
-func (e *Engine) deliverable(p *partition, pg *pgState) bool {
-	if pg.cursor >= p.durable {
-		return false
-	}
-	if a := pg.act; a != nil && (a.lease != nil || a.blockedUntil != 0) {
-		return false
-	}
-	end, wakeAt := e.visibleEnd(p)
-	if pg.cursor < end {
-		return true
-	}
-	if wakeAt > 0 {
-		e.armPartition(p, wakeAt)
-	}
-	return false
-}
-
 // ptimer wakes a partition's groups when delayed messages become visible or
 // its window passes.
 type ptimer struct {

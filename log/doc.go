@@ -33,11 +33,31 @@
 //
 // # Locks
 //
-// Outermost first: snapMu (snapshots), wmu (the tidwall/wal pointer: RLock
-// to write or read, Lock to close or reopen it), readMu (reads and their
-// cache), segMu (the segment list), mu (group commit state: open, sealed,
-// queued, the sticky failure). Nothing is taken while mu is held, and no
-// lock of this package is held while a done callback runs.
+// Every mutex of the package, outermost first: a goroutine holding one may
+// take only those after it.
+//
+//	| lock     | guards                                       | while held, may block on                    |
+//	|----------|----------------------------------------------|---------------------------------------------|
+//	| snapMu   | the snapshot files: one WriteSnapshot or     | file I/O: writing, fsyncing and renaming a  |
+//	|          | LoadSnapshot at a time                       | snapshot, reading them back                 |
+//	| wmu (RW) | the tidwall/wal pointer: RLock to write or   | RLock: the committer's entry write (and the |
+//	|          | read through it, Lock to close or reopen it  | fsync under SyncInterval and at Close), a   |
+//	|          |                                              | Read or Replay; Lock (TruncateFront, the    |
+//	|          |                                              | disk-full rewind, Close): waits for those,  |
+//	|          |                                              | then closes, removes, fsyncs and reopens    |
+//	| readMu   | reads through tidwall (its concurrent reads  | disk reads and zstd decoding of old entries |
+//	|          | of old segments are unsafe), the entry cache |                                             |
+//	| segMu    | the segment list                             | nothing                                     |
+//	| mu       | group commit state: open, sealed, queued,    | nothing; nothing is taken while it is held  |
+//	|          | free groups, the sticky failure, no-space    |                                             |
+//
+// Append takes only mu, briefly: it never waits (a record it cannot take
+// now is refused). The syncer (SyncAlways) fsyncs through a descriptor of
+// its own, holding no lock; the committer hands it a written group holding
+// none. No lock of this package is held while a done callback runs, so a
+// callback may take its caller's locks (the engine's stripes) and append.
+// Err reads an atomic and takes no lock; Stalled and Stats take mu
+// briefly.
 //
 // A position (Pos) is (WAL index << 20) | record number in the entry.
 //
@@ -189,4 +209,10 @@
 // (the crash harness must catch it); see debug.go.
 //
 // Retention drops whole segments only: TruncateFront takes a segment start.
+// The engine does not know segments or the position layout: it says what it
+// still needs (Release: what an older snapshot covers, the oldest record
+// holding live messages) and the log picks the segments that go;
+// OldestSegment gives the position range of the oldest segment, for copying
+// its few live records forward; CheckFront says whether entry 1 is still
+// held.
 package log

@@ -420,6 +420,46 @@ func (l *Log) noteWrite(index uint64, n int) (created bool, seg uint64) {
 	return created, seg
 }
 
+// Release drops the old segments that its reader (the engine) no longer
+// needs, and so keeps the reader out of the position layout. covered is the
+// position up to which an older snapshot covers every record (0: none): the
+// entries after the one holding it stay, for a replay from that snapshot.
+// live is the position of the oldest record that still holds messages (0:
+// none): its entry stays. Release drops, with TruncateFront, the whole
+// segments before the last segment start at or before the first entry that
+// stays, and nothing when that is the first segment.
+func (l *Log) Release(covered, live Pos) error {
+	keep := uint64(1)
+	if covered != 0 {
+		keep = PosIndex(covered) + 1
+	}
+	if live > 0 && PosIndex(live) < keep {
+		keep = PosIndex(live)
+	}
+	starts := l.SegmentStarts()
+	cut := uint64(0)
+	for _, s := range starts {
+		if s <= keep {
+			cut = s
+		}
+	}
+	if len(starts) == 0 || cut <= starts[0] {
+		return nil
+	}
+	return l.TruncateFront(cut)
+}
+
+// OldestSegment returns the positions [from, to) of the records the oldest
+// segment file can hold, and whether a later segment follows it (only then
+// can Release drop it).
+func (l *Log) OldestSegment() (from, to Pos, ok bool) {
+	starts := l.SegmentStarts()
+	if len(starts) < 2 {
+		return 0, 0, false
+	}
+	return MakePos(starts[0], 0), MakePos(starts[1], 0), true
+}
+
 // TruncateFront drops every whole segment file before index, which must be
 // the first index of a segment (see SegmentStarts); retention never cuts a
 // segment in the middle. Truncating to the current FirstIndex is a no-op.

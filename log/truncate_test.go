@@ -223,3 +223,49 @@ func TestRecordsPerEntryCap(t *testing.T) {
 		t.Fatalf("%d entries for 200 records capped at 10", st.Entries)
 	}
 }
+
+// TestReleaseKeepsWhatItsReaderNeeds: Release drops the whole segments
+// before the first entry that must stay (the one after the entry holding
+// covered, or the one holding live if that is older), never a segment
+// holding one of them; OldestSegment gives the first segment's positions.
+func TestReleaseKeepsWhatItsReaderNeeds(t *testing.T) {
+	dir := t.TempDir()
+	rec := randRec(300)
+	buildJournal(t, dir, 12, rec, withSegment(700))
+	l, _ := openT(t, dir, withSegment(700))
+	starts := l.SegmentStarts()
+	if len(starts) < 5 {
+		t.Fatalf("want at least 5 segments, have %v", starts)
+	}
+	from, to, ok := l.OldestSegment()
+	if !ok || from != MakePos(starts[0], 0) || to != MakePos(starts[1], 0) {
+		t.Fatalf("OldestSegment: %d, %d, %v; segments start at %v", from, to, ok, starts)
+	}
+	release := func(covered, live Pos, wantFirst uint64) {
+		t.Helper()
+		if err := l.Release(covered, live); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.SegmentStarts()[0]; got != wantFirst {
+			t.Fatalf("Release(%d, %d): first segment starts at %d, want %d", covered, live, got, wantFirst)
+		}
+	}
+	release(0, 0, starts[0])                                         // nothing covered: everything stays
+	release(0, MakePos(starts[2], 0), starts[0])                     // live alone keeps everything too
+	release(MakePos(starts[1]-1, 3), 0, starts[1])                   // the entry after covered's opens segment 1
+	release(MakePos(starts[3], 0), MakePos(starts[2], 1), starts[2]) // live is older: its segment stays
+	release(MakePos(starts[4]-1, 0), 0, starts[4])
+	if first, err := l.CheckFront(); err == nil || first != starts[4] {
+		t.Fatalf("CheckFront after dropping the front: %d, %v", first, err)
+	}
+}
+
+// TestCheckFrontOfAWholeLog: a log that starts at entry 1 has its front.
+func TestCheckFrontOfAWholeLog(t *testing.T) {
+	dir := t.TempDir()
+	buildJournal(t, dir, 3, randRec(100))
+	l, _ := openT(t, dir)
+	if first, err := l.CheckFront(); err != nil || first != 0 {
+		t.Fatalf("CheckFront: %d, %v", first, err)
+	}
+}

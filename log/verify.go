@@ -376,6 +376,18 @@ func (l *Log) Lost() []IndexRange {
 // rest.
 func (l *Log) Salvaged() bool { return l.cfg.Salvage || len(l.holes) > 0 }
 
+// CheckFront returns nil when the log still starts at its first entry
+// (index 1); otherwise the first entry it holds and Check's error for entry
+// 1 (a log without a snapshot that starts later lost what its first segment
+// files held).
+func (l *Log) CheckFront() (first uint64, err error) {
+	starts := l.SegmentStarts()
+	if len(starts) == 0 || starts[0] <= 1 {
+		return 0, nil
+	}
+	return starts[0], l.Check(MakePos(1, 0))
+}
+
 // Check reports whether the entry holding pos passed its checks at Open and
 // is still in the log: nil if so; otherwise an error wrapping ErrCorrupt
 // (and ErrLost for an entry a salvage skipped) that names it.

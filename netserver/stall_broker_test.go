@@ -70,9 +70,10 @@ func (c *countingJournal) WriteSnapshot(pos uint64, data []byte) error {
 	return err
 }
 
-func (c *countingJournal) TruncateFront(index uint64) error {
-	err := c.Log.TruncateFront(index)
-	if err == nil {
+func (c *countingJournal) Release(covered, live uint64) error {
+	first := c.Log.FirstIndex()
+	err := c.Log.Release(covered, live)
+	if err == nil && c.Log.FirstIndex() != first {
 		c.truncations.Add(1)
 	}
 	return err

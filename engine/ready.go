@@ -5,6 +5,106 @@ import (
 	"sync"
 )
 
+// What becomes deliverable reaches its group here. deliverable decides
+// whether a group can be served a partition now; notify (after a commit, an
+// ack, a lease or retry delay ending, a visibility timer) puts the
+// partition on the group's ready list, which pops take from the front of
+// (popReady), and takes off the group's waiter list a parked pop that wants
+// it; wake retries those pops once every lock is released. A waiter is a
+// parked long poll (below).
+
+// deliverable reports whether g can be handed messages of p now; when only
+// time stands in the way, it arms p's timer. Caller holds p's stripe.
+func (e *Engine) deliverable(p *partition, pg *pgState) bool {
+	if pg.cursor >= p.durable {
+		return false
+	}
+	if a := pg.act; a != nil && (a.lease != nil || a.blockedUntil != 0) {
+		return false
+	}
+	end, wakeAt := e.visibleEnd(p)
+	if pg.cursor < end {
+		return true
+	}
+	if wakeAt > 0 {
+		e.armPartition(p, wakeAt)
+	}
+	return false
+}
+
+// notify tells g that p may have become deliverable: it joins g's ready list
+// and a parked pop that wants it is woken (appended to wakes, to be run once
+// every lock is released). Caller holds p's stripe.
+func (e *Engine) notify(p *partition, g *group, pg *pgState, wakes *[]*waiter) {
+	if !e.deliverable(p, pg) {
+		relax(pg)
+		return
+	}
+	a := e.active(p, g, pg)
+	add := !a.inReady
+	a.inReady = true
+	g.mu.Lock()
+	if g.deleted.Load() {
+		g.mu.Unlock()
+		return
+	}
+	if add {
+		g.pushReady(a)
+	}
+	g.version++
+	if w := g.takeWaiter(p.name); w != nil {
+		*wakes = append(*wakes, w)
+	}
+	g.mu.Unlock()
+	if e.labelWaiting.Load() > 0 {
+		e.wakeLabels(p.q, wakes)
+	}
+}
+
+// The ready list: partitions with deliverable messages for the group, in
+// FIFO order, lazily validated. Guarded by g.mu.
+
+func (g *group) pushReady(a *pgActive) {
+	if g.rhead > 0 && g.rhead >= len(g.ready)/2 {
+		n := copy(g.ready, g.ready[g.rhead:])
+		clear(g.ready[n:])
+		g.ready = g.ready[:n]
+		g.rhead = 0
+	}
+	g.ready = append(g.ready, a)
+}
+
+// unpopReady puts back at the front of the ready list a partition that
+// popReady handed out and that was then not served (its journal record was
+// refused), so the list is exactly as it was.
+func (g *group) unpopReady(a *pgActive) {
+	if g.rhead > 0 {
+		g.rhead--
+		g.ready[g.rhead] = a
+		return
+	}
+	g.ready = append(g.ready, nil)
+	copy(g.ready[1:], g.ready)
+	g.ready[0] = a
+}
+
+func (g *group) popReady() *pgActive {
+	if g.rhead >= len(g.ready) {
+		return nil
+	}
+	a := g.ready[g.rhead]
+	g.ready[g.rhead] = nil
+	g.rhead++
+	if g.rhead == len(g.ready) {
+		g.ready = g.ready[:0]
+		if cap(g.ready) > 4096 {
+			g.ready = nil // a drained burst gives its memory back
+		}
+		g.rhead = 0
+	}
+	return a
+}
+
 // A waiter is a parked long poll. It sits in its group's waiter list until a
 // change that may make messages deliverable to it (a commit, a lease ending,
 // a retry delay running out) takes it off the list and retries it, or until
