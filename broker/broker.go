@@ -169,6 +169,11 @@ func (b *Broker) TCPAddr() net.Addr { return b.d.tcpAddr() }
 // HTTPAddr is the HTTP door's address; nil before Main.
 func (b *Broker) HTTPAddr() net.Addr { return b.d.httpAddr() }
 
+// TCPInFlight is how many requests the TCP door has taken and not yet
+// answered (parked long polls included): a test waits on it for a request
+// to reach the broker. 0 before Main.
+func (b *Broker) TCPInFlight() int { return b.d.tcpInFlight() }
+
 // Engine is the broker's engine, for tests and embedding programs.
 func (b *Broker) Engine() *engine.Engine { return b.e }
 

@@ -153,3 +153,10 @@ func journalStats(j *log.Log) func() netserver.JournalStats {
 		}
 	}
 }
+
+func (d *doors) tcpInFlight() int {
+	if d.tcp == nil {
+		return 0
+	}
+	return d.tcp.InFlight()
+}
