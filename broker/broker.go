@@ -73,9 +73,10 @@ type Broker struct {
 	e    *engine.Engine
 	d    doors // doors.go
 
-	mu      sync.Mutex
-	started bool
-	exiting chan struct{} // closed when Exit (or a failed start) begins
+	mu      sync.Mutex    // guards started, closing and the doors' fields Main sets
+	started bool          // Main was called
+	closing bool          // Exit or a failed start began to close
+	exiting chan struct{} // closed when closing becomes true
 	exit    sync.Once
 	exitErr error
 	died    chan error // one DoorError, if a door stops before Exit
@@ -114,7 +115,10 @@ func New(opts Options) (*Broker, error) {
 		err = b.buildDoors()
 	}
 	if err != nil {
-		b.abort()
+		b.mu.Lock()
+		b.beginClose()
+		b.mu.Unlock()
+		b.close(startupGrace)
 		return nil, err
 	}
 	return b, nil
@@ -127,17 +131,16 @@ func New(opts Options) (*Broker, error) {
 func (b *Broker) Main() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.started {
+	switch {
+	case b.closing:
+		return errors.New("broker: Main after Exit")
+	case b.started:
 		return errors.New("broker: Main called twice")
 	}
 	b.started = true
-	select {
-	case <-b.exiting:
-		return errors.New("broker: Main after Exit")
-	default:
-	}
 	if err := b.openDoors(); err != nil {
-		b.abort()
+		b.beginClose()
+		b.close(startupGrace)
 		return err
 	}
 	go b.watchDoors()
@@ -160,19 +163,35 @@ func (e *DoorError) Unwrap() error { return e.Err }
 func (b *Broker) Died() <-chan error { return b.died }
 
 // Healthy reports why the broker does not serve on both doors, or nil.
-func (b *Broker) Healthy() error { return b.d.healthy() }
+func (b *Broker) Healthy() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.d.healthy()
+}
 
 // TCPAddr is the TCP door's address (the real port when the configured one
 // was 0); nil before Main.
-func (b *Broker) TCPAddr() net.Addr { return b.d.tcpAddr() }
+func (b *Broker) TCPAddr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.d.tcpAddr()
+}
 
 // HTTPAddr is the HTTP door's address; nil before Main.
-func (b *Broker) HTTPAddr() net.Addr { return b.d.httpAddr() }
+func (b *Broker) HTTPAddr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.d.httpAddr()
+}
 
 // TCPInFlight is how many requests the TCP door has taken and not yet
 // answered (parked long polls included): a test waits on it for a request
 // to reach the broker. 0 before Main.
-func (b *Broker) TCPInFlight() int { return b.d.tcpInFlight() }
+func (b *Broker) TCPInFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.d.tcpInFlight()
+}
 
 // Engine is the broker's engine, for tests and embedding programs.
 func (b *Broker) Engine() *engine.Engine { return b.e }
@@ -191,18 +210,25 @@ func (b *Broker) Journal() *log.Log { return b.j }
 // return the first one's result.
 func (b *Broker) Exit() error {
 	b.exit.Do(func() {
-		close(b.exiting)
-		b.exitErr = closeWithin(b.close, b.opts.ShutdownTimeout)
+		b.mu.Lock() // after a Main in progress
+		began := b.beginClose()
+		b.mu.Unlock()
+		if began {
+			b.exitErr = closeWithin(b.close, b.opts.ShutdownTimeout)
+		}
 	})
 	return b.exitErr
 }
 
-// abort closes what a failed New or Main built.
-func (b *Broker) abort() {
-	b.exit.Do(func() {
-		close(b.exiting)
-		b.close(startupGrace)
-	})
+// beginClose marks the broker closing, under b.mu; it reports false when a
+// failed start closed it already.
+func (b *Broker) beginClose() bool {
+	if b.closing {
+		return false
+	}
+	b.closing = true
+	close(b.exiting)
+	return true
 }
 
 // close stops the doors, the engine and the journal, in that order.

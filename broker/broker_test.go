@@ -115,3 +115,26 @@ func TestDoorErrorText(t *testing.T) {
 		t.Fatalf("%v does not read or unwrap as %v", err, inner)
 	}
 }
+
+// TestExitDuringMain: Exit and Main from two goroutines: whichever comes
+// first, the broker ends closed (its directory opens again), and a Main
+// after Exit is refused.
+func TestExitDuringMain(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 3; i++ {
+		b, err := broker.New(options(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan error, 1)
+		go func() { started <- b.Main() }()
+		if err := b.Exit(); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if err := b.Main(); err == nil {
+			t.Fatal("Main after Exit was accepted")
+		}
+	}
+	brokertest.Start(t, options(dir))
+}

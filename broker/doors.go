@@ -35,6 +35,7 @@ func maxPopBytes() int { return netserver.PopBytesFor(protocol.DefaultMaxFrame) 
 // doors are the broker's two transports.
 type doors struct {
 	tcp      *netserver.TCPServer
+	tcpOn    bool // tcp started: only a started TCPServer may be shut down
 	http     *netserver.HTTPServer
 	httpLn   net.Listener
 	httpErr  chan error                // Serve's return
@@ -60,9 +61,9 @@ func (b *Broker) buildDoors() (err error) {
 // serves HTTP.
 func (b *Broker) openDoors() error {
 	if err := b.d.tcp.Start(); err != nil {
-		b.d.tcp = nil // nothing to shut down
 		return err
 	}
+	b.d.tcpOn = true
 	l, err := net.Listen("tcp", b.opts.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
@@ -103,7 +104,7 @@ func (d *doors) shutdown(ctx context.Context) []error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 		}
 	}
-	if d.tcp != nil {
+	if d.tcpOn {
 		if err := d.tcp.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("tcp: %w", err))
 		}
@@ -112,7 +113,7 @@ func (d *doors) shutdown(ctx context.Context) []error {
 }
 
 func (d *doors) healthy() error {
-	if d.tcp == nil {
+	if !d.tcpOn {
 		return errors.New("broker: the TCP door is not serving")
 	}
 	if err := d.tcp.Healthy(); err != nil {
@@ -128,7 +129,7 @@ func (d *doors) healthy() error {
 }
 
 func (d *doors) tcpAddr() net.Addr {
-	if d.tcp == nil {
+	if !d.tcpOn {
 		return nil
 	}
 	return d.tcp.Addr()
@@ -155,7 +156,7 @@ func journalStats(j *log.Log) func() netserver.JournalStats {
 }
 
 func (d *doors) tcpInFlight() int {
-	if d.tcp == nil {
+	if !d.tcpOn {
 		return 0
 	}
 	return d.tcp.InFlight()
