@@ -1,75 +1,28 @@
 package client_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	"github.com/regentmq/regent/engine"
-	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver/tcp"
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 )
 
-// broker is a real Regent for the client's tests and examples: a journal in
-// a temp dir, the engine and the TCP server on 127.0.0.1:0.
-type broker struct {
+// regent is a real broker for the client's tests (brokertest.Start): a
+// journal in a temp dir, the engine, and its doors on 127.0.0.1:0; addr is
+// its TCP door.
+type regent struct {
+	*broker.Broker
 	addr string
-	stop func()
-	srv  *tcp.Server
-	e    *engine.Engine
-	j    *log.Log
-	dir  string
-	ecfg engine.Config
 }
 
-func startBroker(dir string, ecfg engine.Config, addr ...string) (*broker, error) {
-	return startBrokerLog(log.Config{Dir: dir}, ecfg, addr...)
-}
-
-func startBrokerLog(lcfg log.Config, ecfg engine.Config, addr ...string) (*broker, error) {
-	dir := lcfg.Dir
-	j, err := log.Open(lcfg)
-	if err != nil {
-		return nil, err
-	}
-	ecfg.SnapshotEveryBytes = -1
-	e, err := engine.New(ecfg, j)
-	if err != nil {
-		j.Close()
-		return nil, err
-	}
-	listen := "127.0.0.1:0"
-	if len(addr) > 0 {
-		listen = addr[0]
-	}
-	srv, err := tcp.New(tcp.Config{Addr: listen}, e)
-	if err != nil {
-		return nil, err
-	}
-	if err := srv.Start(); err != nil {
-		return nil, err
-	}
-	b := &broker{addr: srv.Addr().String(), srv: srv, e: e, j: j, dir: dir, ecfg: ecfg}
-	b.stop = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		e.Close()
-		j.Close()
-	}
-	return b, nil
-}
-
-func newBroker(t *testing.T, mods ...func(*engine.Config)) *broker {
+// startRegent starts a broker with opts for t (stopped when t ends, or
+// sooner with Exit). Its engine takes no snapshots by size.
+func startRegent(t *testing.T, opts broker.Options) *regent {
 	t.Helper()
-	var cfg engine.Config
-	for _, m := range mods {
-		m(&cfg)
-	}
-	b, err := startBroker(t.TempDir(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.stop)
-	return b
+	opts.Engine.SnapshotEveryBytes = -1
+	b := brokertest.Start(t, opts)
+	return &regent{Broker: b, addr: b.TCPAddr().String()}
 }
+
+// newBroker starts a broker with the default options for t.
+func newBroker(t *testing.T) *regent { return startRegent(t, broker.Options{}) }

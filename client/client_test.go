@@ -13,13 +13,14 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
-	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/protocol"
 )
 
-func dial(t *testing.T, b *broker, opts ...client.Option) *client.Client {
+func dial(t *testing.T, b *regent, opts ...client.Option) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -119,7 +120,12 @@ func TestEachExtendsLeasesOfSlowHandlers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
+	brokertest.CheckFor(t, 5*time.Second, func() error { // the handler returns, and its message is acked
+		if st, err := c.Stats(ctx); err != nil || st.Acked != 1 {
+			return fmt.Errorf("acked %d, err %v", st.Acked, err)
+		}
+		return nil
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -199,10 +205,7 @@ func TestProducerBatchesOnSizeAndTime(t *testing.T) {
 // the parked call with ErrConnLost, and the client reconnects by itself.
 func TestConnectionLossFailsPendingCallsAndReconnects(t *testing.T) {
 	dir := t.TempDir()
-	b, err := startBroker(dir, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startRegent(t, broker.Options{Journal: log.Config{Dir: dir}})
 	c := dial(t, b, client.WithConns(1), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond))
 	ctx := testCtx(t)
 	c.Queue("r").Push(ctx, []byte("before"))
@@ -211,8 +214,13 @@ func TestConnectionLossFailsPendingCallsAndReconnects(t *testing.T) {
 		_, err := c.Queue("other").Wait(true).Timeout(10 * time.Second).Pop(ctx)
 		parked <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let the poll reach the broker
-	b.stop()
+	brokertest.CheckFor(t, 5*time.Second, func() error { // the poll parks at the broker
+		if n := b.TCPInFlight(); n != 1 {
+			return fmt.Errorf("%d requests in flight at the broker, want the parked poll", n)
+		}
+		return nil
+	})
+	b.Exit()
 	select {
 	case err := <-parked:
 		// Shutdown answers parked polls (empty) before closing; either that
@@ -231,11 +239,7 @@ func TestConnectionLossFailsPendingCallsAndReconnects(t *testing.T) {
 		t.Fatal("push to a stopped broker succeeded")
 	}
 	// The broker comes back on the same address: the client reconnects.
-	b2, err := startBroker(dir, engine.Config{}, b.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.stop()
+	startRegent(t, broker.Options{Journal: log.Config{Dir: dir}, TCPAddr: b.addr})
 	m, err := c.Queue("r").Pop(ctx)
 	if err != nil || len(m) != 1 || string(m[0].Payload) != "before" {
 		t.Fatalf("after restart: %+v %v", m, err)
@@ -402,12 +406,7 @@ func thirtyMessages(t *testing.T, queue, format string) (*client.Client, context
 // are answered "overloaded" by the broker, which keeps nothing of them; the
 // client sends them again after a back-off, and every one is queued once.
 func TestPushRetriesWhenTheJournalIsBehind(t *testing.T) {
-	dir := t.TempDir()
-	b, err := startBrokerLog(log.Config{Dir: dir, MaxBatchBytes: 64 << 10, MaxQueuedBytes: 100 << 10}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.stop)
+	b := startRegent(t, broker.Options{Journal: log.Config{MaxBatchBytes: 64 << 10, MaxQueuedBytes: 100 << 10}})
 	c := dial(t, b)
 	ctx := testCtx(t)
 	payload := bytes.Repeat([]byte{'p'}, 64<<10)
@@ -435,7 +434,7 @@ func TestPushRetriesWhenTheJournalIsBehind(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if st := b.j.Stats(); st.BusyRefusals == 0 {
+	if st := b.Journal().Stats(); st.BusyRefusals == 0 {
 		t.Fatalf("the journal never refused a record (stats %+v): the test shows nothing", st)
 	} else {
 		t.Logf("%d records refused while the journal was behind, all sent again", st.BusyRefusals)

@@ -7,8 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/log"
 )
 
 // exampleBroker starts a throwaway broker for the examples; a real program
@@ -18,11 +20,15 @@ func exampleBroker() (addr string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	b, err := startBroker(dir, engine.Config{})
+	b, err := broker.New(broker.Options{Journal: log.Config{Dir: dir}, Engine: engine.Config{SnapshotEveryBytes: -1},
+		TCPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	if err == nil {
+		err = b.Main()
+	}
 	if err != nil {
 		panic(err)
 	}
-	return b.addr, func() { b.stop(); os.RemoveAll(dir) }
+	return b.TCPAddr().String(), func() { b.Exit(); os.RemoveAll(dir) }
 }
 
 func Example_push() {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 )
 
@@ -102,7 +103,7 @@ func TestMissingSegmentRefusedThenSalvaged(t *testing.T) {
 		t.Fatalf("regent queue lists %d lost offsets, the log %d, %d held (%v):\n%s", listed, lost, n-lost, err, qout)
 	}
 	t.Logf("regent queue big:\n%s", qout)
-	waitHTTP(t, b.httpAddr)
+	brokertest.CheckFor(t, 20*time.Second, httpUp(b.httpAddr))
 	resp, err := http.Get("http://" + b.httpAddr + "/api/v1/resources/queues/big")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestMissingSegmentRefusedThenSalvaged(t *testing.T) {
 
 	// Any partition, then each partition by name (another group), over HTTP
 	// (whose port opens just after the TCP one that start waited for).
-	waitHTTP(t, b.httpAddr)
+	brokertest.CheckFor(t, 20*time.Second, httpUp(b.httpAddr))
 	any := httpDrain(t, b.httpAddr, "/api/v1/pop/queue/big", "any")
 	byName := map[string]bool{}
 	for p := 0; p < 3; p++ {
@@ -154,20 +155,15 @@ func TestMissingSegmentRefusedThenSalvaged(t *testing.T) {
 	}
 }
 
-// waitHTTP polls /health until the HTTP door answers, for 20 s at most.
-func waitHTTP(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+// httpUp checks that the HTTP door at addr answers /health.
+func httpUp(addr string) func() error {
+	return func() error {
 		resp, err := http.Get("http://" + addr + "/health")
-		if err == nil {
-			resp.Body.Close()
-			return
+		if err != nil {
+			return fmt.Errorf("the HTTP door does not answer: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the HTTP door does not answer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return nil
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/protocol"
 )
@@ -229,18 +230,14 @@ func TestDiskFullUnderServe(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	brokertest.CheckFor(t, 20*time.Second, func() error {
 		res, err := c.Queue("full").Push(ctx, []byte("after-000001"))
-		if err == nil && res[0].Status == client.PushQueued {
-			acked = append(acked, "after-00")
-			break
+		if err != nil || res[0].Status != client.PushQueued {
+			return fmt.Errorf("pushes still refused after space was freed: %+v %v", res, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pushes still refused after space was freed: %+v %v", res, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	acked = append(acked, "after-00")
 	b.kill()
 	if err := b.start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/bench"
+	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/log"
 )
 
@@ -333,17 +334,21 @@ func startInProcessWith(ctx context.Context, sync string, sec security) (*bench.
 	if err != nil {
 		return nil, err
 	}
-	b, err := startBroker(brokerConfig{dir: dir, tcpAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", sync: pol,
-		syncInterval: interval, logger: slog.New(slog.DiscardHandler), security: sec})
+	b, err := broker.New(broker.Options{Journal: log.Config{Dir: dir, Sync: pol, SyncInterval: interval},
+		TCPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Auth: sec.auth, TLS: sec.tls, Version: version,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		err = b.Main()
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	return &bench.Server{
-		Endpoints:  bench.Endpoints{RegentTCP: b.tcp.Addr().String(), RegentHTTP: b.httpLn.Addr().String()},
+		Endpoints:  bench.Endpoints{RegentTCP: b.TCPAddr().String(), RegentHTTP: b.HTTPAddr().String()},
 		Durability: bench.RegentDurability(sync),
 		StopFunc: func() error {
-			err := b.close(30 * time.Second)
+			err := b.Exit()
 			os.RemoveAll(dir)
 			return err
 		},

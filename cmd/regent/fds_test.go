@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/protocol"
 )
@@ -101,19 +102,14 @@ func TestServeAtTheDescriptorLimit(t *testing.T) {
 	flood = nil
 	// Both doors accept again, and every push is there.
 	var c2 *client.Client
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	brokertest.CheckFor(t, 20*time.Second, func() error {
 		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-		c2, err = client.Dial(dctx, tcpAddr, client.WithConns(1))
-		dcancel()
-		if err == nil {
-			break
+		defer dcancel()
+		if c2, err = client.Dial(dctx, tcpAddr, client.WithConns(1)); err != nil {
+			return fmt.Errorf("the TCP door does not accept after the flood: %v\n%s", err, stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the TCP door does not accept after the flood: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	defer c2.Close()
 	n := 0
 	for {
@@ -129,19 +125,17 @@ func TestServeAtTheDescriptorLimit(t *testing.T) {
 	if n != 20 {
 		t.Fatalf("%d of 20 pushes stored", n)
 	}
-	for {
+	brokertest.CheckFor(t, 20*time.Second, func() error {
 		resp, err := http.Get("http://" + httpAddr + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return fmt.Errorf("the HTTP door does not answer /health after the flood: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the HTTP door does not answer /health after the flood: %v", err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("the HTTP door answers /health %s after the flood", resp.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if strings.Contains(stderr.String(), "door died") || strings.Contains(stderr.String(), "journal failed") {
 		t.Fatalf("the broker logged a dead door or journal:\n%s", stderr.String())
 	}

@@ -6,39 +6,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // pagesBroker is testBroker with its engine at hand.
 func pagesBroker(t *testing.T) (string, *engine.Engine) {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0"}, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		e.Close()
-		j.Close()
-	})
-	return srv.Addr().String(), e
+	b := brokertest.Start(t, broker.Options{Journal: log.Config{Sync: log.SyncNone}, Engine: engine.Config{SnapshotEveryBytes: -1}})
+	return b.TCPAddr().String(), b.Engine()
 }
 
 // TestQueuePagesThrough: `regent queue` lists every partition of a queue

@@ -4,44 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
-	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // testBroker is a real broker on 127.0.0.1:0 (temp data dir) for the
-// operator commands.
+// operator commands; it returns its TCP door's address.
 func testBroker(t *testing.T) string {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0"}, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		e.Close()
-		j.Close()
-	})
-	return srv.Addr().String()
+	b := brokertest.Start(t, broker.Options{Engine: engine.Config{SnapshotEveryBytes: -1}})
+	return b.TCPAddr().String()
 }
 
 // cli runs one command and returns its exit code and output.
@@ -190,16 +170,16 @@ func TestTailFollowsNewMessages(t *testing.T) {
 	o := newOp("tail", "", &out, &errb)
 	o.parse([]string{"--addr", addr, "--json"}, 0, 0)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan int, 1)
 	go func() { done <- tail(ctx, o, "events", "") }()
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; ; i++ {
+	brokertest.CheckFor(t, 5*time.Second, func() error { // pushes keep coming until tail shows one
 		cli(t, addr, "", "push", "events", "new")
-		time.Sleep(50 * time.Millisecond) // pushes keep coming until tail shows one
-		if bytes.Contains(out.Bytes(), []byte(`"payload":"new"`)) || time.Now().After(deadline) {
-			break
+		if !bytes.Contains(out.Bytes(), []byte(`"payload":"new"`)) {
+			return errors.New("tail shows no new message")
 		}
-	}
+		return nil
+	})
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("tail exit %d: %s", code, errb.String())

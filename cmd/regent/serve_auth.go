@@ -7,13 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/broker"
 )
 
 // The security settings of serve: authentication (JWT, both doors), TLS on
@@ -71,7 +70,7 @@ var queenEnvHelp = func() string {
 
 // security is what the security settings turn on.
 type security struct {
-	auth netserver.AuthConfig
+	auth broker.AuthConfig
 	tls  *tls.Config // nil: plain HTTP
 	how  string      // the algorithms, for the banner
 }
@@ -126,7 +125,7 @@ func securityFrom(s *settings, logger *slog.Logger) (security, error) {
 			}
 		}
 		var err error
-		if a.PublicKey, a.KeySet, err = netserver.ParseKeyFile(b); err != nil {
+		if a.PublicKey, a.KeySet, err = broker.ParseKeyFile(b); err != nil {
 			return sec, fmt.Errorf("--jwt-public-key: %w", err)
 		}
 	}
@@ -181,8 +180,8 @@ func securityFrom(s *settings, logger *slog.Logger) (security, error) {
 }
 
 // authHS256 is the AuthConfig of an HS256 secret and the defaults.
-func authHS256(secret string) netserver.AuthConfig {
-	return netserver.AuthConfig{Enabled: true, Secret: []byte(secret)}
+func authHS256(secret string) broker.AuthConfig {
+	return broker.AuthConfig{Enabled: true, Secret: []byte(secret)}
 }
 
 // tlsConfigCA is a client's TLS configuration trusting the CA
@@ -201,14 +200,6 @@ func tlsConfigCA(file string) (*tls.Config, error) {
 		return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", file)
 	}
 	return cfg, nil
-}
-
-// listener serves TLS on l when it is configured.
-func (sec *security) listener(l net.Listener) net.Listener {
-	if sec.tls == nil {
-		return l
-	}
-	return tls.NewListener(l, sec.tls)
 }
 
 // banner is what serve prints of its security at start.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/log"
 )
@@ -129,7 +130,14 @@ func TestSIGTERMUnderLoadLosesNoQueuedPush(t *testing.T) {
 			}
 		}(w)
 	}
-	time.Sleep(700 * time.Millisecond) // let the load run
+	brokertest.CheckFor(t, 20*time.Second, func() error { // the load runs: SIGTERM comes amid it
+		mu.Lock()
+		defer mu.Unlock()
+		if len(queued) < 1000 {
+			return fmt.Errorf("%d messages answered queued", len(queued))
+		}
+		return nil
+	})
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,165 @@
+package broker
+
+// This file is the only one that names the doors (netserver/tcp,
+// netserver/httpapi) and what they share (netserver): their constructors,
+// configurations and shared types.
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/netserver/tcp"
+	"github.com/regentmq/regent/protocol"
+)
+
+// AuthConfig is the doors' JWT authentication (netserver.AuthConfig).
+type AuthConfig = netserver.AuthConfig
+
+// ParseKeyFile reads an RS256 or EdDSA public key (PEM) or a JWKS for
+// AuthConfig.PublicKey and AuthConfig.KeySet (netserver.ParseKeyFile).
+func ParseKeyFile(b []byte) (pub crypto.PublicKey, set map[string]crypto.PublicKey, err error) {
+	return netserver.ParseKeyFile(b)
+}
+
+// maxPopBytes is the engine's pop budget with which every pop reply fits
+// one TCP frame (and so an HTTP reply, which has no frame limit).
+func maxPopBytes() int { return tcp.PopBytesFor(protocol.DefaultMaxFrame) }
+
+// doors are the broker's two transports.
+type doors struct {
+	tcp      *tcp.Server
+	tcpOn    bool // tcp started: only a started tcp.Server may be shut down
+	http     *httpapi.Server
+	httpLn   net.Listener
+	httpErr  chan error                // Serve's return
+	httpDead atomic.Pointer[DoorError] // the HTTP door stopped before Exit
+}
+
+// buildDoors builds both doors over the engine, with the journal's figures
+// for Stats replies and /metrics.
+func (b *Broker) buildDoors() (err error) {
+	o := &b.opts
+	stats := journalStats(b.j)
+	if b.d.tcp, err = tcp.New(tcp.Config{Addr: o.TCPAddr, JournalStats: stats, Logger: o.Logger,
+		MaxConns: o.TCPMaxConns, Auth: o.Auth}, b.e); err != nil {
+		return err
+	}
+	b.d.http, err = httpapi.New(httpapi.Config{Addr: o.HTTPAddr, JournalStats: stats, Version: o.Version,
+		MaxConns: o.HTTPMaxConns, TCPConnections: b.d.tcp.Connections, TCPHealth: b.d.tcp.Healthy, Logger: o.Logger,
+		Auth: o.Auth}, b.e)
+	return err
+}
+
+// openDoors starts the TCP door, then listens (TLS when configured) and
+// serves HTTP.
+func (b *Broker) openDoors() error {
+	if err := b.d.tcp.Start(); err != nil {
+		return err
+	}
+	b.d.tcpOn = true
+	l, err := net.Listen("tcp", b.opts.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	if b.opts.TLS != nil {
+		l = tls.NewListener(l, b.opts.TLS)
+	}
+	b.d.httpLn = l
+	b.d.httpErr = make(chan error, 1)
+	go func() { b.d.httpErr <- b.d.http.Serve(l) }()
+	return nil
+}
+
+// watchDoors delivers the first door to stop before Exit on b.died.
+func (b *Broker) watchDoors() {
+	var de *DoorError
+	select {
+	case <-b.exiting:
+		return
+	case err := <-b.d.tcp.Died():
+		de = &DoorError{Door: "tcp", Err: err}
+	case err := <-b.d.httpErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return // Exit
+		}
+		de = &DoorError{Door: "http", Err: err}
+		b.d.httpDead.Store(de)
+	}
+	b.died <- de
+}
+
+// shutdown stops the HTTP door, then the TCP door: each stops taking
+// requests and answers those in flight within ctx.
+func (d *doors) shutdown(ctx context.Context) []error {
+	var errs []error
+	if d.http != nil && d.httpLn != nil {
+		if err := d.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+		}
+	}
+	if d.tcpOn {
+		if err := d.tcp.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("tcp: %w", err))
+		}
+	}
+	return errs
+}
+
+func (d *doors) healthy() error {
+	if !d.tcpOn {
+		return errors.New("broker: the TCP door is not serving")
+	}
+	if err := d.tcp.Healthy(); err != nil {
+		return err
+	}
+	if d.httpLn == nil {
+		return errors.New("broker: the HTTP door is not serving")
+	}
+	if de := d.httpDead.Load(); de != nil {
+		return de
+	}
+	return nil
+}
+
+func (d *doors) tcpAddr() net.Addr {
+	if !d.tcpOn {
+		return nil
+	}
+	return d.tcp.Addr()
+}
+
+func (d *doors) httpAddr() net.Addr {
+	if d.httpLn == nil {
+		return nil
+	}
+	return d.httpLn.Addr()
+}
+
+// journalStats reads the journal's figures for the doors.
+func journalStats(j *log.Log) func() netserver.JournalStats {
+	return func() netserver.JournalStats {
+		s := j.Stats()
+		return netserver.JournalStats{
+			Fsyncs: s.Fsyncs, FsyncNanosTotal: s.FsyncNanosTotal, LastFsyncNanos: s.LastFsyncNanos,
+			FsyncBuckets: log.FsyncBuckets[:], FsyncHistogram: s.FsyncHistogram[:],
+			Entries: s.Entries, Records: s.Records, LastBatchRecords: s.LastBatchRecords,
+			BytesWritten: s.BytesWritten, DiskBytes: j.DiskBytes(),
+		}
+	}
+}
+
+func (d *doors) tcpInFlight() int {
+	if !d.tcpOn {
+		return 0
+	}
+	return d.tcp.InFlight()
+}
