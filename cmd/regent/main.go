@@ -1,5 +1,3 @@
-// Command regent is the Regent message broker: `regent serve` runs it, and
-// the other subcommands talk to a running broker.
 package main
 
 import (

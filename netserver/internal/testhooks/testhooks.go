@@ -1,6 +1,3 @@
-// Package testhooks holds the switches that netserver's tests turn on in
-// both doors at once. Being internal, only netserver and its doors can
-// import it; nothing in a running broker sets them.
 package testhooks
 
 import (

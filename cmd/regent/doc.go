@@ -1,0 +1,21 @@
+// Command regent is the Regent message broker: `regent serve` runs it, and
+// the other subcommands talk to a running broker.
+//
+// The model: one binary, one subcommand per file, each registering itself
+// in an init function (main.go dispatches).
+//
+//   - serve (serve.go) is a thin main over package broker: it reads flags and
+//     environment variables (serve_settings.go, flags win), keys and TLS
+//     (serve_auth.go), raises the descriptor limit and sizes both doors'
+//     connection caps below it (fds.go), then broker.New, Main, and Exit on
+//     SIGINT or SIGTERM or when a door dies.
+//   - the operator commands (queues, queue, configure, dlq, groups, seek,
+//     stats, push, pop, tail: op*.go) are clients of a running broker over
+//     the binary protocol (package client), like any user; --json prints
+//     what scripts read.
+//   - bench (bench*.go) runs the load-test harness (package bench), with the
+//     broker as a child process, in this process (broker.New), or at an
+//     address.
+//
+// Exit codes: 0 success, 1 failure (the broker's or the request's), 2 usage.
+package main
