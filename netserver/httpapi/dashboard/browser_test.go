@@ -326,7 +326,7 @@ func newBrowser(t *testing.T, base string) *browser {
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, testhooks.Patience(90*time.Second))
 	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
 	br := &browser{t: t, ctx: ctx, base: base}
 	if err := chromedp.Do(ctx); err != nil { // starts the browser and opens the tab
@@ -399,7 +399,7 @@ func (br *browser) waitMore(n int) {
 // poll waits until a JavaScript expression is true.
 func (br *browser) poll(expr, what string) {
 	br.t.Helper()
-	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(testhooks.Patience(10*time.Second)))); err != nil {
 		banner, _ := chromedp.Run(br.ctx, chromedp.Evaluate[string](`document.getElementById('banner').textContent`))
 		br.t.Fatalf("waiting for %s: %v (banner: %q)", what, err, banner)
 	}
@@ -430,7 +430,7 @@ func (br *browser) expectText(sel, want string) {
 	js, _ := json.Marshal(sel)
 	w, _ := json.Marshal(want)
 	expr := fmt.Sprintf(`(document.querySelector(%s)?.textContent ?? '').trim() === %s`, js, w)
-	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(6*time.Second))); err != nil {
+	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(testhooks.Patience(6*time.Second)))); err != nil {
 		br.t.Errorf("%s: text %q, want %q", sel, br.text(sel), want)
 	}
 }
@@ -441,7 +441,7 @@ func (br *browser) expectContains(sel, want string) {
 	js, _ := json.Marshal(sel)
 	w, _ := json.Marshal(want)
 	expr := fmt.Sprintf(`(document.querySelector(%s)?.textContent ?? '').includes(%s)`, js, w)
-	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(6*time.Second))); err != nil {
+	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(testhooks.Patience(6*time.Second)))); err != nil {
 		br.t.Errorf("%s: text %q does not contain %q", sel, br.text(sel), want)
 	}
 }
