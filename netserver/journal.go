@@ -3,7 +3,7 @@ package netserver
 import "time"
 
 // JournalStats are the journal figures both doors report: /metrics and the
-// dashboard over HTTP, Stats replies over the binary protocol. cmd/regent
+// dashboard over HTTP, Stats replies over the binary protocol. The broker
 // fills them from the journal (netserver does not import it) through
 // httpapi.Config.JournalStats and tcp.Config.JournalStats.
 type JournalStats struct {

@@ -56,8 +56,8 @@ type Config struct {
 	MaxHeaderBytes int
 	// Auth turns on JWT authentication (off by default).
 	Auth netserver.AuthConfig
-	// JournalStats, when set, feeds the journal figures of /metrics (cmd
-	// wires it to the journal; netserver does not import it).
+	// JournalStats, when set, feeds the journal figures of /metrics (the
+	// broker wires it to the journal; httpapi does not import log).
 	JournalStats func() netserver.JournalStats
 	// TCPConnections, when set, reports the binary protocol's open
 	// connections for /metrics.

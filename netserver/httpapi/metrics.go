@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,10 @@ type httpMetrics struct {
 }
 
 func newHTTPMetrics(s *Server) *httpMetrics {
+	// The Go runtime's and the process's figures (metrics.WriteProcessMetrics)
+	// carry their # HELP and # TYPE too. The switch is the metrics library's
+	// and global to the process; Regent writes nothing else through it.
+	metrics.ExposeMetadata(true)
 	m := &httpMetrics{s: s, set: metrics.NewSet()}
 	m.smp.e = s.e
 	m.set.RegisterMetricsWriter(m.write)
@@ -70,91 +75,147 @@ func labelValue(s string) string {
 	return r.Replace(s)
 }
 
+// prom writes Prometheus's text format (version 0.0.4): each family's
+// # HELP and # TYPE once, then all its samples together, as the format
+// wants (a family's samples may not be split by another's).
+type prom struct{ w io.Writer }
+
+func (p prom) family(name, typ, help string) {
+	fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (p prom) u(series string, v uint64) { fmt.Fprintf(p.w, "%s %d\n", series, v) }
+
+func (p prom) f(series string, v float64) {
+	fmt.Fprintf(p.w, "%s %s\n", series, strconv.FormatFloat(v, 'g', -1, 64))
+}
+
+func (p prom) counter(name, help string, v uint64) { p.family(name, "counter", help); p.u(name, v) }
+func (p prom) gauge(name, help string, v uint64)   { p.family(name, "gauge", help); p.u(name, v) }
+func (p prom) gaugeF(name, help string, v float64) { p.family(name, "gauge", help); p.f(name, v) }
+
+// queueFigures are one queue's figures for /metrics, gathered before they
+// are written family by family.
+type queueFigures struct {
+	label                                  string // {queue="..."}
+	total, pending, processing, parts, dlq uint64
+	groups                                 []groupFigures
+}
+
+type groupFigures struct {
+	label   string // {queue="...",group="..."}
+	lag     uint64
+	lagSecs float64
+}
+
 // write emits every figure in Prometheus text format.
 func (m *httpMetrics) write(w io.Writer) {
+	p := prom{w}
 	e := m.s.e
 	st := e.Stats()
-	metrics.WriteCounterUint64(w, "regent_messages_pushed_total", st.Pushed)
-	metrics.WriteCounterUint64(w, "regent_messages_popped_total", st.Popped)
-	metrics.WriteCounterUint64(w, "regent_messages_acked_total", st.Acked)
-	metrics.WriteCounterUint64(w, "regent_messages_dead_lettered_total", st.DeadLettered)
-	metrics.WriteCounterUint64(w, "regent_journal_read_errors_total", st.ReadErrors)
+	p.counter("regent_messages_pushed_total", "Messages stored by pushes since the broker started.", st.Pushed)
+	p.counter("regent_messages_popped_total", "Messages delivered by pops since the broker started.", st.Popped)
+	p.counter("regent_messages_acked_total", "Messages acknowledged since the broker started.", st.Acked)
+	p.counter("regent_messages_dead_lettered_total", "Messages filed to a dead-letter queue since the broker started.", st.DeadLettered)
+	p.counter("regent_journal_read_errors_total", "Messages the journal could not read back (damaged) since the broker started.", st.ReadErrors)
 	rt := m.rates()
-	metrics.WriteGaugeFloat64(w, "regent_push_messages_per_second", rt.push)
-	metrics.WriteGaugeFloat64(w, "regent_pop_messages_per_second", rt.pop)
-	metrics.WriteGaugeFloat64(w, "regent_ack_messages_per_second", rt.ack)
-	metrics.WriteGaugeUint64(w, "regent_queues", uint64(st.Queues))
-	metrics.WriteCounterUint64(w, "regent_http_body_refusals_total", m.bodyRefusals.Load())
-	metrics.WriteGaugeUint64(w, "regent_http_body_bytes_in_flight", uint64(max(m.s.held.Load(), 0)))
-	metrics.WriteGaugeUint64(w, "regent_cache_bytes", uint64(max(st.CacheBytes, 0)))
-	metrics.WriteGaugeFloat64(w, "regent_uptime_seconds", time.Since(m.s.started).Seconds())
-	metrics.WriteGaugeUint64(w, "regent_http_connections", uint64(max(m.s.conns.Load(), 0)))
-	metrics.WriteCounterUint64(w, "regent_http_requests_total", m.requests.Load())
-	metrics.WriteGaugeUint64(w, "regent_http_parked_polls", uint64(max(m.parked.Load(), 0)))
+	p.gaugeF("regent_push_messages_per_second", "Messages pushed per second over the last 10 to 60 seconds.", rt.push)
+	p.gaugeF("regent_pop_messages_per_second", "Messages popped per second over the last 10 to 60 seconds.", rt.pop)
+	p.gaugeF("regent_ack_messages_per_second", "Messages acknowledged per second over the last 10 to 60 seconds.", rt.ack)
+	p.gauge("regent_queues", "Queues.", uint64(st.Queues))
+	p.counter("regent_http_body_refusals_total", "HTTP requests answered 503 for want of room for their body (MaxBodyBytesInFlight).", m.bodyRefusals.Load())
+	p.gauge("regent_http_body_bytes_in_flight", "Bytes of HTTP request bodies held at once.", uint64(max(m.s.held.Load(), 0)))
+	p.gauge("regent_cache_bytes", "Bytes of message payloads held in memory by the engine's cache.", uint64(max(st.CacheBytes, 0)))
+	p.gaugeF("regent_uptime_seconds", "Seconds since the HTTP door started.", time.Since(m.s.started).Seconds())
+	p.gauge("regent_http_connections", "Open HTTP connections.", uint64(max(m.s.conns.Load(), 0)))
+	p.counter("regent_http_requests_total", "HTTP requests served since the broker started.", m.requests.Load())
+	p.gauge("regent_http_parked_polls", "HTTP long polls waiting for messages.", uint64(max(m.parked.Load(), 0)))
 	if f := m.s.cfg.TCPConnections; f != nil {
-		metrics.WriteGaugeUint64(w, "regent_tcp_connections", uint64(max(f(), 0)))
+		p.gauge("regent_tcp_connections", "Open connections of the binary protocol.", uint64(max(f(), 0)))
 	}
 	maint := uint64(0)
 	if m.s.maintenance.Load() {
 		maint = 1
 	}
-	metrics.WriteGaugeUint64(w, "regent_maintenance_mode_enabled", maint)
+	p.gauge("regent_maintenance_mode_enabled", "1 while maintenance mode is on, else 0.", maint)
 
 	// Per queue: depth, pending, dead letters; per (queue, group): lag.
 	now := e.Now()
+	var qs []queueFigures
 	var dlqTotal uint64
 	for _, v := range m.s.heads() {
 		q := labelValue(v.Name)
 		a := m.s.aggregate(&v, now, nil)
-		c := a.counts
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_messages{queue="%s"}`, q), c.Total)
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_pending_messages{queue="%s"}`, q), c.Pending)
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_processing_messages{queue="%s"}`, q), c.Processing)
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_queue_partitions{queue="%s"}`, q), uint64(v.PartitionCount))
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_dlq_depth{queue="%s"}`, q), uint64(v.DeadLetters))
-		dlqTotal += uint64(v.DeadLetters)
+		f := queueFigures{label: `{queue="` + q + `"}`, total: a.counts.Total, pending: a.counts.Pending,
+			processing: a.counts.Processing, parts: uint64(v.PartitionCount), dlq: uint64(v.DeadLetters)}
 		for k, gm := range v.Groups {
-			lbl := fmt.Sprintf(`{queue="%s",group="%s"}`, q, labelValue(gm.Name))
-			metrics.WriteGaugeUint64(w, "regent_group_lag_messages"+lbl, a.groups[k].OffsetLag)
-			metrics.WriteGaugeFloat64(w, "regent_group_lag_seconds"+lbl, a.groups[k].MaxTimeLagSeconds)
+			f.groups = append(f.groups, groupFigures{label: `{queue="` + q + `",group="` + labelValue(gm.Name) + `"}`,
+				lag: a.groups[k].OffsetLag, lagSecs: a.groups[k].MaxTimeLagSeconds})
+		}
+		dlqTotal += f.dlq
+		qs = append(qs, f)
+	}
+	perQueue := func(name, help string, v func(*queueFigures) uint64) {
+		p.family(name, "gauge", help)
+		for i := range qs {
+			p.u(name+qs[i].label, v(&qs[i]))
 		}
 	}
-	metrics.WriteGaugeUint64(w, "regent_dlq_depth_total", dlqTotal)
+	perQueue("regent_queue_messages", "Messages stored in a queue.", func(f *queueFigures) uint64 { return f.total })
+	perQueue("regent_queue_pending_messages", "Messages of a queue that its slowest consumer group has yet to take, not counting those under its lease.", func(f *queueFigures) uint64 { return f.pending })
+	perQueue("regent_queue_processing_messages", "Messages of a queue under its slowest consumer group's lease.", func(f *queueFigures) uint64 { return f.processing })
+	perQueue("regent_queue_partitions", "Partitions of a queue.", func(f *queueFigures) uint64 { return f.parts })
+	perQueue("regent_dlq_depth", "Entries in a queue's dead-letter queue.", func(f *queueFigures) uint64 { return f.dlq })
+	p.family("regent_group_lag_messages", "gauge", "Messages a consumer group has yet to take from a queue.")
+	for _, f := range qs {
+		for _, g := range f.groups {
+			p.u("regent_group_lag_messages"+g.label, g.lag)
+		}
+	}
+	p.family("regent_group_lag_seconds", "gauge", "Age in seconds of the oldest message a consumer group has yet to take from a queue.")
+	for _, f := range qs {
+		for _, g := range f.groups {
+			p.f("regent_group_lag_seconds"+g.label, g.lagSecs)
+		}
+	}
+	p.gauge("regent_dlq_depth_total", "Entries in all dead-letter queues.", dlqTotal)
 
 	if f := m.s.cfg.JournalStats; f != nil {
-		writeJournal(w, f())
+		writeJournal(p, f())
 	}
 }
 
 // writeJournal emits the journal's figures: the fsync latency histogram
 // (Prometheus buckets, cumulative), batch sizes and bytes.
-func writeJournal(w io.Writer, js netserver.JournalStats) {
-	var cum uint64
-	for i, b := range js.FsyncBuckets {
-		if i < len(js.FsyncHistogram) {
-			cum += js.FsyncHistogram[i]
-		}
-		metrics.WriteGaugeUint64(w, fmt.Sprintf(`regent_journal_fsync_seconds_bucket{le="%g"}`, b.Seconds()), cum)
-	}
-	if len(js.FsyncHistogram) > len(js.FsyncBuckets) {
-		cum += js.FsyncHistogram[len(js.FsyncBuckets)]
-	}
+func writeJournal(p prom, js netserver.JournalStats) {
 	if len(js.FsyncBuckets) > 0 {
-		metrics.WriteGaugeUint64(w, `regent_journal_fsync_seconds_bucket{le="+Inf"}`, max(cum, js.Fsyncs))
+		const h = "regent_journal_fsync_seconds"
+		p.family(h, "histogram", "Time the journal's fsyncs took.")
+		var cum uint64
+		for i, b := range js.FsyncBuckets {
+			if i < len(js.FsyncHistogram) {
+				cum += js.FsyncHistogram[i]
+			}
+			p.u(fmt.Sprintf(`%s_bucket{le="%g"}`, h, b.Seconds()), cum)
+		}
+		if len(js.FsyncHistogram) > len(js.FsyncBuckets) {
+			cum += js.FsyncHistogram[len(js.FsyncBuckets)]
+		}
+		p.u(h+`_bucket{le="+Inf"}`, max(cum, js.Fsyncs))
+		p.f(h+"_sum", float64(js.FsyncNanosTotal)/1e9)
+		p.u(h+"_count", max(cum, js.Fsyncs))
 	}
-	metrics.WriteCounterFloat64(w, "regent_journal_fsync_seconds_sum", float64(js.FsyncNanosTotal)/1e9)
-	metrics.WriteCounterUint64(w, "regent_journal_fsync_seconds_count", js.Fsyncs)
-	metrics.WriteGaugeFloat64(w, "regent_journal_last_fsync_seconds", float64(js.LastFsyncNanos)/1e9)
-	metrics.WriteCounterUint64(w, "regent_journal_batches_total", js.Entries)
-	metrics.WriteCounterUint64(w, "regent_journal_records_total", js.Records)
-	metrics.WriteGaugeUint64(w, "regent_journal_last_batch_records", js.LastBatchRecords)
+	p.gaugeF("regent_journal_last_fsync_seconds", "Time the journal's last fsync took.", float64(js.LastFsyncNanos)/1e9)
+	p.counter("regent_journal_batches_total", "Batches (group commits) the journal wrote.", js.Entries)
+	p.counter("regent_journal_records_total", "Records the journal wrote.", js.Records)
+	p.gauge("regent_journal_last_batch_records", "Records in the journal's last batch.", js.LastBatchRecords)
 	avg := 0.0
 	if js.Entries > 0 {
 		avg = float64(js.Records) / float64(js.Entries)
 	}
-	metrics.WriteGaugeFloat64(w, "regent_journal_records_per_batch", avg)
-	metrics.WriteCounterUint64(w, "regent_journal_written_bytes_total", js.BytesWritten)
-	metrics.WriteGaugeUint64(w, "regent_journal_disk_bytes", uint64(max(js.DiskBytes, 0)))
+	p.gaugeF("regent_journal_records_per_batch", "Records per batch since the broker started.", avg)
+	p.counter("regent_journal_written_bytes_total", "Bytes the journal wrote.", js.BytesWritten)
+	p.gauge("regent_journal_disk_bytes", "Bytes the journal holds on disk.", uint64(max(js.DiskBytes, 0)))
 }
 
 // GET /metrics/prometheus (and /metrics with Accept: text/plain):
