@@ -13,25 +13,31 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/spf13/cobra"
 )
 
 func init() {
-	register(command{"queues", "", "list the queues", cmdQueues})
-	register(command{"queue", "QUEUE", "a queue's options, partitions, depth, groups and their lag", cmdQueue})
-	register(command{"configure", "QUEUE [flags]", "create a queue or replace all its options", cmdConfigure})
-	register(command{"dlq", "QUEUE", "list the dead-letter queue (--redrive, --purge)", cmdDLQ})
-	register(command{"groups", "", "list the consumer groups with their lag", cmdGroups})
-	register(command{"seek", "GROUP QUEUE", "move a group to the end (--to-end) or to a time (--to)", cmdSeek})
-	register(command{"stats", "", "the broker's throughput, live on a terminal", cmdStats})
+	register(queuesCmd)
+	register(queueCmd)
+	register(configureCmd)
+	register(dlqCmd)
+	register(groupsCmd)
+	register(seekCmd)
+	register(statsCmd)
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-func cmdQueues(args []string, stdout, stderr io.Writer) int {
-	o := newOp("queues", "", stdout, stderr)
-	if _, code, ok := o.parse(args, 0, 0); !ok {
-		return code
-	}
+func queuesCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "queues", Short: "list the queues", Args: posArgs(0, 0)}
+	c.Run = a.opRun(func(o *opCmd, _ []string) int {
+		return queues(o)
+	})
+	return c
+}
+
+func queues(o *opCmd) int {
+	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -67,12 +73,14 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func cmdQueue(args []string, stdout, stderr io.Writer) int {
-	o := newOp("queue", "QUEUE", stdout, stderr)
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
+func queueCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "queue QUEUE", Short: "a queue's options, partitions, depth, groups and their lag", Args: posArgs(1, 1, "QUEUE")}
+	c.Run = a.opRun(queue)
+	return c
+}
+
+func queue(o *opCmd, pos []string) int {
+	stdout, stderr := o.stdout, o.stderr
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -181,146 +189,152 @@ func optionsJSON(o *client.QueueOptions) map[string]any {
 	}
 }
 
-func cmdConfigure(args []string, stdout, stderr io.Writer) int {
-	o := newOp("configure", "QUEUE [--lease-time 30s] [--retry-limit 5] ...", stdout, stderr)
+func configureCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "configure QUEUE", Short: "create a queue or replace all its options", Args: posArgs(1, 1, "QUEUE"),
+		Example: "  regent configure orders --lease-time 30s --retry-limit 5 --retry-delay 2s"}
+	fs := c.Flags()
 	d := client.DefaultQueueOptions()
-	lease := o.fs.Duration("lease-time", d.LeaseTime, "how long a pop's lease lives")
-	retries := o.fs.Int("retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
-	retryDelay := o.fs.Duration("retry-delay", d.RetryDelay, "wait before a failed message comes back")
-	delayed := o.fs.Duration("delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
-	window := o.fs.Duration("window-buffer", 0, "serve a partition only once its newest message is that old")
-	maxSize := o.fs.Int64("max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
-	ttl := o.fs.Duration("ttl", d.TTL, "Queen's ttl option (kept and echoed)")
-	retention := o.fs.Bool("retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
-	retentionSecs := o.fs.Int64("retention-seconds", 0, "with --retention: remove messages older than this")
-	completedSecs := o.fs.Int64("completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
-	maxWait := o.fs.Int64("max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
-	priority := o.fs.Int("priority", 0, "higher is served first by pops by namespace/task")
-	encryption := o.fs.Bool("encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
-	maxParts := o.fs.Int("max-partitions", 0, "partitions the queue may have (0: unlimited)")
-	namespace := o.fs.String("namespace", "", "namespace label")
-	task := o.fs.String("task", "", "task label")
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	opts := client.QueueOptions{LeaseTime: *lease, RetryLimit: *retries, RetryDelay: *retryDelay, DelayedProcessing: *delayed,
-		WindowBuffer: *window, MaxSize: *maxSize, TTL: *ttl, RetentionEnabled: *retention, RetentionSeconds: *retentionSecs,
-		CompletedRetentionSeconds: *completedSecs, MaxWaitTimeSeconds: *maxWait, Priority: *priority,
-		EncryptionEnabled: *encryption, MaxPartitions: *maxParts, Namespace: *namespace, Task: *task}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	ctx, cancel := o.ctx()
-	defer cancel()
-	res, err := c.Configure(ctx, pos[0], opts)
-	if err != nil {
-		return o.fail(err)
-	}
-	if *o.json {
-		return o.emit(map[string]any{"queue": pos[0], "created": res.Created, "queueId": res.QueueID.String(),
-			"partitionId": res.DefaultPartitionID.String(), "options": optionsJSON(&res.Options)})
-	}
-	verb := "configured"
-	if res.Created {
-		verb = "created"
-	}
-	fmt.Fprintf(stdout, "%s %s: lease %s, %d retries %s apart\n", verb, pos[0], res.Options.LeaseTime, res.Options.RetryLimit, res.Options.RetryDelay)
-	return exitOK
-}
-
-func cmdDLQ(args []string, stdout, stderr io.Writer) int {
-	o := newOp("dlq", "QUEUE [--group G] [--limit N] [--redrive | --purge]", stdout, stderr)
-	group := o.fs.String("group", "", "only this consumer group's entries")
-	partition := o.fs.String("partition", "", "only this partition's entries")
-	limit := o.fs.Int("limit", 100, "entries to list")
-	redrive := o.fs.Bool("redrive", false, "put the matching entries back at the end of their partitions")
-	purge := o.fs.Bool("purge", false, "drop the matching entries")
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	if *redrive && *purge {
-		return o.usageErr("--redrive and --purge exclude each other")
-	}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	ctx, cancel := o.ctx()
-	defer cancel()
-	f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
-	switch {
-	case *redrive:
-		red, err := c.Redrive(ctx, f)
+	lease := fs.Duration("lease-time", d.LeaseTime, "how long a pop's lease lives")
+	retries := fs.Int("retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
+	retryDelay := fs.Duration("retry-delay", d.RetryDelay, "wait before a failed message comes back")
+	delayed := fs.Duration("delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
+	window := fs.Duration("window-buffer", 0, "serve a partition only once its newest message is that old")
+	maxSize := fs.Int64("max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
+	ttl := fs.Duration("ttl", d.TTL, "Queen's ttl option (kept and echoed)")
+	retention := fs.Bool("retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
+	retentionSecs := fs.Int64("retention-seconds", 0, "with --retention: remove messages older than this")
+	completedSecs := fs.Int64("completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
+	maxWait := fs.Int64("max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
+	priority := fs.Int("priority", 0, "higher is served first by pops by namespace/task")
+	encryption := fs.Bool("encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
+	maxParts := fs.Int("max-partitions", 0, "partitions the queue may have (0: unlimited)")
+	namespace := fs.String("namespace", "", "namespace label")
+	task := fs.String("task", "", "task label")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		stdout := o.stdout
+		opts := client.QueueOptions{LeaseTime: *lease, RetryLimit: *retries, RetryDelay: *retryDelay, DelayedProcessing: *delayed,
+			WindowBuffer: *window, MaxSize: *maxSize, TTL: *ttl, RetentionEnabled: *retention, RetentionSeconds: *retentionSecs,
+			CompletedRetentionSeconds: *completedSecs, MaxWaitTimeSeconds: *maxWait, Priority: *priority,
+			EncryptionEnabled: *encryption, MaxPartitions: *maxParts, Namespace: *namespace, Task: *task}
+		c, err := o.dial(context.Background())
+		if err != nil {
+			return o.fail(err)
+		}
+		defer c.Close()
+		ctx, cancel := o.ctx()
+		defer cancel()
+		res, err := c.Configure(ctx, pos[0], opts)
 		if err != nil {
 			return o.fail(err)
 		}
 		if *o.json {
-			out := make([]map[string]any, len(red))
-			for i, r := range red {
-				out[i] = map[string]any{"entryId": r.Entry.String(), "messageId": r.MessageID.String(), "partition": r.Partition}
+			return o.emit(map[string]any{"queue": pos[0], "created": res.Created, "queueId": res.QueueID.String(),
+				"partitionId": res.DefaultPartitionID.String(), "options": optionsJSON(&res.Options)})
+		}
+		verb := "configured"
+		if res.Created {
+			verb = "created"
+		}
+		fmt.Fprintf(stdout, "%s %s: lease %s, %d retries %s apart\n", verb, pos[0], res.Options.LeaseTime, res.Options.RetryLimit, res.Options.RetryDelay)
+		return exitOK
+	})
+	return c
+}
+
+func dlqCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "dlq QUEUE", Short: "list the dead-letter queue (--redrive, --purge)", Args: posArgs(1, 1, "QUEUE")}
+	fs := c.Flags()
+	group := fs.String("group", "", "only this consumer group's entries")
+	partition := fs.String("partition", "", "only this partition's entries")
+	limit := fs.Int("limit", 100, "entries to list")
+	redrive := fs.Bool("redrive", false, "put the matching entries back at the end of their partitions")
+	purge := fs.Bool("purge", false, "drop the matching entries")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		stdout := o.stdout
+		if *redrive && *purge {
+			return o.usageErr("--redrive and --purge exclude each other")
+		}
+		c, err := o.dial(context.Background())
+		if err != nil {
+			return o.fail(err)
+		}
+		defer c.Close()
+		ctx, cancel := o.ctx()
+		defer cancel()
+		f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
+		switch {
+		case *redrive:
+			red, err := c.Redrive(ctx, f)
+			if err != nil {
+				return o.fail(err)
 			}
-			return o.emit(map[string]any{"redriven": len(red), "messages": out})
+			if *o.json {
+				out := make([]map[string]any, len(red))
+				for i, r := range red {
+					out[i] = map[string]any{"entryId": r.Entry.String(), "messageId": r.MessageID.String(), "partition": r.Partition}
+				}
+				return o.emit(map[string]any{"redriven": len(red), "messages": out})
+			}
+			fmt.Fprintf(stdout, "redriven %d entries\n", len(red))
+			return exitOK
+		case *purge:
+			n, err := c.PurgeDLQ(ctx, f)
+			if err != nil {
+				return o.fail(err)
+			}
+			if *o.json {
+				return o.emit(map[string]any{"purged": n})
+			}
+			fmt.Fprintf(stdout, "purged %d entries\n", n)
+			return exitOK
 		}
-		fmt.Fprintf(stdout, "redriven %d entries\n", len(red))
-		return exitOK
-	case *purge:
-		n, err := c.PurgeDLQ(ctx, f)
-		if err != nil {
-			return o.fail(err)
+		// A page may come back shorter than asked (the broker fills one reply
+		// at most): read on until --limit entries or the end.
+		var entries []client.DLQEntry
+		total := 0
+		for {
+			f.Offset, f.Limit = len(entries), *limit-len(entries)
+			page, n, err := c.DLQ(ctx, f)
+			if err != nil {
+				return o.fail(err)
+			}
+			entries, total = append(entries, page...), n
+			if len(page) == 0 || len(entries) >= *limit || len(entries) >= total {
+				break
+			}
 		}
 		if *o.json {
-			return o.emit(map[string]any{"purged": n})
+			out := make([]map[string]any, len(entries))
+			for i, e := range entries {
+				out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": e.Message.Group,
+					"error": e.Error, "retryCount": e.RetryCount, "failedAt": ts(e.FailedAt)}
+			}
+			return o.emit(map[string]any{"total": total, "entries": out})
 		}
-		fmt.Fprintf(stdout, "purged %d entries\n", n)
+		fmt.Fprintf(stdout, "%d dead letters in %s\n", total, pos[0])
+		w := table(stdout)
+		fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
+		for _, e := range entries {
+			pl := string(e.Message.Payload)
+			if len(pl) > 60 {
+				pl = pl[:57] + "..."
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), e.Message.Group, e.Message.Partition, e.RetryCount, e.Error, pl)
+		}
+		w.Flush()
 		return exitOK
-	}
-	// A page may come back shorter than asked (the broker fills one reply
-	// at most): read on until --limit entries or the end.
-	var entries []client.DLQEntry
-	total := 0
-	for {
-		f.Offset, f.Limit = len(entries), *limit-len(entries)
-		page, n, err := c.DLQ(ctx, f)
-		if err != nil {
-			return o.fail(err)
-		}
-		entries, total = append(entries, page...), n
-		if len(page) == 0 || len(entries) >= *limit || len(entries) >= total {
-			break
-		}
-	}
-	if *o.json {
-		out := make([]map[string]any, len(entries))
-		for i, e := range entries {
-			out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": e.Message.Group,
-				"error": e.Error, "retryCount": e.RetryCount, "failedAt": ts(e.FailedAt)}
-		}
-		return o.emit(map[string]any{"total": total, "entries": out})
-	}
-	fmt.Fprintf(stdout, "%d dead letters in %s\n", total, pos[0])
-	w := table(stdout)
-	fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
-	for _, e := range entries {
-		pl := string(e.Message.Payload)
-		if len(pl) > 60 {
-			pl = pl[:57] + "..."
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), e.Message.Group, e.Message.Partition, e.RetryCount, e.Error, pl)
-	}
-	w.Flush()
-	return exitOK
+	})
+	return c
 }
 
-func cmdGroups(args []string, stdout, stderr io.Writer) int {
-	o := newOp("groups", "", stdout, stderr)
-	if _, code, ok := o.parse(args, 0, 0); !ok {
-		return code
-	}
+func groupsCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "groups", Short: "list the consumer groups with their lag", Args: posArgs(0, 0)}
+	c.Run = a.opRun(func(o *opCmd, _ []string) int { return groups(o) })
+	return c
+}
+
+func groups(o *opCmd) int {
+	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -391,42 +405,43 @@ func cmdGroups(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func cmdSeek(args []string, stdout, stderr io.Writer) int {
-	o := newOp("seek", "GROUP QUEUE --to-end | --to TIME", stdout, stderr)
-	toEnd := o.fs.Bool("to-end", false, "move past every message")
-	to := o.fs.String("to", "", "move to the first message created after TIME (RFC 3339, or a duration ago like 10m)")
-	partition := o.fs.String("partition", "", "only this partition")
-	pos, code, ok := o.parse(args, 2, 2)
-	if !ok {
-		return code
-	}
-	if *toEnd == (*to != "") {
-		return o.usageErr("give exactly one of --to-end and --to")
-	}
-	target := client.SeekTo{ToEnd: *toEnd, Partition: *partition}
-	if *to != "" {
-		t, err := parseWhen(*to, time.Now())
-		if err != nil {
-			return o.usageErr("--to %q: %v", *to, err)
+func seekCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "seek GROUP QUEUE", Short: "move a group to the end (--to-end) or to a time (--to)", Args: posArgs(2, 2, "GROUP", "QUEUE")}
+	fs := c.Flags()
+	toEnd := fs.Bool("to-end", false, "move past every message")
+	to := fs.String("to", "", "move to the first message created after TIME (RFC 3339, or a duration ago like 10m)")
+	partition := fs.String("partition", "", "only this partition")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		stdout := o.stdout
+		if *toEnd == (*to != "") {
+			return o.usageErr("give exactly one of --to-end and --to")
 		}
-		target.Time = t
-	}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	ctx, cancel := o.ctx()
-	defer cancel()
-	n, err := c.Seek(ctx, pos[1], pos[0], target)
-	if err != nil {
-		return o.fail(err)
-	}
-	if *o.json {
-		return o.emit(map[string]any{"group": pos[0], "queue": pos[1], "partitionsMoved": n})
-	}
-	fmt.Fprintf(stdout, "moved %s on %s: %d partitions\n", pos[0], pos[1], n)
-	return exitOK
+		target := client.SeekTo{ToEnd: *toEnd, Partition: *partition}
+		if *to != "" {
+			t, err := parseWhen(*to, time.Now())
+			if err != nil {
+				return o.usageErr("--to %q: %v", *to, err)
+			}
+			target.Time = t
+		}
+		c, err := o.dial(context.Background())
+		if err != nil {
+			return o.fail(err)
+		}
+		defer c.Close()
+		ctx, cancel := o.ctx()
+		defer cancel()
+		n, err := c.Seek(ctx, pos[1], pos[0], target)
+		if err != nil {
+			return o.fail(err)
+		}
+		if *o.json {
+			return o.emit(map[string]any{"group": pos[0], "queue": pos[1], "partitionsMoved": n})
+		}
+		fmt.Fprintf(stdout, "moved %s on %s: %d partitions\n", pos[0], pos[1], n)
+		return exitOK
+	})
+	return c
 }
 
 // parseWhen reads an RFC 3339 time or a duration ago ("10m").
@@ -441,12 +456,15 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-func cmdStats(args []string, stdout, stderr io.Writer) int {
-	o := newOp("stats", "[--interval 1s]", stdout, stderr)
-	interval := o.fs.Duration("interval", time.Second, "refresh period on a terminal")
-	if _, code, ok := o.parse(args, 0, 0); !ok {
-		return code
-	}
+func statsCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "stats", Short: "the broker's throughput, live on a terminal", Args: posArgs(0, 0)}
+	interval := c.Flags().Duration("interval", time.Second, "refresh period on a terminal")
+	c.Run = a.opRun(func(o *opCmd, _ []string) int { return stats(o, *interval) })
+	return c
+}
+
+func stats(o *opCmd, interval time.Duration) int {
+	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -473,7 +491,7 @@ func cmdStats(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t := time.NewTicker(*interval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	prev, at := st, time.Now()
 	for {

@@ -31,12 +31,7 @@ func cli(t *testing.T, addr string, stdin string, args ...string) (int, string, 
 	if addr != "" {
 		args = append(args, "--addr", addr)
 	}
-	var code int
-	if args[0] == "push" {
-		code = pushFrom(args[1:], strings.NewReader(stdin), &out, &errb)
-	} else {
-		code = run(args, &out, &errb)
-	}
+	code := runIO(args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -152,9 +147,9 @@ func TestOperatorExitCodes(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.err)
 		}
 	}
-	// A refused item is printed with its reason, and the exit code says so.
-	if code, out, _ := cli(t, addr, "", "push", "", "x"); code != exitFailure || !strings.Contains(out, "queue name is empty") {
-		t.Errorf("push to no queue: %d %q", code, out)
+	// An empty queue name is a usage mistake (it was a refused item, exit 1).
+	if code, out, errs := cli(t, addr, "", "push", "", "x"); code != exitUsage || out != "" || !strings.Contains(errs, "QUEUE is empty") {
+		t.Errorf("push to no queue: %d %q %q", code, out, errs)
 	}
 	// A broker that is not there: a clear failure.
 	code, _, errs := cli(t, "127.0.0.1:1", "", "queues", "--timeout", "300ms")
@@ -167,8 +162,8 @@ func TestTailFollowsNewMessages(t *testing.T) {
 	addr := testBroker(t)
 	cli(t, addr, "", "push", "events", "old")
 	var out, errb lockedBuffer // tail writes them while the test reads
-	o := newOp("tail", "", &out, &errb)
-	o.parse([]string{"--addr", addr, "--json"}, 0, 0)
+	o := newOp("tail", &out, &errb)
+	*o.addr, *o.json = addr, true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
