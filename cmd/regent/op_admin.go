@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/protocol"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -190,40 +192,82 @@ func optionsJSON(o *client.QueueOptions) map[string]any {
 }
 
 func configureCmd(a *app) *cobra.Command {
-	c := &cobra.Command{Use: "configure QUEUE", Short: "create a queue or replace all its options", Args: posArgs(1, 1, "QUEUE"),
-		Example: "  regent configure orders --lease-time 30s --retry-limit 5 --retry-delay 2s"}
+	c := &cobra.Command{Use: "configure QUEUE", Short: "create a queue, or change the options given (--reset: the others to defaults)",
+		Args: posArgs(1, 1, "QUEUE"),
+		Long: `Create QUEUE with the options given (the others at their defaults), or change
+the options given of an existing queue and keep the others: configure reads
+the queue's options, sets the flags given on top, and writes them back.
+With --reset the options not given go back to their defaults.`,
+		Example: `  regent configure orders --lease-time 30s --retry-limit 5 --retry-delay 2s
+  regent configure orders --retry-limit 1            # the lease time and retry delay stay
+  regent configure orders --retry-limit 1 --reset    # the others back to their defaults`}
 	fs := c.Flags()
 	d := client.DefaultQueueOptions()
-	lease := fs.Duration("lease-time", d.LeaseTime, "how long a pop's lease lives")
-	retries := fs.Int("retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
-	retryDelay := fs.Duration("retry-delay", d.RetryDelay, "wait before a failed message comes back")
-	delayed := fs.Duration("delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
-	window := fs.Duration("window-buffer", 0, "serve a partition only once its newest message is that old")
-	maxSize := fs.Int64("max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
-	ttl := fs.Duration("ttl", d.TTL, "Queen's ttl option (kept and echoed)")
-	retention := fs.Bool("retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
-	retentionSecs := fs.Int64("retention-seconds", 0, "with --retention: remove messages older than this")
-	completedSecs := fs.Int64("completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
-	maxWait := fs.Int64("max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
-	priority := fs.Int("priority", 0, "higher is served first by pops by namespace/task")
-	encryption := fs.Bool("encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
-	maxParts := fs.Int("max-partitions", 0, "partitions the queue may have (0: unlimited)")
-	namespace := fs.String("namespace", "", "namespace label")
-	task := fs.String("task", "", "task label")
+	var v client.QueueOptions // the flags' values; only those given are applied
+	fs.DurationVar(&v.LeaseTime, "lease-time", d.LeaseTime, "how long a pop's lease lives")
+	fs.IntVar(&v.RetryLimit, "retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
+	fs.DurationVar(&v.RetryDelay, "retry-delay", d.RetryDelay, "wait before a failed message comes back")
+	fs.DurationVar(&v.DelayedProcessing, "delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
+	fs.DurationVar(&v.WindowBuffer, "window-buffer", 0, "serve a partition only once its newest message is that old")
+	fs.Int64Var(&v.MaxSize, "max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
+	fs.DurationVar(&v.TTL, "ttl", d.TTL, "Queen's ttl option (kept and echoed)")
+	fs.BoolVar(&v.RetentionEnabled, "retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
+	fs.Int64Var(&v.RetentionSeconds, "retention-seconds", 0, "with --retention: remove messages older than this")
+	fs.Int64Var(&v.CompletedRetentionSeconds, "completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
+	fs.Int64Var(&v.MaxWaitTimeSeconds, "max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
+	fs.IntVar(&v.Priority, "priority", 0, "higher is served first by pops by namespace/task")
+	fs.BoolVar(&v.EncryptionEnabled, "encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
+	fs.IntVar(&v.MaxPartitions, "max-partitions", 0, "partitions the queue may have (0: unlimited)")
+	fs.StringVar(&v.Namespace, "namespace", "", "namespace label")
+	fs.StringVar(&v.Task, "task", "", "task label")
+	reset := fs.Bool("reset", false, "set the options not given back to their defaults (without it they are kept)")
+	// apply copies one flag's value into the options to write.
+	apply := map[string]func(o *client.QueueOptions){
+		"lease-time":                  func(o *client.QueueOptions) { o.LeaseTime = v.LeaseTime },
+		"retry-limit":                 func(o *client.QueueOptions) { o.RetryLimit = v.RetryLimit },
+		"retry-delay":                 func(o *client.QueueOptions) { o.RetryDelay = v.RetryDelay },
+		"delayed-processing":          func(o *client.QueueOptions) { o.DelayedProcessing = v.DelayedProcessing },
+		"window-buffer":               func(o *client.QueueOptions) { o.WindowBuffer = v.WindowBuffer },
+		"max-size":                    func(o *client.QueueOptions) { o.MaxSize = v.MaxSize },
+		"ttl":                         func(o *client.QueueOptions) { o.TTL = v.TTL },
+		"retention":                   func(o *client.QueueOptions) { o.RetentionEnabled = v.RetentionEnabled },
+		"retention-seconds":           func(o *client.QueueOptions) { o.RetentionSeconds = v.RetentionSeconds },
+		"completed-retention-seconds": func(o *client.QueueOptions) { o.CompletedRetentionSeconds = v.CompletedRetentionSeconds },
+		"max-wait-time-seconds":       func(o *client.QueueOptions) { o.MaxWaitTimeSeconds = v.MaxWaitTimeSeconds },
+		"priority":                    func(o *client.QueueOptions) { o.Priority = v.Priority },
+		"encryption":                  func(o *client.QueueOptions) { o.EncryptionEnabled = v.EncryptionEnabled },
+		"max-partitions":              func(o *client.QueueOptions) { o.MaxPartitions = v.MaxPartitions },
+		"namespace":                   func(o *client.QueueOptions) { o.Namespace = v.Namespace },
+		"task":                        func(o *client.QueueOptions) { o.Task = v.Task },
+	}
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
-		stdout := o.stdout
-		opts := client.QueueOptions{LeaseTime: *lease, RetryLimit: *retries, RetryDelay: *retryDelay, DelayedProcessing: *delayed,
-			WindowBuffer: *window, MaxSize: *maxSize, TTL: *ttl, RetentionEnabled: *retention, RetentionSeconds: *retentionSecs,
-			CompletedRetentionSeconds: *completedSecs, MaxWaitTimeSeconds: *maxWait, Priority: *priority,
-			EncryptionEnabled: *encryption, MaxPartitions: *maxParts, Namespace: *namespace, Task: *task}
-		c, err := o.dial(context.Background())
+		cl, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
-		defer c.Close()
+		defer cl.Close()
 		ctx, cancel := o.ctx()
 		defer cancel()
-		res, err := c.Configure(ctx, pos[0], opts)
+		// The queue's options as they are (a new queue: the defaults), then
+		// the flags given on top. Between the read and the write another
+		// client's change to an option not given here would be undone.
+		opts := client.DefaultQueueOptions()
+		if !*reset {
+			qi, _, err := cl.QueueInfoPage(ctx, pos[0], client.ID{}, 1)
+			switch {
+			case err == nil:
+				opts = qi.Options
+			case protocol.CodeOf(err) == protocol.CodeQueueNotFound:
+			default:
+				return o.fail(err)
+			}
+		}
+		fs.Visit(func(f *pflag.Flag) {
+			if set := apply[f.Name]; set != nil {
+				set(&opts)
+			}
+		})
+		res, err := cl.Configure(ctx, pos[0], opts)
 		if err != nil {
 			return o.fail(err)
 		}
@@ -235,10 +279,19 @@ func configureCmd(a *app) *cobra.Command {
 		if res.Created {
 			verb = "created"
 		}
-		fmt.Fprintf(stdout, "%s %s: lease %s, %d retries %s apart\n", verb, pos[0], res.Options.LeaseTime, res.Options.RetryLimit, res.Options.RetryDelay)
+		fmt.Fprintf(o.stdout, "%s %s: lease %s, %s %s apart\n", verb, pos[0], res.Options.LeaseTime,
+			plural(res.Options.RetryLimit, "retry", "retries"), res.Options.RetryDelay)
 		return exitOK
 	})
 	return c
+}
+
+// plural is "1 retry", "2 retries", "0 retries".
+func plural[N int | int64 | uint64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func dlqCmd(a *app) *cobra.Command {

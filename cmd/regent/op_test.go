@@ -13,6 +13,7 @@ import (
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 )
 
@@ -249,5 +250,41 @@ func TestREADMEConfigurationTable(t *testing.T) {
 		if !bytes.Contains(readme, []byte(row)) {
 			t.Errorf("README lacks the row of --%s (%s)", s.flag, s.env)
 		}
+	}
+}
+
+// TestConfigureChangesOnlyWhatItIsGiven: configure keeps the options it is
+// not given; --reset sets them back to their defaults.
+func TestConfigureChangesOnlyWhatItIsGiven(t *testing.T) {
+	addr := testBroker(t)
+	options := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errs := cli(t, addr, "", append([]string{"configure", "orders", "--json"}, args...)...)
+		var res struct {
+			Options map[string]any `json:"options"`
+		}
+		if code != exitOK || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("configure %v: %d %s %s", args, code, out, errs)
+		}
+		return res.Options
+	}
+	if o := options("--retry-delay", "2s", "--lease-time", "30s", "--namespace", "shop"); o["retryDelay"] != 2000.0 || o["leaseTime"] != 30.0 {
+		t.Fatalf("created with %v", o)
+	}
+	o := options("--retry-limit", "5")
+	if o["retryLimit"] != 5.0 || o["retryDelay"] != 2000.0 || o["leaseTime"] != 30.0 || o["namespace"] != "shop" {
+		t.Fatalf("--retry-limit 5 changed the others: %v", o)
+	}
+	// What the broker holds, not only what configure answered.
+	if code, out, _ := cli(t, addr, "", "queue", "orders", "--json"); code != exitOK || !strings.Contains(out, `"retryDelay": 2000`) || !strings.Contains(out, `"retryLimit": 5`) {
+		t.Fatalf("queue after configure: %d %s", code, out)
+	}
+	d := client.DefaultQueueOptions()
+	o = options("--retry-limit", "4", "--reset")
+	if o["retryLimit"] != 4.0 || o["retryDelay"] != float64(d.RetryDelay.Milliseconds()) || o["leaseTime"] != d.LeaseTime.Seconds() || o["namespace"] != "" {
+		t.Fatalf("--reset kept what it was not given: %v", o)
+	}
+	if code, out, _ := cli(t, addr, "", "configure", "orders", "--retry-limit", "1"); code != exitOK || !strings.Contains(out, "configured orders: lease 5m0s, 1 retry 1s apart") {
+		t.Fatalf("configure (text): %d %q", code, out)
 	}
 }
