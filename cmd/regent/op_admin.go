@@ -102,7 +102,8 @@ func queue(o *opCmd, pos []string) int {
 			return o.fail(err)
 		}
 		if page == 0 && !*o.json {
-			fmt.Fprintf(stdout, "queue %s: %d messages in %d partitions, %d dead letters\n", qi.Name, qi.Messages, qi.PartitionCount, qi.DeadLetters)
+			fmt.Fprintf(stdout, "queue %s: %s in %s, %s\n", qi.Name, plural(qi.Messages, "message", "messages"),
+				plural(qi.PartitionCount, "partition", "partitions"), plural(qi.DeadLetters, "dead letter", "dead letters"))
 			ops := optionsJSON(&qi.Options)
 			keys := make([]string, 0, len(ops))
 			for k := range ops {
@@ -287,7 +288,7 @@ With --reset the options not given go back to their defaults.`,
 }
 
 // plural is "1 retry", "2 retries", "0 retries".
-func plural[N int | int64 | uint64](n N, one, many string) string {
+func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, one, many string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, one)
 	}
@@ -328,7 +329,7 @@ func dlqCmd(a *app) *cobra.Command {
 				}
 				return o.emit(map[string]any{"redriven": len(red), "messages": out})
 			}
-			fmt.Fprintf(stdout, "redriven %d entries\n", len(red))
+			fmt.Fprintf(stdout, "redriven %s\n", plural(len(red), "entry", "entries"))
 			return exitOK
 		case *purge:
 			n, err := c.PurgeDLQ(ctx, f)
@@ -338,7 +339,7 @@ func dlqCmd(a *app) *cobra.Command {
 			if *o.json {
 				return o.emit(map[string]any{"purged": n})
 			}
-			fmt.Fprintf(stdout, "purged %d entries\n", n)
+			fmt.Fprintf(stdout, "purged %s\n", plural(n, "entry", "entries"))
 			return exitOK
 		}
 		// A page may come back shorter than asked (the broker fills one reply
@@ -364,7 +365,11 @@ func dlqCmd(a *app) *cobra.Command {
 			}
 			return o.emit(map[string]any{"total": total, "entries": out})
 		}
-		fmt.Fprintf(stdout, "%d dead letters in %s\n", total, pos[0])
+		fmt.Fprintf(stdout, "%s in %s", plural(total, "dead letter", "dead letters"), pos[0])
+		if len(entries) < total {
+			fmt.Fprintf(stdout, ", showing %d of %d (--limit)", len(entries), total)
+		}
+		fmt.Fprintln(stdout)
 		w := table(stdout)
 		fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
 		for _, e := range entries {
@@ -459,39 +464,60 @@ func groups(o *opCmd) int {
 }
 
 func seekCmd(a *app) *cobra.Command {
-	c := &cobra.Command{Use: "seek GROUP QUEUE", Short: "move a group to the end (--to-end) or to a time (--to)", Args: posArgs(2, 2, "GROUP", "QUEUE")}
+	c := &cobra.Command{Use: "seek QUEUE GROUP", Short: "move a group to the start (--to-start), the end (--to-end) or a time (--to)",
+		Args: posArgs(2, 2, "QUEUE", "GROUP"),
+		Example: `  regent seek orders billing --to-start   # read everything again
+  regent seek orders billing --to 10m      # from the first message of the last 10 minutes
+  regent seek orders billing --to-end      # skip what is there`}
 	fs := c.Flags()
+	toStart := fs.Bool("to-start", false, "move to the first message")
 	toEnd := fs.Bool("to-end", false, "move past every message")
 	to := fs.String("to", "", "move to the first message created after TIME (RFC 3339, or a duration ago like 10m)")
 	partition := fs.String("partition", "", "only this partition")
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
-		stdout := o.stdout
-		if *toEnd == (*to != "") {
-			return o.usageErr("give exactly one of --to-end and --to")
+		queue, group := pos[0], pos[1]
+		given := 0
+		for _, b := range []bool{*toStart, *toEnd, *to != ""} {
+			if b {
+				given++
+			}
+		}
+		if given != 1 {
+			return o.usageErr("give exactly one of --to-start, --to-end and --to")
 		}
 		target := client.SeekTo{ToEnd: *toEnd, Partition: *partition}
-		if *to != "" {
+		switch {
+		case *toStart:
+			target.Time = time.Unix(0, 0) // before every message
+		case *to != "":
 			t, err := parseWhen(*to, time.Now())
 			if err != nil {
 				return o.usageErr("--to %q: %v", *to, err)
 			}
 			target.Time = t
 		}
-		c, err := o.dial(context.Background())
+		cl, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
-		defer c.Close()
+		defer cl.Close()
 		ctx, cancel := o.ctx()
 		defer cancel()
-		n, err := c.Seek(ctx, pos[1], pos[0], target)
+		// QUEUE comes first (it came second before): a queue that does not
+		// exist where the other argument names one is that mistake.
+		if _, _, err := cl.QueueInfoPage(ctx, queue, client.ID{}, 1); protocol.CodeOf(err) == protocol.CodeQueueNotFound {
+			if _, _, err2 := cl.QueueInfoPage(ctx, group, client.ID{}, 1); err2 == nil {
+				return o.usageErr("no queue %q, but %q is one: QUEUE comes first (regent seek %s %s)", queue, group, group, queue)
+			}
+		}
+		n, err := cl.Seek(ctx, queue, group, target)
 		if err != nil {
 			return o.fail(err)
 		}
 		if *o.json {
-			return o.emit(map[string]any{"group": pos[0], "queue": pos[1], "partitionsMoved": n})
+			return o.emit(map[string]any{"group": group, "queue": queue, "partitionsMoved": n})
 		}
-		fmt.Fprintf(stdout, "moved %s on %s: %d partitions\n", pos[0], pos[1], n)
+		fmt.Fprintf(o.stdout, "moved %s on %s: %s\n", group, queue, plural(n, "partition", "partitions"))
 		return exitOK
 	})
 	return c

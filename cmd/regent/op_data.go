@@ -27,6 +27,7 @@ func init() {
 type pushResultJSON struct {
 	Status        string `json:"status"`
 	MessageID     string `json:"messageId,omitempty"`
+	Partition     string `json:"partition,omitempty"`
 	PartitionID   string `json:"partitionId,omitempty"`
 	Offset        uint64 `json:"offset"`
 	TransactionID string `json:"transactionId,omitempty"`
@@ -73,6 +74,10 @@ func pushCmd(a *app) *cobra.Command {
 		}
 		defer c.Close()
 		var all []pushResultJSON
+		partName := *partition
+		if partName == "" {
+			partName = "Default" // the broker's name for a push without one
+		}
 		failed := 0
 		for start := 0; start < len(payloads); start += 100 {
 			end := min(start+100, len(payloads))
@@ -89,7 +94,7 @@ func pushCmd(a *app) *cobra.Command {
 			for _, r := range res {
 				j := pushResultJSON{Status: r.Status.String(), Offset: r.Offset, TransactionID: r.TransactionID}
 				if r.Status != client.PushFailed {
-					j.MessageID, j.PartitionID = r.MessageID.String(), r.PartitionID.String()
+					j.Partition, j.MessageID, j.PartitionID = partName, r.MessageID.String(), r.PartitionID.String()
 				} else {
 					j.Error = r.Err.Error()
 					failed++
@@ -106,7 +111,7 @@ func pushCmd(a *app) *cobra.Command {
 				if r.Error != "" {
 					fmt.Fprintf(stdout, "%-9s %s\n", r.Status, r.Error)
 				} else {
-					fmt.Fprintf(stdout, "%-9s %s  offset %d\n", r.Status, r.MessageID, r.Offset)
+					fmt.Fprintf(stdout, "%-9s %s  partition %s, offset %d\n", r.Status, r.MessageID, r.Partition, r.Offset)
 				}
 			}
 		}
@@ -239,7 +244,11 @@ A popped message is leased until --ack answers it, or until its lease ends
 		}
 		if b.Cut {
 			// stderr, so that --json's output stays one JSON value.
-			fmt.Fprintf(stderr, "regent pop: %d message(s) fit one reply; more were ready (pop again for them)\n", len(msgs))
+			verb := "fit"
+			if len(msgs) == 1 {
+				verb = "fits"
+			}
+			fmt.Fprintf(stderr, "regent pop: %s %s one reply; more were ready (pop again for them)\n", plural(len(msgs), "message", "messages"), verb)
 		}
 		if *o.json {
 			return o.emit(out)

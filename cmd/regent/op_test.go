@@ -102,7 +102,7 @@ func TestOperatorCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, `"group": "audit"`) {
 		t.Fatalf("groups: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, addr, "", "seek", "audit", "orders", "--to-end"); code != exitOK || !strings.Contains(out, "moved audit") {
+	if code, out, _ := cli(t, addr, "", "seek", "orders", "audit", "--to-end"); code != exitOK || !strings.Contains(out, "moved audit") {
 		t.Fatalf("seek: %d %s", code, out)
 	}
 	if code, out, _ := cli(t, addr, "", "pop", "orders", "--group", "audit", "--json"); code != exitOK || strings.TrimSpace(out) != "[]" {
@@ -286,5 +286,70 @@ func TestConfigureChangesOnlyWhatItIsGiven(t *testing.T) {
 	}
 	if code, out, _ := cli(t, addr, "", "configure", "orders", "--retry-limit", "1"); code != exitOK || !strings.Contains(out, "configured orders: lease 5m0s, 1 retry 1s apart") {
 		t.Fatalf("configure (text): %d %q", code, out)
+	}
+}
+
+// TestOutputIsConsistent: plurals agree with their numbers, dlq says when
+// --limit shows part of it, push names the partition with the offset, and
+// seek takes QUEUE first (and says so to one who gives it second).
+func TestOutputIsConsistent(t *testing.T) {
+	addr := testBroker(t)
+	want := func(out, s string, args ...string) {
+		t.Helper()
+		if !strings.Contains(out, s) {
+			t.Errorf("%v printed %q; want %q", args, out, s)
+		}
+	}
+	do := func(args ...string) string {
+		t.Helper()
+		code, out, errs := cli(t, addr, "", args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		return out
+	}
+	do("configure", "orders", "--retry-limit", "0", "--retry-delay", "0s")
+	want(do("queue", "orders"), "queue orders: 0 messages in 1 partition, 0 dead letters", "queue")
+	want(do("push", "orders", "one"), "partition Default, offset 0", "push")
+	want(do("push", "orders", "two", "--partition", "eu"), "partition eu, offset 0", "push --partition eu")
+	want(do("push", "orders", "three", "--partition", "eu"), "partition eu, offset 1", "push --partition eu")
+	want(do("queue", "orders"), "queue orders: 3 messages in 2 partitions, 0 dead letters", "queue")
+	code, out, _ := cli(t, addr, "", "push", "orders", "four", "--partition", "us", "--json")
+	if code != exitOK || !strings.Contains(out, `"partition": "us"`) {
+		t.Errorf("push --json: %d %s", code, out)
+	}
+	do("pop", "orders", "--partition", "Default", "--ack", "dlq")
+	want(do("dlq", "orders"), "1 dead letter in orders\n", "dlq")
+	want(do("queue", "orders"), "1 dead letter\n", "queue")
+	do("pop", "orders", "--partition", "eu", "--batch", "2", "--ack", "dlq")
+	want(do("dlq", "orders", "--limit", "1"), "3 dead letters in orders, showing 1 of 3", "dlq --limit 1")
+	if out := do("dlq", "orders", "--limit", "3"); strings.Contains(out, "showing") {
+		t.Errorf("dlq with every entry shown says %q", out)
+	}
+	want(do("dlq", "orders", "--redrive", "--partition", "Default"), "redriven 1 entry\n", "dlq --redrive")
+	want(do("dlq", "orders", "--purge"), "purged 2 entries\n", "dlq --purge")
+
+	// seek QUEUE GROUP, --to-start.
+	do("pop", "orders", "--group", "audit", "--partition", "us", "--ack", "completed")
+	want(do("seek", "orders", "audit", "--to-end", "--partition", "us"), "moved audit on orders: 1 partition\n", "seek --to-end")
+	if out := do("pop", "orders", "--group", "audit", "--partition", "us", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("pop after --to-end: %s", out)
+	}
+	want(do("seek", "orders", "audit", "--to-start"), "moved audit on orders: 3 partitions\n", "seek --to-start")
+	if out := do("pop", "orders", "--group", "audit", "--partition", "us", "--json"); !strings.Contains(out, `"payload": "four"`) {
+		t.Fatalf("pop after --to-start: %s", out)
+	}
+	code, out, errs := cli(t, addr, "", "seek", "audit", "orders", "--to-start")
+	if code != exitUsage || out != "" || !strings.Contains(errs, "QUEUE comes first") {
+		t.Errorf("seek GROUP QUEUE: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cli(t, addr, "", "seek", "nosuchqueue", "audit", "--to-start"); code != exitFailure || !strings.Contains(errs, "queue_not_found") {
+		t.Errorf("seek on no queue: %d %q", code, errs)
+	}
+	if code, _, errs := cli(t, addr, "", "seek", "orders", "audit", "--to-start", "--to-end"); code != exitUsage || !strings.Contains(errs, "exactly one") {
+		t.Errorf("seek --to-start --to-end: %d %q", code, errs)
+	}
+	if code, out, _ := cli(t, addr, "", "queues"); code != exitOK || strings.Contains(out, "nosuchqueue") {
+		t.Errorf("a seek on no queue left one: %s", out)
 	}
 }
