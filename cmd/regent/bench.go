@@ -21,6 +21,15 @@ import (
 )
 
 func init() {
+	leadArgs["bench"] = func(args []string) int {
+		switch {
+		case len(args) == 0 || strings.HasPrefix(args[0], "-"):
+			return 0
+		case args[0] == "compare":
+			return 2
+		}
+		return 1
+	}
 	register(func(a *app) *cobra.Command {
 		return a.passThrough("bench SCENARIO|compare SCENARIO|report [flags]",
 			"load-test a broker (Regent over TCP or HTTP, NATS JetStream) and write BENCHMARKS.md", cmdBench)

@@ -120,6 +120,13 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("%q: the whole usage for a mistake:\n%s", c.args, errs)
 		}
 	}
+	// serve's and bench's own flags may come before the command too.
+	if code, _, errs := runBin(t, bin, "", "--sync=sometimes", "serve"); code != exitUsage || !strings.Contains(errs, "--sync") {
+		t.Errorf("--sync=sometimes serve: %d %q", code, errs)
+	}
+	if code, _, errs := runBin(t, bin, "", "--batch", "x", "bench", "push"); code != exitUsage || !strings.Contains(errs, "--batch") {
+		t.Errorf("--batch x bench push: %d %q", code, errs)
+	}
 	// A failure: exit 1.
 	if code, _, errs := runBin(t, bin, "", "queue", "nosuchqueue", "--addr", addr); code != exitFailure || !strings.Contains(errs, "queue_not_found") {
 		t.Errorf("queue nosuchqueue: %d %q", code, errs)

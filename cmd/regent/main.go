@@ -63,7 +63,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-v") {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	root.SetArgs(longFlags(root, args))
+	root.SetArgs(flagsLast(root, longFlags(root, args)))
 	cmd, err := root.ExecuteC()
 	if err != nil {
 		if cmd == nil || cmd == root {
@@ -139,6 +139,36 @@ func longFlags(root *cobra.Command, args []string) []string {
 	}
 	return out
 }
+
+// flagsLast moves the flags given before a command that parses its own
+// (serve, bench) to after its leading arguments (bench's SCENARIO), where
+// its flag set reads them: `regent --json bench push` is `regent bench push
+// --json`.
+func flagsLast(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == root || !cmd.DisableFlagParsing {
+		return args
+	}
+	i := 0
+	for i < len(args) && args[i] != cmd.Name() {
+		i++
+	}
+	if i == 0 || i == len(args) {
+		return args
+	}
+	rest := args[i+1:]
+	k := 0
+	if lead := leadArgs[cmd.Name()]; lead != nil {
+		k = min(lead(rest), len(rest))
+	}
+	out := append([]string{cmd.Name()}, rest[:k]...)
+	out = append(out, args[:i]...)
+	return append(out, rest[k:]...)
+}
+
+// leadArgs says, for a command that parses its own flags, how many of its
+// arguments come before them (bench: SCENARIO, or compare SCENARIO).
+var leadArgs = map[string]func(args []string) int{}
 
 // posArgs wants between min and max positional arguments (max < 0: any
 // number); the first len(names) of them, when given, must not be empty
