@@ -9,6 +9,8 @@ require (
 	github.com/klauspost/compress v1.20.4
 	github.com/nats-io/nats.go v1.56.0
 	github.com/panjf2000/gnet/v2 v2.9.7
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	github.com/tidwall/wal v1.2.1
 	golang.org/x/sync v0.11.0
 )
@@ -16,6 +18,7 @@ require (
 require (
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/panjf2000/ants/v2 v2.11.3 // indirect

@@ -17,11 +17,23 @@ import (
 	"github.com/regentmq/regent/bench"
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/log"
+	"github.com/spf13/cobra"
 )
 
 func init() {
-	register(command{"bench", "SCENARIO|compare SCENARIO|report [flags]",
-		"load-test a broker (Regent over TCP or HTTP, NATS JetStream) and write BENCHMARKS.md", cmdBench})
+	leadArgs["bench"] = func(args []string) int {
+		switch {
+		case len(args) == 0 || strings.HasPrefix(args[0], "-"):
+			return 0
+		case args[0] == "compare":
+			return 2
+		}
+		return 1
+	}
+	register(func(a *app) *cobra.Command {
+		return a.passThrough("bench SCENARIO|compare SCENARIO|report [flags]",
+			"load-test a broker (Regent over TCP or HTTP, NATS JetStream) and write BENCHMARKS.md", cmdBench)
+	})
 }
 
 const benchUsage = `Usage:
@@ -133,11 +145,14 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 
 func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string, stdout, stderr io.Writer) int {
 	f := newBenchFlags(stderr, compare)
-	f.fs.Usage = func() { fmt.Fprint(stderr, benchUsage); f.fs.PrintDefaults() }
+	f.fs.Usage = func() {}
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, benchUsage)
+			f.fs.PrintDefaults()
 			return exitOK
 		}
+		fmt.Fprintln(stderr, "Usage: regent bench SCENARIO [flags] (regent bench --help for more)")
 		return exitUsage
 	}
 	if f.fs.NArg() > 0 {

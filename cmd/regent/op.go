@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/protocol"
+	"github.com/spf13/cobra"
 )
 
 // opCmd is the frame of an operator command: it talks to a running broker
@@ -19,13 +18,12 @@ import (
 // with --json, and exits 0 (ok), 1 (failure) or 2 (usage).
 type opCmd struct {
 	name    string
-	usage   string
-	fs      *flag.FlagSet
 	addr    *string
 	json    *bool
 	timeout *time.Duration
 	token   *string
 	tlsCA   *string
+	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -37,45 +35,22 @@ func defaultAddr() string {
 	return "localhost:6633"
 }
 
-func newOp(name, usage string, stdout, stderr io.Writer) *opCmd {
-	o := &opCmd{name: name, usage: usage, fs: flag.NewFlagSet("regent "+name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
-	o.fs.SetOutput(stderr)
-	o.addr = o.fs.String("addr", defaultAddr(), "the broker's binary protocol address (env REGENT_ADDR)")
-	o.json = o.fs.Bool("json", false, "print JSON for scripts")
-	o.timeout = o.fs.Duration("timeout", 10*time.Second, "how long to wait for the broker")
-	o.token = o.fs.String("token", "", "the token (a JWT) of a broker with auth on (env REGENT_TOKEN)")
-	o.tlsCA = o.fs.String("tls-ca", os.Getenv("REGENT_TLS_CA"), "speak TLS to --addr (a TLS terminator in front of the broker), trusting the CA certificates of this PEM `FILE`; \"system\": the system's (env REGENT_TLS_CA)")
-	o.fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: regent %s %s\n\n", name, usage)
-		o.fs.PrintDefaults()
-	}
-	return o
+// newOp is an operator command's frame with the global flags' defaults.
+func newOp(name string, stdout, stderr io.Writer) *opCmd {
+	g := &globals{addr: defaultAddr(), timeout: 10 * time.Second, tlsCA: os.Getenv("REGENT_TLS_CA")}
+	return &opCmd{name: name, addr: &g.addr, json: &g.json, timeout: &g.timeout, token: &g.token, tlsCA: &g.tlsCA,
+		stdin: os.Stdin, stdout: stdout, stderr: stderr}
 }
 
-// parse reads flags and positional arguments in any order; it wants between
-// min and max positional arguments (max < 0: any number). ok false means
-// exit with code.
-func (o *opCmd) parse(args []string, min, max int) (pos []string, code int, ok bool) {
-	for {
-		if err := o.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, false
-			}
-			return nil, exitUsage, false
-		}
-		args = o.fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+// opRun makes an operator command's Run: body runs with the global flags
+// parsed and the positional arguments checked (the command's Args, posArgs),
+// and its result is the exit code.
+func (a *app) opRun(body func(o *opCmd, pos []string) int) func(*cobra.Command, []string) {
+	return func(cmd *cobra.Command, pos []string) {
+		o := &opCmd{name: cmd.Name(), addr: &a.g.addr, json: &a.g.json, timeout: &a.g.timeout, token: &a.g.token,
+			tlsCA: &a.g.tlsCA, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr}
+		a.code = body(o, pos)
 	}
-	if len(pos) < min || (max >= 0 && len(pos) > max) {
-		fmt.Fprintf(o.stderr, "regent %s: wrong number of arguments\n", o.name)
-		o.fs.Usage()
-		return nil, exitUsage, false
-	}
-	return pos, exitOK, true
 }
 
 // dial connects to the broker within the command's timeout.

@@ -13,25 +13,33 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/protocol"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(command{"queues", "", "list the queues", cmdQueues})
-	register(command{"queue", "QUEUE", "a queue's options, partitions, depth, groups and their lag", cmdQueue})
-	register(command{"configure", "QUEUE [flags]", "create a queue or replace all its options", cmdConfigure})
-	register(command{"dlq", "QUEUE", "list the dead-letter queue (--redrive, --purge)", cmdDLQ})
-	register(command{"groups", "", "list the consumer groups with their lag", cmdGroups})
-	register(command{"seek", "GROUP QUEUE", "move a group to the end (--to-end) or to a time (--to)", cmdSeek})
-	register(command{"stats", "", "the broker's throughput, live on a terminal", cmdStats})
+	register(queuesCmd)
+	register(queueCmd)
+	register(configureCmd)
+	register(dlqCmd)
+	register(groupsCmd)
+	register(seekCmd)
+	register(statsCmd)
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-func cmdQueues(args []string, stdout, stderr io.Writer) int {
-	o := newOp("queues", "", stdout, stderr)
-	if _, code, ok := o.parse(args, 0, 0); !ok {
-		return code
-	}
+func queuesCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "queues", Short: "list the queues", Args: posArgs(0, 0)}
+	c.Run = a.opRun(func(o *opCmd, _ []string) int {
+		return queues(o)
+	})
+	return c
+}
+
+func queues(o *opCmd) int {
+	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -67,12 +75,14 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func cmdQueue(args []string, stdout, stderr io.Writer) int {
-	o := newOp("queue", "QUEUE", stdout, stderr)
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
+func queueCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "queue QUEUE", Short: "a queue's options, partitions, depth, groups and their lag", Args: posArgs(1, 1, "QUEUE")}
+	c.Run = a.opRun(queue)
+	return c
+}
+
+func queue(o *opCmd, pos []string) int {
+	stdout, stderr := o.stdout, o.stderr
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -92,7 +102,8 @@ func cmdQueue(args []string, stdout, stderr io.Writer) int {
 			return o.fail(err)
 		}
 		if page == 0 && !*o.json {
-			fmt.Fprintf(stdout, "queue %s: %d messages in %d partitions, %d dead letters\n", qi.Name, qi.Messages, qi.PartitionCount, qi.DeadLetters)
+			fmt.Fprintf(stdout, "queue %s: %s in %s, %s\n", qi.Name, plural(qi.Messages, "message", "messages"),
+				plural(qi.PartitionCount, "partition", "partitions"), plural(qi.DeadLetters, "dead letter", "dead letters"))
 			ops := optionsJSON(&qi.Options)
 			keys := make([]string, 0, len(ops))
 			for k := range ops {
@@ -181,146 +192,207 @@ func optionsJSON(o *client.QueueOptions) map[string]any {
 	}
 }
 
-func cmdConfigure(args []string, stdout, stderr io.Writer) int {
-	o := newOp("configure", "QUEUE [--lease-time 30s] [--retry-limit 5] ...", stdout, stderr)
+func configureCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "configure QUEUE", Short: "create a queue, or change the options given (--reset: the others to defaults)",
+		Args: posArgs(1, 1, "QUEUE"),
+		Long: `Create QUEUE with the options given (the others at their defaults), or change
+the options given of an existing queue and keep the others: configure reads
+the queue's options, sets the flags given on top, and writes them back.
+With --reset the options not given go back to their defaults.`,
+		Example: `  regent configure orders --lease-time 30s --retry-limit 5 --retry-delay 2s
+  regent configure orders --retry-limit 1            # the lease time and retry delay stay
+  regent configure orders --retry-limit 1 --reset    # the others back to their defaults`}
+	fs := c.Flags()
 	d := client.DefaultQueueOptions()
-	lease := o.fs.Duration("lease-time", d.LeaseTime, "how long a pop's lease lives")
-	retries := o.fs.Int("retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
-	retryDelay := o.fs.Duration("retry-delay", d.RetryDelay, "wait before a failed message comes back")
-	delayed := o.fs.Duration("delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
-	window := o.fs.Duration("window-buffer", 0, "serve a partition only once its newest message is that old")
-	maxSize := o.fs.Int64("max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
-	ttl := o.fs.Duration("ttl", d.TTL, "Queen's ttl option (kept and echoed)")
-	retention := o.fs.Bool("retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
-	retentionSecs := o.fs.Int64("retention-seconds", 0, "with --retention: remove messages older than this")
-	completedSecs := o.fs.Int64("completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
-	maxWait := o.fs.Int64("max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
-	priority := o.fs.Int("priority", 0, "higher is served first by pops by namespace/task")
-	encryption := o.fs.Bool("encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
-	maxParts := o.fs.Int("max-partitions", 0, "partitions the queue may have (0: unlimited)")
-	namespace := o.fs.String("namespace", "", "namespace label")
-	task := o.fs.String("task", "", "task label")
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
+	var v client.QueueOptions // the flags' values; only those given are applied
+	fs.DurationVar(&v.LeaseTime, "lease-time", d.LeaseTime, "how long a pop's lease lives")
+	fs.IntVar(&v.RetryLimit, "retry-limit", d.RetryLimit, "failed acks a message survives before the dead-letter queue")
+	fs.DurationVar(&v.RetryDelay, "retry-delay", d.RetryDelay, "wait before a failed message comes back")
+	fs.DurationVar(&v.DelayedProcessing, "delayed-processing", 0, "a message becomes deliverable that long after it was pushed")
+	fs.DurationVar(&v.WindowBuffer, "window-buffer", 0, "serve a partition only once its newest message is that old")
+	fs.Int64Var(&v.MaxSize, "max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
+	fs.DurationVar(&v.TTL, "ttl", d.TTL, "Queen's ttl option (kept and echoed)")
+	fs.BoolVar(&v.RetentionEnabled, "retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
+	fs.Int64Var(&v.RetentionSeconds, "retention-seconds", 0, "with --retention: remove messages older than this")
+	fs.Int64Var(&v.CompletedRetentionSeconds, "completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
+	fs.Int64Var(&v.MaxWaitTimeSeconds, "max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
+	fs.IntVar(&v.Priority, "priority", 0, "higher is served first by pops by namespace/task")
+	fs.BoolVar(&v.EncryptionEnabled, "encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
+	fs.IntVar(&v.MaxPartitions, "max-partitions", 0, "partitions the queue may have (0: unlimited)")
+	fs.StringVar(&v.Namespace, "namespace", "", "namespace label")
+	fs.StringVar(&v.Task, "task", "", "task label")
+	reset := fs.Bool("reset", false, "set the options not given back to their defaults (without it they are kept)")
+	// apply copies one flag's value into the options to write.
+	apply := map[string]func(o *client.QueueOptions){
+		"lease-time":                  func(o *client.QueueOptions) { o.LeaseTime = v.LeaseTime },
+		"retry-limit":                 func(o *client.QueueOptions) { o.RetryLimit = v.RetryLimit },
+		"retry-delay":                 func(o *client.QueueOptions) { o.RetryDelay = v.RetryDelay },
+		"delayed-processing":          func(o *client.QueueOptions) { o.DelayedProcessing = v.DelayedProcessing },
+		"window-buffer":               func(o *client.QueueOptions) { o.WindowBuffer = v.WindowBuffer },
+		"max-size":                    func(o *client.QueueOptions) { o.MaxSize = v.MaxSize },
+		"ttl":                         func(o *client.QueueOptions) { o.TTL = v.TTL },
+		"retention":                   func(o *client.QueueOptions) { o.RetentionEnabled = v.RetentionEnabled },
+		"retention-seconds":           func(o *client.QueueOptions) { o.RetentionSeconds = v.RetentionSeconds },
+		"completed-retention-seconds": func(o *client.QueueOptions) { o.CompletedRetentionSeconds = v.CompletedRetentionSeconds },
+		"max-wait-time-seconds":       func(o *client.QueueOptions) { o.MaxWaitTimeSeconds = v.MaxWaitTimeSeconds },
+		"priority":                    func(o *client.QueueOptions) { o.Priority = v.Priority },
+		"encryption":                  func(o *client.QueueOptions) { o.EncryptionEnabled = v.EncryptionEnabled },
+		"max-partitions":              func(o *client.QueueOptions) { o.MaxPartitions = v.MaxPartitions },
+		"namespace":                   func(o *client.QueueOptions) { o.Namespace = v.Namespace },
+		"task":                        func(o *client.QueueOptions) { o.Task = v.Task },
 	}
-	opts := client.QueueOptions{LeaseTime: *lease, RetryLimit: *retries, RetryDelay: *retryDelay, DelayedProcessing: *delayed,
-		WindowBuffer: *window, MaxSize: *maxSize, TTL: *ttl, RetentionEnabled: *retention, RetentionSeconds: *retentionSecs,
-		CompletedRetentionSeconds: *completedSecs, MaxWaitTimeSeconds: *maxWait, Priority: *priority,
-		EncryptionEnabled: *encryption, MaxPartitions: *maxParts, Namespace: *namespace, Task: *task}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	ctx, cancel := o.ctx()
-	defer cancel()
-	res, err := c.Configure(ctx, pos[0], opts)
-	if err != nil {
-		return o.fail(err)
-	}
-	if *o.json {
-		return o.emit(map[string]any{"queue": pos[0], "created": res.Created, "queueId": res.QueueID.String(),
-			"partitionId": res.DefaultPartitionID.String(), "options": optionsJSON(&res.Options)})
-	}
-	verb := "configured"
-	if res.Created {
-		verb = "created"
-	}
-	fmt.Fprintf(stdout, "%s %s: lease %s, %d retries %s apart\n", verb, pos[0], res.Options.LeaseTime, res.Options.RetryLimit, res.Options.RetryDelay)
-	return exitOK
-}
-
-func cmdDLQ(args []string, stdout, stderr io.Writer) int {
-	o := newOp("dlq", "QUEUE [--group G] [--limit N] [--redrive | --purge]", stdout, stderr)
-	group := o.fs.String("group", "", "only this consumer group's entries")
-	partition := o.fs.String("partition", "", "only this partition's entries")
-	limit := o.fs.Int("limit", 100, "entries to list")
-	redrive := o.fs.Bool("redrive", false, "put the matching entries back at the end of their partitions")
-	purge := o.fs.Bool("purge", false, "drop the matching entries")
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	if *redrive && *purge {
-		return o.usageErr("--redrive and --purge exclude each other")
-	}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	ctx, cancel := o.ctx()
-	defer cancel()
-	f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
-	switch {
-	case *redrive:
-		red, err := c.Redrive(ctx, f)
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		cl, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
-		if *o.json {
-			out := make([]map[string]any, len(red))
-			for i, r := range red {
-				out[i] = map[string]any{"entryId": r.Entry.String(), "messageId": r.MessageID.String(), "partition": r.Partition}
+		defer cl.Close()
+		ctx, cancel := o.ctx()
+		defer cancel()
+		// The queue's options as they are (a new queue: the defaults), then
+		// the flags given on top. Between the read and the write another
+		// client's change to an option not given here would be undone.
+		opts := client.DefaultQueueOptions()
+		if !*reset {
+			qi, _, err := cl.QueueInfoPage(ctx, pos[0], client.ID{}, 1)
+			switch {
+			case err == nil:
+				opts = qi.Options
+			case protocol.CodeOf(err) == protocol.CodeQueueNotFound:
+			default:
+				return o.fail(err)
 			}
-			return o.emit(map[string]any{"redriven": len(red), "messages": out})
 		}
-		fmt.Fprintf(stdout, "redriven %d entries\n", len(red))
-		return exitOK
-	case *purge:
-		n, err := c.PurgeDLQ(ctx, f)
+		fs.Visit(func(f *pflag.Flag) {
+			if set := apply[f.Name]; set != nil {
+				set(&opts)
+			}
+		})
+		res, err := cl.Configure(ctx, pos[0], opts)
 		if err != nil {
 			return o.fail(err)
 		}
 		if *o.json {
-			return o.emit(map[string]any{"purged": n})
+			return o.emit(map[string]any{"queue": pos[0], "created": res.Created, "queueId": res.QueueID.String(),
+				"partitionId": res.DefaultPartitionID.String(), "options": optionsJSON(&res.Options)})
 		}
-		fmt.Fprintf(stdout, "purged %d entries\n", n)
+		verb := "configured"
+		if res.Created {
+			verb = "created"
+		}
+		fmt.Fprintf(o.stdout, "%s %s: lease %s, %s %s apart\n", verb, pos[0], res.Options.LeaseTime,
+			plural(res.Options.RetryLimit, "retry", "retries"), res.Options.RetryDelay)
 		return exitOK
+	})
+	return c
+}
+
+// plural is "1 retry", "2 retries", "0 retries".
+func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
 	}
-	// A page may come back shorter than asked (the broker fills one reply
-	// at most): read on until --limit entries or the end.
-	var entries []client.DLQEntry
-	total := 0
-	for {
-		f.Offset, f.Limit = len(entries), *limit-len(entries)
-		page, n, err := c.DLQ(ctx, f)
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func dlqCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "dlq QUEUE", Short: "list the dead-letter queue (--redrive, --purge)", Args: posArgs(1, 1, "QUEUE")}
+	fs := c.Flags()
+	group := fs.String("group", "", "only this consumer group's entries")
+	partition := fs.String("partition", "", "only this partition's entries")
+	limit := fs.Int("limit", 100, "entries to list")
+	redrive := fs.Bool("redrive", false, "put the matching entries back at the end of their partitions")
+	purge := fs.Bool("purge", false, "drop the matching entries")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		stdout := o.stdout
+		if *redrive && *purge {
+			return o.usageErr("--redrive and --purge exclude each other")
+		}
+		c, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
-		entries, total = append(entries, page...), n
-		if len(page) == 0 || len(entries) >= *limit || len(entries) >= total {
-			break
+		defer c.Close()
+		ctx, cancel := o.ctx()
+		defer cancel()
+		f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
+		switch {
+		case *redrive:
+			red, err := c.Redrive(ctx, f)
+			if err != nil {
+				return o.fail(err)
+			}
+			if *o.json {
+				out := make([]map[string]any, len(red))
+				for i, r := range red {
+					out[i] = map[string]any{"entryId": r.Entry.String(), "messageId": r.MessageID.String(), "partition": r.Partition}
+				}
+				return o.emit(map[string]any{"redriven": len(red), "messages": out})
+			}
+			fmt.Fprintf(stdout, "redriven %s\n", plural(len(red), "entry", "entries"))
+			return exitOK
+		case *purge:
+			n, err := c.PurgeDLQ(ctx, f)
+			if err != nil {
+				return o.fail(err)
+			}
+			if *o.json {
+				return o.emit(map[string]any{"purged": n})
+			}
+			fmt.Fprintf(stdout, "purged %s\n", plural(n, "entry", "entries"))
+			return exitOK
 		}
-	}
-	if *o.json {
-		out := make([]map[string]any, len(entries))
-		for i, e := range entries {
-			out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": e.Message.Group,
-				"error": e.Error, "retryCount": e.RetryCount, "failedAt": ts(e.FailedAt)}
+		// A page may come back shorter than asked (the broker fills one reply
+		// at most): read on until --limit entries or the end.
+		var entries []client.DLQEntry
+		total := 0
+		for {
+			f.Offset, f.Limit = len(entries), *limit-len(entries)
+			page, n, err := c.DLQ(ctx, f)
+			if err != nil {
+				return o.fail(err)
+			}
+			entries, total = append(entries, page...), n
+			if len(page) == 0 || len(entries) >= *limit || len(entries) >= total {
+				break
+			}
 		}
-		return o.emit(map[string]any{"total": total, "entries": out})
-	}
-	fmt.Fprintf(stdout, "%d dead letters in %s\n", total, pos[0])
-	w := table(stdout)
-	fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
-	for _, e := range entries {
-		pl := string(e.Message.Payload)
-		if len(pl) > 60 {
-			pl = pl[:57] + "..."
+		if *o.json {
+			out := make([]map[string]any, len(entries))
+			for i, e := range entries {
+				out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": e.Message.Group,
+					"error": e.Error, "retryCount": e.RetryCount, "failedAt": ts(e.FailedAt)}
+			}
+			return o.emit(map[string]any{"total": total, "entries": out})
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), e.Message.Group, e.Message.Partition, e.RetryCount, e.Error, pl)
-	}
-	w.Flush()
-	return exitOK
+		fmt.Fprintf(stdout, "%s in %s", plural(total, "dead letter", "dead letters"), pos[0])
+		if len(entries) < total {
+			fmt.Fprintf(stdout, ", showing %d of %d (--limit)", len(entries), total)
+		}
+		fmt.Fprintln(stdout)
+		w := table(stdout)
+		fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
+		for _, e := range entries {
+			pl := string(e.Message.Payload)
+			if len(pl) > 60 {
+				pl = pl[:57] + "..."
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), e.Message.Group, e.Message.Partition, e.RetryCount, e.Error, pl)
+		}
+		w.Flush()
+		return exitOK
+	})
+	return c
 }
 
-func cmdGroups(args []string, stdout, stderr io.Writer) int {
-	o := newOp("groups", "", stdout, stderr)
-	if _, code, ok := o.parse(args, 0, 0); !ok {
-		return code
-	}
+func groupsCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "groups", Short: "list the consumer groups with their lag", Args: posArgs(0, 0)}
+	c.Run = a.opRun(func(o *opCmd, _ []string) int { return groups(o) })
+	return c
+}
+
+func groups(o *opCmd) int {
+	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -391,42 +463,64 @@ func cmdGroups(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func cmdSeek(args []string, stdout, stderr io.Writer) int {
-	o := newOp("seek", "GROUP QUEUE --to-end | --to TIME", stdout, stderr)
-	toEnd := o.fs.Bool("to-end", false, "move past every message")
-	to := o.fs.String("to", "", "move to the first message created after TIME (RFC 3339, or a duration ago like 10m)")
-	partition := o.fs.String("partition", "", "only this partition")
-	pos, code, ok := o.parse(args, 2, 2)
-	if !ok {
-		return code
-	}
-	if *toEnd == (*to != "") {
-		return o.usageErr("give exactly one of --to-end and --to")
-	}
-	target := client.SeekTo{ToEnd: *toEnd, Partition: *partition}
-	if *to != "" {
-		t, err := parseWhen(*to, time.Now())
-		if err != nil {
-			return o.usageErr("--to %q: %v", *to, err)
+func seekCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "seek QUEUE GROUP", Short: "move a group to the start (--to-start), the end (--to-end) or a time (--to)",
+		Args: posArgs(2, 2, "QUEUE", "GROUP"),
+		Example: `  regent seek orders billing --to-start   # read everything again
+  regent seek orders billing --to 10m      # from the first message of the last 10 minutes
+  regent seek orders billing --to-end      # skip what is there`}
+	fs := c.Flags()
+	toStart := fs.Bool("to-start", false, "move to the first message")
+	toEnd := fs.Bool("to-end", false, "move past every message")
+	to := fs.String("to", "", "move to the first message created after TIME (RFC 3339, or a duration ago like 10m)")
+	partition := fs.String("partition", "", "only this partition")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		queue, group := pos[0], pos[1]
+		given := 0
+		for _, b := range []bool{*toStart, *toEnd, *to != ""} {
+			if b {
+				given++
+			}
 		}
-		target.Time = t
-	}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	ctx, cancel := o.ctx()
-	defer cancel()
-	n, err := c.Seek(ctx, pos[1], pos[0], target)
-	if err != nil {
-		return o.fail(err)
-	}
-	if *o.json {
-		return o.emit(map[string]any{"group": pos[0], "queue": pos[1], "partitionsMoved": n})
-	}
-	fmt.Fprintf(stdout, "moved %s on %s: %d partitions\n", pos[0], pos[1], n)
-	return exitOK
+		if given != 1 {
+			return o.usageErr("give exactly one of --to-start, --to-end and --to")
+		}
+		target := client.SeekTo{ToEnd: *toEnd, Partition: *partition}
+		switch {
+		case *toStart:
+			target.Time = time.Unix(0, 0) // before every message
+		case *to != "":
+			t, err := parseWhen(*to, time.Now())
+			if err != nil {
+				return o.usageErr("--to %q: %v", *to, err)
+			}
+			target.Time = t
+		}
+		cl, err := o.dial(context.Background())
+		if err != nil {
+			return o.fail(err)
+		}
+		defer cl.Close()
+		ctx, cancel := o.ctx()
+		defer cancel()
+		// QUEUE comes first (it came second before): a queue that does not
+		// exist where the other argument names one is that mistake.
+		if _, _, err := cl.QueueInfoPage(ctx, queue, client.ID{}, 1); protocol.CodeOf(err) == protocol.CodeQueueNotFound {
+			if _, _, err2 := cl.QueueInfoPage(ctx, group, client.ID{}, 1); err2 == nil {
+				return o.usageErr("no queue %q, but %q is one: QUEUE comes first (regent seek %s %s)", queue, group, group, queue)
+			}
+		}
+		n, err := cl.Seek(ctx, queue, group, target)
+		if err != nil {
+			return o.fail(err)
+		}
+		if *o.json {
+			return o.emit(map[string]any{"group": group, "queue": queue, "partitionsMoved": n})
+		}
+		fmt.Fprintf(o.stdout, "moved %s on %s: %s\n", group, queue, plural(n, "partition", "partitions"))
+		return exitOK
+	})
+	return c
 }
 
 // parseWhen reads an RFC 3339 time or a duration ago ("10m").
@@ -441,12 +535,15 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-func cmdStats(args []string, stdout, stderr io.Writer) int {
-	o := newOp("stats", "[--interval 1s]", stdout, stderr)
-	interval := o.fs.Duration("interval", time.Second, "refresh period on a terminal")
-	if _, code, ok := o.parse(args, 0, 0); !ok {
-		return code
-	}
+func statsCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "stats", Short: "the broker's throughput, live on a terminal", Args: posArgs(0, 0)}
+	interval := c.Flags().Duration("interval", time.Second, "refresh period on a terminal")
+	c.Run = a.opRun(func(o *opCmd, _ []string) int { return stats(o, *interval) })
+	return c
+}
+
+func stats(o *opCmd, interval time.Duration) int {
+	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
 		return o.fail(err)
@@ -473,7 +570,7 @@ func cmdStats(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t := time.NewTicker(*interval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	prev, at := st, time.Now()
 	for {

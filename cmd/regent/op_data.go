@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,107 +14,113 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/spf13/cobra"
 )
 
 func init() {
-	register(command{"push", "QUEUE [PAYLOAD | -]", "push a message (or, with -, one per line of stdin)", cmdPush})
-	register(command{"pop", "QUEUE", "pop messages (and ack them with --ack)", cmdPop})
-	register(command{"tail", "QUEUE", "follow new messages as a throwaway group", cmdTail})
+	register(pushCmd)
+	register(popCmd)
+	register(tailCmd)
 }
 
 // pushResultJSON is one pushed message as --json prints it.
 type pushResultJSON struct {
 	Status        string `json:"status"`
 	MessageID     string `json:"messageId,omitempty"`
+	Partition     string `json:"partition,omitempty"`
 	PartitionID   string `json:"partitionId,omitempty"`
 	Offset        uint64 `json:"offset"`
 	TransactionID string `json:"transactionId,omitempty"`
 	Error         string `json:"error,omitempty"`
 }
 
-func cmdPush(args []string, stdout, stderr io.Writer) int {
-	return pushFrom(args, os.Stdin, stdout, stderr)
-}
-
-func pushFrom(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	o := newOp("push", "QUEUE [--partition P] [--txn ID] [--trace ID] [PAYLOAD | -]", stdout, stderr)
-	partition := o.fs.String("partition", "", "partition (default: Default)")
-	txn := o.fs.String("txn", "", "transactionId (one message only); the broker answers duplicate for a repeat")
-	trace := o.fs.String("trace", "", "traceId")
-	pos, code, ok := o.parse(args, 1, 2)
-	if !ok {
-		return code
-	}
-	queue := pos[0]
-	var payloads [][]byte
-	switch {
-	case len(pos) == 1 || pos[1] == "-":
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		for sc.Scan() {
-			if line := sc.Text(); line != "" {
-				payloads = append(payloads, []byte(line))
+func pushCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "push QUEUE [PAYLOAD | -]", Short: "push a message (or, with - or no PAYLOAD, one per line of stdin)",
+		Args: posArgs(1, 2, "QUEUE"),
+		Example: `  regent push orders '{"order":1}' --partition customer-42 --txn order-1
+  printf 'a\nb\n' | regent push orders -`}
+	fs := c.Flags()
+	partition := fs.String("partition", "", "partition (default: Default)")
+	txn := fs.String("txn", "", "transactionId (one message only); the broker answers duplicate for a repeat")
+	trace := fs.String("trace", "", "traceId")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		stdin, stdout := o.stdin, o.stdout
+		queue := pos[0]
+		var payloads [][]byte
+		switch {
+		case len(pos) == 1 || pos[1] == "-":
+			sc := bufio.NewScanner(stdin)
+			sc.Buffer(make([]byte, 64<<10), 16<<20)
+			for sc.Scan() {
+				if line := sc.Text(); line != "" {
+					payloads = append(payloads, []byte(line))
+				}
 			}
+			if err := sc.Err(); err != nil {
+				return o.fail(fmt.Errorf("reading stdin: %w", err))
+			}
+		default:
+			payloads = [][]byte{[]byte(pos[1])}
 		}
-		if err := sc.Err(); err != nil {
-			return o.fail(fmt.Errorf("reading stdin: %w", err))
+		if len(payloads) == 0 {
+			return o.usageErr("nothing to push: give a PAYLOAD, or lines on stdin")
 		}
-	default:
-		payloads = [][]byte{[]byte(pos[1])}
-	}
-	if len(payloads) == 0 {
-		return o.usageErr("nothing to push: give a PAYLOAD, or lines on stdin")
-	}
-	if *txn != "" && len(payloads) > 1 {
-		return o.usageErr("--txn names one message; stdin gave %d", len(payloads))
-	}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	var all []pushResultJSON
-	failed := 0
-	for start := 0; start < len(payloads); start += 100 {
-		end := min(start+100, len(payloads))
-		items := make([]client.Item, 0, end-start)
-		for _, p := range payloads[start:end] {
-			items = append(items, client.Item{Queue: queue, Partition: *partition, TransactionID: *txn, TraceID: *trace, Payload: p})
+		if *txn != "" && len(payloads) > 1 {
+			return o.usageErr("--txn names one message; stdin gave %d", len(payloads))
 		}
-		ctx, cancel := o.ctx()
-		res, err := c.Push(ctx, items...)
-		cancel()
+		c, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
-		for _, r := range res {
-			j := pushResultJSON{Status: r.Status.String(), Offset: r.Offset, TransactionID: r.TransactionID}
-			if r.Status != client.PushFailed {
-				j.MessageID, j.PartitionID = r.MessageID.String(), r.PartitionID.String()
-			} else {
-				j.Error = r.Err.Error()
-				failed++
+		defer c.Close()
+		var all []pushResultJSON
+		partName := *partition
+		if partName == "" {
+			partName = "Default" // the broker's name for a push without one
+		}
+		failed := 0
+		for start := 0; start < len(payloads); start += 100 {
+			end := min(start+100, len(payloads))
+			items := make([]client.Item, 0, end-start)
+			for _, p := range payloads[start:end] {
+				items = append(items, client.Item{Queue: queue, Partition: *partition, TransactionID: *txn, TraceID: *trace, Payload: p})
 			}
-			all = append(all, j)
-		}
-	}
-	if *o.json {
-		if code := o.emit(all); code != exitOK {
-			return code
-		}
-	} else {
-		for _, r := range all {
-			if r.Error != "" {
-				fmt.Fprintf(stdout, "%-9s %s\n", r.Status, r.Error)
-			} else {
-				fmt.Fprintf(stdout, "%-9s %s  offset %d\n", r.Status, r.MessageID, r.Offset)
+			ctx, cancel := o.ctx()
+			res, err := c.Push(ctx, items...)
+			cancel()
+			if err != nil {
+				return o.fail(err)
+			}
+			for _, r := range res {
+				j := pushResultJSON{Status: r.Status.String(), Offset: r.Offset, TransactionID: r.TransactionID}
+				if r.Status != client.PushFailed {
+					j.Partition, j.MessageID, j.PartitionID = partName, r.MessageID.String(), r.PartitionID.String()
+				} else {
+					j.Error = r.Err.Error()
+					failed++
+				}
+				all = append(all, j)
 			}
 		}
-	}
-	if failed > 0 {
-		return exitFailure
-	}
-	return exitOK
+		if *o.json {
+			if code := o.emit(all); code != exitOK {
+				return code
+			}
+		} else {
+			for _, r := range all {
+				if r.Error != "" {
+					fmt.Fprintf(stdout, "%-9s %s\n", r.Status, r.Error)
+				} else {
+					fmt.Fprintf(stdout, "%-9s %s  partition %s, offset %d\n", r.Status, r.MessageID, r.Partition, r.Offset)
+				}
+			}
+		}
+		if failed > 0 {
+			return exitFailure
+		}
+		return exitOK
+	})
+	return c
 }
 
 // messageJSON is a delivered message as --json prints it.
@@ -159,111 +164,124 @@ func parseAck(s string) (client.AckStatus, error) {
 	return 0, fmt.Errorf("--ack %q: want completed, failed, retry or dlq", s)
 }
 
-func cmdPop(args []string, stdout, stderr io.Writer) int {
-	o := newOp("pop", "QUEUE | --namespace NS --task T  [--partition P] [--group G] [--batch N] [--wait] [--ack STATUS]", stdout, stderr)
-	partition := o.fs.String("partition", "", "one partition (default: any)")
-	namespace := o.fs.String("namespace", "", "without QUEUE: pop from any queue with this namespace (higher priority first)")
-	task := o.fs.String("task", "", "without QUEUE: pop from any queue with this task")
-	group := o.fs.String("group", "", "consumer group (default: queue mode)")
-	batch := o.fs.Int("batch", 1, "at most this many messages")
-	wait := o.fs.Bool("wait", false, "wait (up to --wait-time) for a message to come")
-	waitTime := o.fs.Duration("wait-time", 30*time.Second, "long-poll timeout with --wait")
-	ackStatus := o.fs.String("ack", "", "ack what was popped: completed, failed, retry or dlq (without it, the messages stay leased until their lease ends)")
-	ackErr := o.fs.String("error", "", "error text kept with a failed or dlq ack")
-	pos, code, ok := o.parse(args, 0, 1)
-	if !ok {
-		return code
-	}
-	if (len(pos) == 1) == (*namespace != "" || *task != "") {
-		return o.usageErr("name a QUEUE, or --namespace and/or --task (not both)")
-	}
-	if *batch < 1 {
-		return o.usageErr("--batch must be at least 1")
-	}
-	var status client.AckStatus
-	if *ackStatus != "" {
-		var err error
-		if status, err = parseAck(*ackStatus); err != nil {
-			return o.usageErr("%v", err)
+func popCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "pop [QUEUE | --namespace NS --task T]", Short: "pop messages (and ack them with --ack)", Args: posArgs(0, 1, "QUEUE"),
+		Long: `Pop messages from QUEUE, or from any queue with the labels --namespace and --task.
+
+Without --group, pop is in queue mode: the queue's messages are shared by
+every pop in queue mode, and each is delivered to one of them. With --group,
+the group has its own cursor and sees every message.
+
+A popped message is leased until --ack answers it, or until its lease ends
+(the queue's lease time), when it comes back.`,
+		Example: "  regent pop orders --group billing --batch 10 --ack completed"}
+	fs := c.Flags()
+	partition := fs.String("partition", "", "one partition (default: any)")
+	namespace := fs.String("namespace", "", "without QUEUE: pop from any queue with this namespace (higher priority first)")
+	task := fs.String("task", "", "without QUEUE: pop from any queue with this task")
+	group := fs.String("group", "", "consumer group (default: queue mode)")
+	batch := fs.Int("batch", 1, "at most this many messages")
+	wait := fs.Bool("wait", false, "wait (up to --wait-time) for a message to come")
+	waitTime := fs.Duration("wait-time", 30*time.Second, "long-poll timeout with --wait")
+	ackStatus := fs.String("ack", "", "ack what was popped: completed, failed, retry or dlq (without it, the messages stay leased until their lease ends)")
+	ackErr := fs.String("error", "", "error text kept with a failed or dlq ack")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		stdout, stderr := o.stdout, o.stderr
+		if (len(pos) == 1) == (*namespace != "" || *task != "") {
+			return o.usageErr("name a QUEUE, or --namespace and/or --task (not both)")
 		}
-	}
-	c, err := o.dial(context.Background())
-	if err != nil {
-		return o.fail(err)
-	}
-	defer c.Close()
-	var q client.QueueBuilder
-	if len(pos) == 1 {
-		q = c.Queue(pos[0])
-	} else {
-		q = c.Labels(*namespace, *task)
-	}
-	q = q.Partition(*partition).Group(*group).Batch(*batch)
-	timeout := *o.timeout
-	if *wait {
-		q = q.Wait(true).Timeout(*waitTime)
-		timeout += *waitTime
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var b client.Batch
-	if err := q.PopBatch(ctx, &b); err != nil {
-		return o.fail(err)
-	}
-	msgs := b.Messages
-	out := make([]messageJSON, len(msgs))
-	for i := range msgs {
-		out[i] = toMessageJSON(&msgs[i])
-	}
-	if status != 0 && len(msgs) > 0 {
-		actx, acancel := o.ctx()
-		res, err := c.Ack(actx, msgs, status, client.AckOptions{Error: *ackErr})
-		acancel()
+		if *batch < 1 {
+			return o.usageErr("--batch must be at least 1")
+		}
+		var status client.AckStatus
+		if *ackStatus != "" {
+			var err error
+			if status, err = parseAck(*ackStatus); err != nil {
+				return o.usageErr("%v", err)
+			}
+		}
+		c, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
-		for i, r := range res {
-			out[i].Acked = status.String()
-			if r.Err != nil {
-				out[i].Acked, out[i].AckError = "refused", r.Err.Error()
+		defer c.Close()
+		var q client.QueueBuilder
+		if len(pos) == 1 {
+			q = c.Queue(pos[0])
+		} else {
+			q = c.Labels(*namespace, *task)
+		}
+		q = q.Partition(*partition).Group(*group).Batch(*batch)
+		timeout := *o.timeout
+		if *wait {
+			q = q.Wait(true).Timeout(*waitTime)
+			timeout += *waitTime
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var b client.Batch
+		if err := q.PopBatch(ctx, &b); err != nil {
+			return o.fail(err)
+		}
+		msgs := b.Messages
+		out := make([]messageJSON, len(msgs))
+		for i := range msgs {
+			out[i] = toMessageJSON(&msgs[i])
+		}
+		if status != 0 && len(msgs) > 0 {
+			actx, acancel := o.ctx()
+			res, err := c.Ack(actx, msgs, status, client.AckOptions{Error: *ackErr})
+			acancel()
+			if err != nil {
+				return o.fail(err)
+			}
+			for i, r := range res {
+				out[i].Acked = status.String()
+				if r.Err != nil {
+					out[i].Acked, out[i].AckError = "refused", r.Err.Error()
+				}
 			}
 		}
-	}
-	if b.Cut {
-		// stderr, so that --json's output stays one JSON value.
-		fmt.Fprintf(stderr, "regent pop: %d message(s) fit one reply; more were ready (pop again for them)\n", len(msgs))
-	}
-	if *o.json {
-		return o.emit(out)
-	}
-	if len(out) == 0 {
-		fmt.Fprintln(stdout, "(no message)")
-		return exitOK
-	}
-	for _, m := range out {
-		fmt.Fprintf(stdout, "%s/%s @%d  id %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.RetryCount, m.Payload)
-		switch {
-		case m.AckError != "":
-			fmt.Fprintf(stdout, "  ack refused: %s\n", m.AckError)
-		case m.Acked != "":
-			fmt.Fprintf(stdout, "  acked %s\n", m.Acked)
-		default:
-			fmt.Fprintf(stdout, "  leased %s (comes back when the lease ends; --ack to answer)\n", m.LeaseID)
+		if b.Cut {
+			// stderr, so that --json's output stays one JSON value.
+			verb := "fit"
+			if len(msgs) == 1 {
+				verb = "fits"
+			}
+			fmt.Fprintf(stderr, "regent pop: %s %s one reply; more were ready (pop again for them)\n", plural(len(msgs), "message", "messages"), verb)
 		}
-	}
-	return exitOK
+		if *o.json {
+			return o.emit(out)
+		}
+		if len(out) == 0 {
+			fmt.Fprintln(stdout, "(no message)")
+			return exitOK
+		}
+		for _, m := range out {
+			fmt.Fprintf(stdout, "%s/%s @%d  id %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.RetryCount, m.Payload)
+			switch {
+			case m.AckError != "":
+				fmt.Fprintf(stdout, "  ack refused: %s\n", m.AckError)
+			case m.Acked != "":
+				fmt.Fprintf(stdout, "  acked %s\n", m.Acked)
+			default:
+				fmt.Fprintf(stdout, "  leased %s (comes back when the lease ends; --ack to answer)\n", m.LeaseID)
+			}
+		}
+		return exitOK
+	})
+	return c
 }
 
-func cmdTail(args []string, stdout, stderr io.Writer) int {
-	o := newOp("tail", "QUEUE [--partition P]", stdout, stderr)
-	partition := o.fs.String("partition", "", "one partition (default: all)")
-	pos, code, ok := o.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return tail(ctx, o, pos[0], *partition)
+func tailCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "tail QUEUE", Short: "follow new messages as a throwaway group", Args: posArgs(1, 1, "QUEUE")}
+	partition := c.Flags().String("partition", "", "one partition (default: all)")
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return tail(ctx, o, pos[0], *partition)
+	})
+	return c
 }
 
 // tail follows a queue as a throwaway group that starts at its end and acks

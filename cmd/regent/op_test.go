@@ -13,6 +13,7 @@ import (
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 )
 
@@ -31,12 +32,7 @@ func cli(t *testing.T, addr string, stdin string, args ...string) (int, string, 
 	if addr != "" {
 		args = append(args, "--addr", addr)
 	}
-	var code int
-	if args[0] == "push" {
-		code = pushFrom(args[1:], strings.NewReader(stdin), &out, &errb)
-	} else {
-		code = run(args, &out, &errb)
-	}
+	code := runIO(args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -106,7 +102,7 @@ func TestOperatorCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, `"group": "audit"`) {
 		t.Fatalf("groups: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, addr, "", "seek", "audit", "orders", "--to-end"); code != exitOK || !strings.Contains(out, "moved audit") {
+	if code, out, _ := cli(t, addr, "", "seek", "orders", "audit", "--to-end"); code != exitOK || !strings.Contains(out, "moved audit") {
 		t.Fatalf("seek: %d %s", code, out)
 	}
 	if code, out, _ := cli(t, addr, "", "pop", "orders", "--group", "audit", "--json"); code != exitOK || strings.TrimSpace(out) != "[]" {
@@ -152,9 +148,9 @@ func TestOperatorExitCodes(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.err)
 		}
 	}
-	// A refused item is printed with its reason, and the exit code says so.
-	if code, out, _ := cli(t, addr, "", "push", "", "x"); code != exitFailure || !strings.Contains(out, "queue name is empty") {
-		t.Errorf("push to no queue: %d %q", code, out)
+	// An empty queue name is a usage mistake (it was a refused item, exit 1).
+	if code, out, errs := cli(t, addr, "", "push", "", "x"); code != exitUsage || out != "" || !strings.Contains(errs, "QUEUE is empty") {
+		t.Errorf("push to no queue: %d %q %q", code, out, errs)
 	}
 	// A broker that is not there: a clear failure.
 	code, _, errs := cli(t, "127.0.0.1:1", "", "queues", "--timeout", "300ms")
@@ -167,8 +163,8 @@ func TestTailFollowsNewMessages(t *testing.T) {
 	addr := testBroker(t)
 	cli(t, addr, "", "push", "events", "old")
 	var out, errb lockedBuffer // tail writes them while the test reads
-	o := newOp("tail", "", &out, &errb)
-	o.parse([]string{"--addr", addr, "--json"}, 0, 0)
+	o := newOp("tail", &out, &errb)
+	*o.addr, *o.json = addr, true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
@@ -254,5 +250,106 @@ func TestREADMEConfigurationTable(t *testing.T) {
 		if !bytes.Contains(readme, []byte(row)) {
 			t.Errorf("README lacks the row of --%s (%s)", s.flag, s.env)
 		}
+	}
+}
+
+// TestConfigureChangesOnlyWhatItIsGiven: configure keeps the options it is
+// not given; --reset sets them back to their defaults.
+func TestConfigureChangesOnlyWhatItIsGiven(t *testing.T) {
+	addr := testBroker(t)
+	options := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errs := cli(t, addr, "", append([]string{"configure", "orders", "--json"}, args...)...)
+		var res struct {
+			Options map[string]any `json:"options"`
+		}
+		if code != exitOK || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("configure %v: %d %s %s", args, code, out, errs)
+		}
+		return res.Options
+	}
+	if o := options("--retry-delay", "2s", "--lease-time", "30s", "--namespace", "shop"); o["retryDelay"] != 2000.0 || o["leaseTime"] != 30.0 {
+		t.Fatalf("created with %v", o)
+	}
+	o := options("--retry-limit", "5")
+	if o["retryLimit"] != 5.0 || o["retryDelay"] != 2000.0 || o["leaseTime"] != 30.0 || o["namespace"] != "shop" {
+		t.Fatalf("--retry-limit 5 changed the others: %v", o)
+	}
+	// What the broker holds, not only what configure answered.
+	if code, out, _ := cli(t, addr, "", "queue", "orders", "--json"); code != exitOK || !strings.Contains(out, `"retryDelay": 2000`) || !strings.Contains(out, `"retryLimit": 5`) {
+		t.Fatalf("queue after configure: %d %s", code, out)
+	}
+	d := client.DefaultQueueOptions()
+	o = options("--retry-limit", "4", "--reset")
+	if o["retryLimit"] != 4.0 || o["retryDelay"] != float64(d.RetryDelay.Milliseconds()) || o["leaseTime"] != d.LeaseTime.Seconds() || o["namespace"] != "" {
+		t.Fatalf("--reset kept what it was not given: %v", o)
+	}
+	if code, out, _ := cli(t, addr, "", "configure", "orders", "--retry-limit", "1"); code != exitOK || !strings.Contains(out, "configured orders: lease 5m0s, 1 retry 1s apart") {
+		t.Fatalf("configure (text): %d %q", code, out)
+	}
+}
+
+// TestOutputIsConsistent: plurals agree with their numbers, dlq says when
+// --limit shows part of it, push names the partition with the offset, and
+// seek takes QUEUE first (and says so to one who gives it second).
+func TestOutputIsConsistent(t *testing.T) {
+	addr := testBroker(t)
+	want := func(out, s string, args ...string) {
+		t.Helper()
+		if !strings.Contains(out, s) {
+			t.Errorf("%v printed %q; want %q", args, out, s)
+		}
+	}
+	do := func(args ...string) string {
+		t.Helper()
+		code, out, errs := cli(t, addr, "", args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		return out
+	}
+	do("configure", "orders", "--retry-limit", "0", "--retry-delay", "0s")
+	want(do("queue", "orders"), "queue orders: 0 messages in 1 partition, 0 dead letters", "queue")
+	want(do("push", "orders", "one"), "partition Default, offset 0", "push")
+	want(do("push", "orders", "two", "--partition", "eu"), "partition eu, offset 0", "push --partition eu")
+	want(do("push", "orders", "three", "--partition", "eu"), "partition eu, offset 1", "push --partition eu")
+	want(do("queue", "orders"), "queue orders: 3 messages in 2 partitions, 0 dead letters", "queue")
+	code, out, _ := cli(t, addr, "", "push", "orders", "four", "--partition", "us", "--json")
+	if code != exitOK || !strings.Contains(out, `"partition": "us"`) {
+		t.Errorf("push --json: %d %s", code, out)
+	}
+	do("pop", "orders", "--partition", "Default", "--ack", "dlq")
+	want(do("dlq", "orders"), "1 dead letter in orders\n", "dlq")
+	want(do("queue", "orders"), "1 dead letter\n", "queue")
+	do("pop", "orders", "--partition", "eu", "--batch", "2", "--ack", "dlq")
+	want(do("dlq", "orders", "--limit", "1"), "3 dead letters in orders, showing 1 of 3", "dlq --limit 1")
+	if out := do("dlq", "orders", "--limit", "3"); strings.Contains(out, "showing") {
+		t.Errorf("dlq with every entry shown says %q", out)
+	}
+	want(do("dlq", "orders", "--redrive", "--partition", "Default"), "redriven 1 entry\n", "dlq --redrive")
+	want(do("dlq", "orders", "--purge"), "purged 2 entries\n", "dlq --purge")
+
+	// seek QUEUE GROUP, --to-start.
+	do("pop", "orders", "--group", "audit", "--partition", "us", "--ack", "completed")
+	want(do("seek", "orders", "audit", "--to-end", "--partition", "us"), "moved audit on orders: 1 partition\n", "seek --to-end")
+	if out := do("pop", "orders", "--group", "audit", "--partition", "us", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("pop after --to-end: %s", out)
+	}
+	want(do("seek", "orders", "audit", "--to-start"), "moved audit on orders: 3 partitions\n", "seek --to-start")
+	if out := do("pop", "orders", "--group", "audit", "--partition", "us", "--json"); !strings.Contains(out, `"payload": "four"`) {
+		t.Fatalf("pop after --to-start: %s", out)
+	}
+	code, out, errs := cli(t, addr, "", "seek", "audit", "orders", "--to-start")
+	if code != exitUsage || out != "" || !strings.Contains(errs, "QUEUE comes first") {
+		t.Errorf("seek GROUP QUEUE: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cli(t, addr, "", "seek", "nosuchqueue", "audit", "--to-start"); code != exitFailure || !strings.Contains(errs, "queue_not_found") {
+		t.Errorf("seek on no queue: %d %q", code, errs)
+	}
+	if code, _, errs := cli(t, addr, "", "seek", "orders", "audit", "--to-start", "--to-end"); code != exitUsage || !strings.Contains(errs, "exactly one") {
+		t.Errorf("seek --to-start --to-end: %d %q", code, errs)
+	}
+	if code, out, _ := cli(t, addr, "", "queues"); code != exitOK || strings.Contains(out, "nosuchqueue") {
+		t.Errorf("a seek on no queue left one: %s", out)
 	}
 }

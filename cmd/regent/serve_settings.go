@@ -50,20 +50,25 @@ type serveConfig struct {
 // exits with code, having said why on stderr (or printed --help).
 func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bool) {
 	s := newSettings("regent serve", stderr, serveSettings)
-	s.fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: regent serve [flags]\n\nRuns the broker until SIGINT or SIGTERM (a second signal exits at once).\n\n")
-		s.fs.PrintDefaults()
-		fmt.Fprint(stderr, queenEnvHelp)
-	}
+	// --help prints the whole usage; a mistake, the flag package's line and
+	// where to find the rest.
+	s.fs.Usage = func() {}
 	if err := s.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "Usage: regent serve [flags]\n\nRuns the broker until SIGINT or SIGTERM (a second signal exits at once).\n\n")
+			s.fs.PrintDefaults()
+			fmt.Fprint(stderr, queenEnvHelp)
 			return c, exitOK, false
 		}
+		fmt.Fprintln(stderr, "Usage: regent serve [flags] (regent serve --help for more)")
 		return c, exitUsage, false
 	}
 	usage := func(msg ...any) (serveConfig, int, bool) {
 		fmt.Fprintln(stderr, append([]any{"regent serve:"}, msg...)...)
 		return c, exitUsage, false
+	}
+	if s.fs.NArg() > 0 {
+		return usage(fmt.Sprintf("unexpected argument %q (serve takes flags only: regent serve --help)", s.fs.Arg(0)))
 	}
 	logger, err := newLogger(stderr, s.get("log-format"), s.get("log-level"))
 	if err != nil {
