@@ -8,6 +8,7 @@ import (
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 )
 
@@ -137,4 +138,28 @@ func TestExitDuringMain(t *testing.T) {
 		}
 	}
 	brokertest.Start(t, options(dir))
+}
+
+// TestTuneAndWrapJournal: TuneTCP's frame size sets the engine's pop
+// budget (and so the largest payload), TuneHTTP reaches the HTTP door, and
+// the engine writes through WrapJournal's journal while Journal returns the
+// real one.
+func TestTuneAndWrapJournal(t *testing.T) {
+	const frame = 64 << 10
+	var tunedHTTP bool
+	var wrapped *log.Log
+	o := options(t.TempDir())
+	o.TuneTCP = func(c *broker.TCPConfig) { c.MaxFrameBytes = frame }
+	o.TuneHTTP = func(c *broker.HTTPConfig) { tunedHTTP = true; c.MaxBodyBytes = 1 << 10 }
+	o.WrapJournal = func(j *log.Log) engine.Journal { wrapped = j; return j }
+	b := brokertest.Start(t, o)
+	if max := b.Engine().MaxPayloadBytes(); max <= 0 || max >= frame {
+		t.Fatalf("largest payload %d with a %d-byte frame", max, frame)
+	}
+	if !tunedHTTP {
+		t.Fatal("TuneHTTP was not called")
+	}
+	if wrapped == nil || wrapped != b.Journal() {
+		t.Fatalf("WrapJournal got %p, Journal is %p", wrapped, b.Journal())
+	}
 }
