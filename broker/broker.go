@@ -213,6 +213,14 @@ func (b *Broker) TCPInFlight() int {
 	return b.d.tcpInFlight()
 }
 
+// TCPConnections is how many connections the TCP door holds open; 0
+// before Main.
+func (b *Broker) TCPConnections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.d.tcpConnections()
+}
+
 // Engine is the broker's engine, for tests and embedding programs.
 func (b *Broker) Engine() *engine.Engine { return b.e }
 

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -48,6 +49,17 @@ func TestLifecycle(t *testing.T) {
 	if err := b.Healthy(); err != nil {
 		t.Fatal(err)
 	}
+	c, err := net.Dial("tcp", b.TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokertest.CheckFor(t, 5*time.Second, func() error {
+		if n := b.TCPConnections(); n != 1 {
+			return fmt.Errorf("%d TCP connections, want 1", n)
+		}
+		return nil
+	})
+	c.Close()
 	if err := b.Exit(); err != nil {
 		t.Fatal(err)
 	}

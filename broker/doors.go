@@ -193,3 +193,10 @@ func (d *doors) tcpInFlight() int {
 	}
 	return d.tcp.InFlight()
 }
+
+func (d *doors) tcpConnections() int {
+	if !d.tcpOn {
+		return 0
+	}
+	return d.tcp.Connections()
+}
