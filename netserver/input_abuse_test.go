@@ -68,8 +68,12 @@ func newAbuse(t *testing.T, tmods []func(*tcp.Config), hmods ...func(*httpapi.Co
 			}
 		},
 	})
-	return &abuseFixture{t: t, b: b, e: b.Engine(), httpAddr: b.HTTPAddr().String(), c: dial(t, b, client.WithConns(1)),
+	f := &abuseFixture{t: t, b: b, e: b.Engine(), httpAddr: b.HTTPAddr().String(), c: dial(t, b, client.WithConns(1)),
 		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
+	// Before brokertest's Exit: an unused connection would hold the HTTP
+	// door's shutdown for 5 s (net/http counts it active).
+	t.Cleanup(f.hc.CloseIdleConnections)
+	return f
 }
 
 // othersStillWork: a well-behaved client of each door pushes a message and

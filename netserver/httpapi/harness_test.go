@@ -62,8 +62,17 @@ func newHarnessLog(t *testing.T, lc log.Config, opts ...harnessOpt) *harness {
 				o(c, &engineConfig{})
 			}
 		}})
-	return &harness{t: t, b: b, e: b.Engine(), url: "http://" + b.HTTPAddr().String(),
-		c: &http.Client{Timeout: 30 * time.Second}, stop: func() { b.Exit() }}
+	h := &harness{t: t, b: b, e: b.Engine(), url: "http://" + b.HTTPAddr().String(),
+		c: &http.Client{Timeout: 30 * time.Second}}
+	h.stop = func() {
+		h.c.CloseIdleConnections()
+		b.Exit()
+	}
+	// Before brokertest's Exit: a connection the client dialed and never
+	// used (concurrent requests leave some) would hold the HTTP door's
+	// shutdown for 5 s, as net/http counts it active.
+	t.Cleanup(h.c.CloseIdleConnections)
+	return h
 }
 
 // harnessOn is newHarness over the data directory dir, with ec.

@@ -79,7 +79,11 @@ func startBroker(t *testing.T, auth netserver.AuthConfig) *regent {
 		Auth:    auth,
 		Version: "test",
 	})
-	return &regent{t: t, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
+	r := &regent{t: t, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
+	// Before brokertest's Exit: an unused connection would hold the HTTP
+	// door's shutdown for 5 s (net/http counts it active).
+	t.Cleanup(r.c.CloseIdleConnections)
+	return r
 }
 
 type obj = map[string]any
