@@ -373,10 +373,11 @@ func (br *browser) waitMore(n int) {
 	br.waitDrawn(cur + n)
 }
 
-// poll waits until a JavaScript expression is true.
+// poll waits until a JavaScript expression is true (10 s, longer under the
+// race detector, which slows the broker several times over).
 func (br *browser) poll(expr, what string) {
 	br.t.Helper()
-	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(testhooks.Patience(10*time.Second)))); err != nil {
 		banner, _ := chromedp.Run(br.ctx, chromedp.Evaluate[string](`document.getElementById('banner').textContent`))
 		br.t.Fatalf("waiting for %s: %v (banner: %q)", what, err, banner)
 	}
