@@ -63,6 +63,21 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the logs of every part; nil means slog.Default().
 	Logger *slog.Logger
+
+	// TuneTCP and TuneHTTP, when set, adjust each door's own configuration
+	// (a limit or timeout that Options does not carry, such as the TCP
+	// frame size or the HTTP body cap) after the broker filled it from the
+	// fields above and before the door is built. The broker's wiring
+	// (Addr, JournalStats, TCPConnections, TCPHealth) is set after them and
+	// wins. The engine's default MaxPopBytes follows the tuned TCP frame
+	// size. Meant for tests and embedding programs; cmd/regent sets none.
+	TuneTCP  func(*TCPConfig)
+	TuneHTTP func(*HTTPConfig)
+	// WrapJournal, when set, is given the opened journal and returns what
+	// the engine writes through: the journal itself or a wrapper around it
+	// (a test counting snapshots). The broker still owns the journal: it
+	// closes it, and Journal returns it, not the wrapper.
+	WrapJournal func(*log.Log) engine.Journal
 }
 
 // Broker is one Regent: its journal, its engine and its two doors. New
@@ -103,15 +118,20 @@ func New(opts Options) (*Broker, error) {
 	if opts.Engine.Logger == nil {
 		opts.Engine.Logger = opts.Logger
 	}
-	if opts.Engine.MaxPopBytes == 0 {
-		opts.Engine.MaxPopBytes = maxPopBytes()
-	}
 	b := &Broker{opts: opts, exiting: make(chan struct{}), died: make(chan error, 1)}
+	b.configureDoors()
+	if b.opts.Engine.MaxPopBytes == 0 {
+		b.opts.Engine.MaxPopBytes = b.d.popBytes()
+	}
 	var err error
-	if b.j, err = log.Open(opts.Journal); err != nil {
+	if b.j, err = log.Open(b.opts.Journal); err != nil {
 		return nil, err
 	}
-	if b.e, err = engine.New(opts.Engine, b.j); err == nil {
+	var ej engine.Journal = b.j
+	if b.opts.WrapJournal != nil {
+		ej = b.opts.WrapJournal(b.j)
+	}
+	if b.e, err = engine.New(b.opts.Engine, ej); err == nil {
 		err = b.buildDoors()
 	}
 	if err != nil {
@@ -191,6 +211,14 @@ func (b *Broker) TCPInFlight() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.d.tcpInFlight()
+}
+
+// TCPConnections is how many connections the TCP door holds open; 0
+// before Main.
+func (b *Broker) TCPConnections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.d.tcpConnections()
 }
 
 // Engine is the broker's engine, for tests and embedding programs.

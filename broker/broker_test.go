@@ -2,12 +2,14 @@ package broker_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 )
 
@@ -47,6 +49,17 @@ func TestLifecycle(t *testing.T) {
 	if err := b.Healthy(); err != nil {
 		t.Fatal(err)
 	}
+	c, err := net.Dial("tcp", b.TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokertest.CheckFor(t, 5*time.Second, func() error {
+		if n := b.TCPConnections(); n != 1 {
+			return fmt.Errorf("%d TCP connections, want 1", n)
+		}
+		return nil
+	})
+	c.Close()
 	if err := b.Exit(); err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +150,28 @@ func TestExitDuringMain(t *testing.T) {
 		}
 	}
 	brokertest.Start(t, options(dir))
+}
+
+// TestTuneAndWrapJournal: TuneTCP's frame size sets the engine's pop
+// budget (and so the largest payload), TuneHTTP reaches the HTTP door, and
+// the engine writes through WrapJournal's journal while Journal returns the
+// real one.
+func TestTuneAndWrapJournal(t *testing.T) {
+	const frame = 64 << 10
+	var tunedHTTP bool
+	var wrapped *log.Log
+	o := options(t.TempDir())
+	o.TuneTCP = func(c *broker.TCPConfig) { c.MaxFrameBytes = frame }
+	o.TuneHTTP = func(c *broker.HTTPConfig) { tunedHTTP = true; c.MaxBodyBytes = 1 << 10 }
+	o.WrapJournal = func(j *log.Log) engine.Journal { wrapped = j; return j }
+	b := brokertest.Start(t, o)
+	if max := b.Engine().MaxPayloadBytes(); max <= 0 || max >= frame {
+		t.Fatalf("largest payload %d with a %d-byte frame", max, frame)
+	}
+	if !tunedHTTP {
+		t.Fatal("TuneHTTP was not called")
+	}
+	if wrapped == nil || wrapped != b.Journal() {
+		t.Fatalf("WrapJournal got %p, Journal is %p", wrapped, b.Journal())
+	}
 }

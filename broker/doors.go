@@ -30,12 +30,17 @@ func ParseKeyFile(b []byte) (pub crypto.PublicKey, set map[string]crypto.PublicK
 	return netserver.ParseKeyFile(b)
 }
 
-// maxPopBytes is the engine's pop budget with which every pop reply fits
-// one TCP frame (and so an HTTP reply, which has no frame limit).
-func maxPopBytes() int { return tcp.PopBytesFor(protocol.DefaultMaxFrame) }
+// TCPConfig and HTTPConfig are the doors' own configurations (tcp.Config,
+// httpapi.Config), which Options.TuneTCP and Options.TuneHTTP adjust.
+type (
+	TCPConfig  = tcp.Config
+	HTTPConfig = httpapi.Config
+)
 
 // doors are the broker's two transports.
 type doors struct {
+	tcpCfg   tcp.Config
+	httpCfg  httpapi.Config
 	tcp      *tcp.Server
 	tcpOn    bool // tcp started: only a started tcp.Server may be shut down
 	http     *httpapi.Server
@@ -44,18 +49,43 @@ type doors struct {
 	httpDead atomic.Pointer[DoorError] // the HTTP door stopped before Exit
 }
 
+// configureDoors fills both doors' configurations from the options, then
+// lets Options.TuneTCP and Options.TuneHTTP adjust them.
+func (b *Broker) configureDoors() {
+	o := &b.opts
+	b.d.tcpCfg = tcp.Config{Logger: o.Logger, MaxConns: o.TCPMaxConns, Auth: o.Auth}
+	b.d.httpCfg = httpapi.Config{Version: o.Version, MaxConns: o.HTTPMaxConns, Logger: o.Logger, Auth: o.Auth}
+	if o.TuneTCP != nil {
+		o.TuneTCP(&b.d.tcpCfg)
+	}
+	if o.TuneHTTP != nil {
+		o.TuneHTTP(&b.d.httpCfg)
+	}
+}
+
+// popBytes is the engine's default pop budget: the largest with which
+// every pop reply fits one TCP frame (and so an HTTP reply, which has no
+// frame limit).
+func (d *doors) popBytes() int {
+	frame := d.tcpCfg.MaxFrameBytes
+	if frame <= 0 {
+		frame = protocol.DefaultMaxFrame
+	}
+	return tcp.PopBytesFor(frame)
+}
+
 // buildDoors builds both doors over the engine, with the journal's figures
 // for Stats replies and /metrics.
 func (b *Broker) buildDoors() (err error) {
-	o := &b.opts
 	stats := journalStats(b.j)
-	if b.d.tcp, err = tcp.New(tcp.Config{Addr: o.TCPAddr, JournalStats: stats, Logger: o.Logger,
-		MaxConns: o.TCPMaxConns, Auth: o.Auth}, b.e); err != nil {
+	tc := b.d.tcpCfg
+	tc.Addr, tc.JournalStats = b.opts.TCPAddr, stats
+	if b.d.tcp, err = tcp.New(tc, b.e); err != nil {
 		return err
 	}
-	b.d.http, err = httpapi.New(httpapi.Config{Addr: o.HTTPAddr, JournalStats: stats, Version: o.Version,
-		MaxConns: o.HTTPMaxConns, TCPConnections: b.d.tcp.Connections, TCPHealth: b.d.tcp.Healthy, Logger: o.Logger,
-		Auth: o.Auth}, b.e)
+	hc := b.d.httpCfg
+	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
+	b.d.http, err = httpapi.New(hc, b.e)
 	return err
 }
 
@@ -162,4 +192,11 @@ func (d *doors) tcpInFlight() int {
 		return 0
 	}
 	return d.tcp.InFlight()
+}
+
+func (d *doors) tcpConnections() int {
+	if !d.tcpOn {
+		return 0
+	}
+	return d.tcp.Connections()
 }

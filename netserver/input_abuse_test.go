@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
@@ -22,14 +24,13 @@ import (
 	"github.com/regentmq/regent/protocol"
 )
 
-// abuseFixture is a broker with both doors on one engine, small limits so
-// that the limits can be hit cheaply, and a well-behaved client of each
-// door that must keep working whatever the others send.
+// abuseFixture is a broker with small limits, so that the limits can be
+// hit cheaply, and a well-behaved client of each door that must keep
+// working whatever the others send.
 type abuseFixture struct {
 	t        *testing.T
+	b        *broker.Broker
 	e        *engine.Engine
-	tcp      *tcp.Server
-	http     *httpapi.Server
 	httpAddr string
 	c        *client.Client // the well-behaved TCP client
 	hc       *http.Client
@@ -44,67 +45,34 @@ const (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newAbuse starts the broker; tmods and hmods adjust each door's
+// configuration after the fixture's limits.
 func newAbuse(t *testing.T, tmods []func(*tcp.Config), hmods ...func(*httpapi.Config)) *abuseFixture {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1, MaxPayloadBytes: abuseMaxPayload, Logger: quietLog}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcfg := tcp.Config{Addr: "127.0.0.1:0", MaxFrameBytes: abuseMaxFrame, Logger: quietLog}
-	for _, m := range tmods {
-		m(&tcfg)
-	}
-	ts, err := tcp.New(tcfg, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hcfg := httpapi.Config{MaxBodyBytes: abuseMaxBody, Logger: quietLog}
-	for _, m := range hmods {
-		m(&hcfg)
-	}
-	hs, err := httpapi.New(hcfg, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	f := &abuseFixture{t: t, e: e, tcp: ts, http: hs, httpAddr: ln.Addr().String(),
-		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if f.c, err = client.Dial(ctx, ts.Addr().String(), client.WithConns(1)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-		if err := ts.Shutdown(ctx); err != nil {
-			t.Errorf("tcp shutdown: %v", err)
-		}
-		select {
-		case err := <-served:
-			if !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("http serve: %v", err)
+	b := brokertest.Start(t, broker.Options{
+		Journal: log.Config{Sync: log.SyncNone},
+		// MaxPopBytes: the engine's own default, not the frame's budget
+		// (the payloads are 1 KiB at most).
+		Engine: engine.Config{SnapshotEveryBytes: -1, MaxPayloadBytes: abuseMaxPayload, MaxPopBytes: 16 << 20},
+		Logger: quietLog,
+		TuneTCP: func(c *tcp.Config) {
+			c.MaxFrameBytes = abuseMaxFrame
+			for _, m := range tmods {
+				m(c)
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("http server did not stop")
-		}
-		e.Close()
-		j.Close()
+		},
+		TuneHTTP: func(c *httpapi.Config) {
+			c.MaxBodyBytes = abuseMaxBody
+			for _, m := range hmods {
+				m(c)
+			}
+		},
 	})
+	f := &abuseFixture{t: t, b: b, e: b.Engine(), httpAddr: b.HTTPAddr().String(), c: dial(t, b, client.WithConns(1)),
+		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
+	// Before brokertest's Exit: an unused connection would hold the HTTP
+	// door's shutdown for 5 s (net/http counts it active).
+	t.Cleanup(f.hc.CloseIdleConnections)
 	return f
 }
 
@@ -126,8 +94,8 @@ func (f *abuseFixture) othersStillWork(t *testing.T) {
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("the well-behaved TCP client cannot pop: %d messages, %v", len(msgs), err)
 	}
-	if f.tcp.Connections() > 50 {
-		t.Fatalf("%d TCP connections left open", f.tcp.Connections())
+	if f.b.TCPConnections() > 50 {
+		t.Fatalf("%d TCP connections left open", f.b.TCPConnections())
 	}
 }
 
@@ -156,7 +124,7 @@ func (f *abuseFixture) do(t *testing.T, method, path, body string, hdr map[strin
 // rawHello opens a raw TCP connection that has said Hello.
 func (f *abuseFixture) raw(t *testing.T, hello bool) net.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", f.tcp.Addr().String())
+	nc, err := net.Dial("tcp", f.b.TCPAddr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -15,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver/httpapi"
 	"github.com/regentmq/regent/netserver/internal/testhooks"
-	"github.com/regentmq/regent/netserver/tcp"
 )
 
 // TestKeptStringsOwnTheirBytes: every string the broker keeps from a request
@@ -82,28 +81,23 @@ func TestKeptStringsOwnTheirBytes(t *testing.T) {
 	b.stop()
 
 	rep.report(t)
-	// Nothing left running: poll, the last goroutines may still be exiting.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > baseGoroutines {
-		if time.Now().After(deadline) {
+	// Nothing left running: the last goroutines may still be exiting.
+	brokertest.CheckFor(t, 5*time.Second, func() error {
+		if n := runtime.NumGoroutine(); n > baseGoroutines {
 			var buf bytes.Buffer
 			pprof.Lookup("goroutine").WriteTo(&buf, 1)
-			t.Errorf("%d goroutines left running (%d before the test):\n%s", runtime.NumGoroutine(), baseGoroutines, buf.String())
-			break
+			return fmt.Errorf("%d goroutines left running (%d before the test):\n%s", n, baseGoroutines, buf.String())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
-// keptBroker is a journal, an engine, and both doors over it, with a client
-// for each.
+// keptBroker is a broker on the test's data directory, with a client for
+// each door.
 type keptBroker struct {
 	t       *testing.T
-	j       *log.Log
+	b       *broker.Broker
 	e       *engine.Engine
-	tcp     *tcp.Server
-	web     *httpapi.Server
-	served  chan error
 	url     string
 	c       *client.Client
 	hc      *http.Client
@@ -112,67 +106,37 @@ type keptBroker struct {
 
 func startKeptBroker(t *testing.T, dir string) *keptBroker {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: dir, Sync: log.SyncNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Stripes: 8, TimerTick: 5 * time.Millisecond}, j)
-	if err != nil {
-		j.Close()
-		t.Fatal(err)
-	}
-	b := &keptBroker{t: t, j: j, e: e, served: make(chan error, 1),
+	bb := brokertest.Start(t, broker.Options{
+		Journal: log.Config{Dir: dir, Sync: log.SyncNone},
+		Engine:  engine.Config{Stripes: 8, TimerTick: 5 * time.Millisecond},
+		TuneTCP: func(c *broker.TCPConfig) { c.Loops, c.FixedProcs = 2, true },
+	})
+	b := &keptBroker{t: t, b: bb, e: bb.Engine(), url: "http://" + bb.HTTPAddr().String(),
 		hc: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	t.Cleanup(b.stop)
-	if b.tcp, err = tcp.New(tcp.Config{Addr: "127.0.0.1:0", Loops: 2, FixedProcs: true}, e); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.tcp.Start(); err != nil {
-		b.tcp = nil
-		t.Fatal(err)
-	}
-	web, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0"}, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.web, b.url = web, "http://"+l.Addr().String()
-	go func() { b.served <- web.Serve(l) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if b.c, err = client.Dial(ctx, b.tcp.Addr().String(), client.WithConns(4)); err != nil {
+	var err error
+	if b.c, err = client.Dial(ctx, bb.TCPAddr().String(), client.WithConns(4)); err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
+// stop closes the clients, then the broker (the engine snapshots its state
+// as it closes).
 func (b *keptBroker) stop() {
 	if b.stopped {
 		return
 	}
 	b.stopped = true
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if b.c != nil {
 		b.c.Close()
 	}
 	b.hc.CloseIdleConnections()
-	if b.web != nil {
-		b.web.Shutdown(ctx)
-		<-b.served
+	if err := b.b.Exit(); err != nil {
+		b.t.Errorf("broker exit: %v", err)
 	}
-	if b.tcp != nil {
-		if err := b.tcp.Shutdown(ctx); err != nil {
-			b.t.Errorf("tcp shutdown: %v", err)
-		}
-	}
-	if err := b.e.Close(); err != nil {
-		b.t.Errorf("engine close: %v", err)
-	}
-	b.j.Close()
 }
 
 // hasGroup reports whether group reads q (looked up in the engine itself:
@@ -355,6 +319,8 @@ func (l *keptLane) write(b *keptBroker, start time.Time) error {
 		msgs, err := d.longPoll(l.q, engine.DefaultPartition, gW)
 		parked <- answer{msgs, err}
 	}()
+	// A hand-written poll: write runs in a lane's goroutine, where
+	// brokertest.CheckFor (which fails the test with t.Fatalf) may not run.
 	for deadline := time.Now().Add(5 * time.Second); !b.hasGroup(l.q, gW); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the long poll of %s never reached the engine", gW)

@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
-	"github.com/regentmq/regent/netserver/httpapi"
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver/internal/testhooks"
 )
 
@@ -25,25 +26,12 @@ func TestLargestPayloadPopsOverBothDoors(t *testing.T) {
 	if testhooks.Race {
 		t.Skip("moves 16 MiB payloads: minutes under the race detector")
 	}
-	f := newTCP(t)
-	s, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0"}, f.e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	base := "http://" + l.Addr().String()
+	b := brokertest.Start(t, broker.Options{Engine: engine.Config{SnapshotEveryBytes: -1}})
+	c, e := dial(t, b), b.Engine()
+	base := "http://" + b.HTTPAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	max := f.e.MaxPayloadBytes()
+	max := e.MaxPayloadBytes()
 	if max < 16<<20-4096 {
 		t.Fatalf("the largest payload is %d bytes: far below the 16 MiB frame", max)
 	}
@@ -57,12 +45,12 @@ func TestLargestPayloadPopsOverBothDoors(t *testing.T) {
 	}
 	// Over TCP: one byte too many is refused; the largest goes through.
 	long := make([]byte, max+1)
-	res, err := f.c.Push(ctx, client.Item{Queue: "huge", Partition: "tcp", Payload: long})
+	res, err := c.Push(ctx, client.Item{Queue: "huge", Partition: "tcp", Payload: long})
 	if err == nil && res[0].Status != client.PushFailed {
 		t.Fatalf("a payload of %d bytes (limit %d) was %v", max+1, max, res[0].Status)
 	}
 	viaTCP := text(max)
-	if res, err := f.c.Push(ctx, client.Item{Queue: "huge", Partition: "tcp", Payload: viaTCP}); err != nil || res[0].Status != client.PushQueued {
+	if res, err := c.Push(ctx, client.Item{Queue: "huge", Partition: "tcp", Payload: viaTCP}); err != nil || res[0].Status != client.PushQueued {
 		t.Fatalf("push of the largest payload over TCP: %v %+v", err, res)
 	}
 	// Over HTTP: a JSON string payload of the largest size.
@@ -83,7 +71,7 @@ func TestLargestPayloadPopsOverBothDoors(t *testing.T) {
 			want = append(append([]byte{'"'}, viaHTTP...), '"')
 		}
 		// Over TCP.
-		m, err := f.c.Queue("huge").Partition(part).Group("tcp-reader").Pop(ctx)
+		m, err := c.Queue("huge").Partition(part).Group("tcp-reader").Pop(ctx)
 		if err != nil || len(m) != 1 || !bytes.Equal(m[0].Payload, want) {
 			t.Fatalf("pop over TCP of the largest message pushed over %s: %d messages, %v", part, len(m), err)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/netserver/httpapi"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
@@ -213,7 +214,7 @@ func TestConnectionFloods(t *testing.T) {
 		}
 		refused := 0
 		for i := 0; i < 100; i++ {
-			nc, err := net.Dial("tcp", f.tcp.Addr().String())
+			nc, err := net.Dial("tcp", f.b.TCPAddr().String())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +233,12 @@ func TestConnectionFloods(t *testing.T) {
 		for _, nc := range held {
 			nc.Close()
 		}
-		within(t, "the connections to be released", func() bool { return f.tcp.Connections() <= 2 })
+		brokertest.CheckFor(t, abuseWait, func() error {
+			if n := f.b.TCPConnections(); n > 2 {
+				return fmt.Errorf("%d TCP connections still open, want the connections released", n)
+			}
+			return nil
+		})
 		f.raw(t, true) // admitted again
 	})
 	t.Run("http", func(t *testing.T) {
@@ -277,13 +283,16 @@ func TestConnectionFloods(t *testing.T) {
 		for _, nc := range held {
 			nc.Close()
 		}
-		within(t, "a new connection to be served", func() bool {
+		brokertest.CheckFor(t, abuseWait, func() error { // a new connection is served
 			resp, err := http.Get("http://" + f.httpAddr + "/health")
 			if err != nil {
-				return false
+				return err
 			}
 			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("a new connection: /health answered %d", resp.StatusCode)
+			}
+			return nil
 		})
 	})
 }
@@ -313,7 +322,12 @@ func TestParkedLongPollMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	within(t, "the polls to park", func() bool { return f.tcp.InFlight() >= tcpPolls })
+	brokertest.CheckFor(t, abuseWait, func() error {
+		if n := f.b.TCPInFlight(); n < tcpPolls {
+			return fmt.Errorf("%d of %d TCP polls parked", n, tcpPolls)
+		}
+		return nil
+	})
 	tcpBytes := int64(memInUse()) - int64(before)
 	t.Logf("%d parked TCP polls: %d KiB of heap and stacks, %d bytes each", tcpPolls, tcpBytes>>10, tcpBytes/tcpPolls)
 	if tcpBytes/tcpPolls > 4<<10 {
@@ -331,7 +345,12 @@ func TestParkedLongPollMemory(t *testing.T) {
 		hconns = append(hconns, nc)
 		fmt.Fprintf(nc, "GET /api/v1/pop/queue/parked-http?wait=true&timeout=60000&consumerGroup=h%d HTTP/1.1\r\nHost: x\r\n\r\n", i%50)
 	}
-	within(t, "the HTTP polls to park", func() bool { return parkedHTTP(t, f) >= httpPolls })
+	brokertest.CheckFor(t, abuseWait, func() error {
+		if n := parkedHTTP(t, f); n < httpPolls {
+			return fmt.Errorf("%d of %d HTTP polls parked", n, httpPolls)
+		}
+		return nil
+	})
 	httpBytes := int64(memInUse()) - int64(before)
 	t.Logf("%d parked HTTP polls: %d KiB of heap and stacks, %d bytes each (%d goroutines in the process)",
 		httpPolls, httpBytes>>10, httpBytes/httpPolls, runtime.NumGoroutine())
@@ -342,7 +361,12 @@ func TestParkedLongPollMemory(t *testing.T) {
 	for _, nc := range append(conns, hconns...) {
 		nc.Close()
 	}
-	within(t, "the parked polls to go with their connections", func() bool { return f.tcp.InFlight() == 0 && parkedHTTP(t, f) == 0 })
+	brokertest.CheckFor(t, abuseWait, func() error {
+		if tn, hn := f.b.TCPInFlight(), parkedHTTP(t, f); tn != 0 || hn != 0 {
+			return fmt.Errorf("%d TCP and %d HTTP polls still parked, want them gone with their connections", tn, hn)
+		}
+		return nil
+	})
 }
 
 // parkedHTTP reads the HTTP bridge's count of parked long polls.
@@ -358,17 +382,8 @@ func parkedHTTP(t *testing.T, f *abuseFixture) int {
 	return -1
 }
 
-// within polls cond until it holds or 20s pass.
-func within(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// abuseWait is how long the tests wait for the servers to reach a state.
+const abuseWait = 20 * time.Second
 
 func fdLimit() int {
 	b, err := os.ReadFile("/proc/self/limits")

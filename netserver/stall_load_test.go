@@ -263,7 +263,7 @@ func (r *stallRun) deliver(g int, txn string, payload []byte) {
 func (r *stallRun) dial() (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
-	return client.Dial(ctx, r.b.tcp.Addr().String(), client.WithConns(1))
+	return client.Dial(ctx, r.b.b.TCPAddr().String(), client.WithConns(1))
 }
 
 // produce pushes producer p's messages, w.batch per push, one push at a

@@ -46,7 +46,7 @@ func stallOnce(dir string, w stallWorkload, seed uint64) stallResult {
 	if res.Stalled {
 		return res
 	}
-	if err := b.close(stallCloseTimeout); err != nil {
+	if err := b.close(); err != nil {
 		res.Problems = append(res.Problems, "close: "+err.Error())
 	}
 	res.BrokerErrors = b.logs.errors()

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
 	"github.com/regentmq/regent/netserver/httpapi/dashboard"
 	"github.com/regentmq/regent/protocol"
 )
@@ -19,9 +20,9 @@ func TestEveryOperationHasALevel(t *testing.T) {
 			t.Errorf("opcode %s has no row in netserver's access table", op)
 		}
 	}
-	h := newHarness(t)
+	h := newDoorHarness(t)
 	served := map[string]bool{}
-	for _, p := range h.s.patterns {
+	for _, p := range httpapi.Patterns(h.s) {
 		served[p] = true
 	}
 	routes := netserver.Routes()
@@ -75,7 +76,7 @@ func TestEveryOperationHasALevel(t *testing.T) {
 			t.Error("a route without a row was registered")
 		}
 	}()
-	h.s.handle("GET /api/v1/new-thing", func(http.ResponseWriter, *http.Request) {})
+	httpapi.Handle(h.s, "GET /api/v1/new-thing", func(http.ResponseWriter, *http.Request) {})
 }
 
 // With auth on, every route but the public ones answers 401 without a
@@ -84,12 +85,12 @@ func TestEveryOperationHasALevel(t *testing.T) {
 func TestNoRouteIsOpenWithAuthOn(t *testing.T) {
 	param := regexp.MustCompile(`\{[^}]*\}`)
 	for _, metricsAuth := range []bool{false, true} {
-		h := newHarness(t, func(c *Config, _ *engineConfig) {
+		h := newDoorHarness(t, func(c *httpapi.Config, _ *engineConfig) {
 			c.Auth = netserver.AuthConfig{Enabled: true, Secret: []byte("s"), MetricsAuth: metricsAuth}
 		})
 		public := map[string]bool{"GET /health": true, "GET /{$}": true, "GET /dashboard/": true, "/": true,
 			"GET /metrics": !metricsAuth, "GET /metrics/prometheus": !metricsAuth}
-		for _, p := range h.s.patterns {
+		for _, p := range httpapi.Patterns(h.s) {
 			method, path, ok := strings.Cut(p, " ")
 			if !ok {
 				method, path = "GET", "/no-such-route"

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"crypto"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // signJWT makes a compact JWS for tests.
@@ -60,7 +61,7 @@ func claims(role string, extra ...any) obj {
 
 func TestHTTPAuthHS256(t *testing.T) {
 	secret := []byte("s3cret")
-	h := newHarness(t, func(c *Config, _ *engineConfig) {
+	h := newHarness(t, func(c *httpapi.Config, _ *engineConfig) {
 		c.Auth = netserver.AuthConfig{Enabled: true, Secret: secret, Issuer: "regent-tests", Audience: "queen"}
 	})
 	tok := func(role string, extra ...any) string {
@@ -142,7 +143,7 @@ func TestHTTPAuthKeyFiles(t *testing.T) {
 	if err != nil || pub != nil || len(set) != 2 {
 		t.Fatalf("netserver.ParseKeyFile(JWKS): %v %v %v", pub, set, err)
 	}
-	h := newHarness(t, func(hc *Config, _ *engineConfig) {
+	h := newHarness(t, func(hc *httpapi.Config, _ *engineConfig) {
 		hc.Auth = netserver.AuthConfig{Enabled: true, KeySet: set, MetricsAuth: true}
 	})
 	withKid := func(alg, kid string, key any, c obj) string {
@@ -225,7 +226,7 @@ func TestHTTPAuthPublicKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := newHarness(t, func(hc *Config, _ *engineConfig) {
+			h := newHarness(t, func(hc *httpapi.Config, _ *engineConfig) {
 				hc.Auth = netserver.AuthConfig{Enabled: true, Algorithm: c.alg, PublicKey: pub}
 			})
 			h.token = signJWT(t, c.alg, c.priv, claims("read-write"))
@@ -238,7 +239,7 @@ func TestHTTPAuthPublicKeys(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Config{Auth: netserver.AuthConfig{Enabled: true}}, nil); err == nil {
+	if _, err := httpapi.New(httpapi.Config{Auth: netserver.AuthConfig{Enabled: true}}, nil); err == nil {
 		t.Error("New without an engine")
 	}
 	h := newHarness(t)
@@ -248,7 +249,7 @@ func TestHTTPAuthPublicKeys(t *testing.T) {
 		{Enabled: true, Algorithm: "ES256", Secret: []byte("x")},
 		{Enabled: true, PublicKey: "not a key"},
 	} {
-		if _, err := New(Config{Auth: ac}, h.e); err == nil {
+		if _, err := httpapi.New(httpapi.Config{Auth: ac}, h.e); err == nil {
 			t.Errorf("New accepted %+v", ac)
 		}
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bufio"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // TestRequestBodiesInFlightAreBounded: request bodies held at once are
@@ -17,7 +20,7 @@ import (
 // the two finish, the next one goes through. (Bodies in flight were bounded
 // only by MaxConns × MaxBodyBytes: 40 connections × 8 MiB added 320 MB.)
 func TestRequestBodiesInFlightAreBounded(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *engineConfig) {
+	h := newDoorHarness(t, func(c *httpapi.Config, _ *engineConfig) {
 		c.MaxBodyBytes, c.MaxBodyBytesInFlight, c.BodyWait = 4<<20, 8<<20, 200*time.Millisecond
 	})
 	addr := strings.TrimPrefix(h.url, "http://")
@@ -36,7 +39,12 @@ func TestRequestBodiesInFlightAreBounded(t *testing.T) {
 		nc.Write([]byte(body[:len(body)/2]))
 		stalled = append(stalled, nc)
 	}
-	eventually(t, "the two stalled bodies to hold the room", func() bool { return h.s.held.Load() == 2*int64(len(body)) })
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if n := httpapi.BodyBytesHeld(h.s); n != 2*int64(len(body)) {
+			return fmt.Errorf("%d bytes held, waiting for the two stalled bodies to hold the room", n)
+		}
+		return nil
+	})
 	// A third body finds no room: 503 with Retry-After, after BodyWait.
 	start := time.Now()
 	code, resp := h.do("POST", "/api/v1/push", body)
@@ -55,11 +63,16 @@ func TestRequestBodiesInFlightAreBounded(t *testing.T) {
 		}
 		st.Body.Close()
 	}
-	eventually(t, "the room to be given back", func() bool { return h.s.held.Load() == 0 })
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if n := httpapi.BodyBytesHeld(h.s); n != 0 {
+			return fmt.Errorf("%d bytes held, waiting for the room to be given back", n)
+		}
+		return nil
+	})
 	if code, resp := h.do("POST", "/api/v1/push", body); code != http.StatusCreated {
 		t.Fatalf("a body once there is room: %d %.200s", code, resp)
 	}
-	if h.s.held.Load() != 0 {
-		t.Fatalf("%d bytes still held after every request was answered", h.s.held.Load())
+	if httpapi.BodyBytesHeld(h.s) != 0 {
+		t.Fatalf("%d bytes still held after every request was answered", httpapi.BodyBytesHeld(h.s))
 	}
 }

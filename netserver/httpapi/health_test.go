@@ -1,8 +1,9 @@
-package httpapi
+package httpapi_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // TestHealthReportsAStuckJournal: when the journal's writes stop (a test hook
@@ -20,6 +23,9 @@ import (
 // JournalStallAfter; it was 200 before.
 func TestHealthReportsAStuckJournal(t *testing.T) {
 	t.Setenv(log.EnvStallWritesAfter, "0")
+	// The door alone over its own journal and engine, not brokertest's
+	// broker: the stuck write is released by closing the journal first,
+	// and a broker closes the engine first (which would wait on it).
 	j, err := log.Open(log.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +34,7 @@ func TestHealthReportsAStuckJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Addr: "127.0.0.1:0"}, e)
+	s, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0"}, e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,33 +68,31 @@ func TestHealthReportsAStuckJournal(t *testing.T) {
 		defer cancel()
 		e.Push(ctx, []engine.PushItem{{Queue: "q", Payload: []byte("x")}}) // never durable
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := health()
-		if code == http.StatusServiceUnavailable && strings.Contains(body, "committer finished no group") {
-			if !strings.Contains(body, `"journal":"engine: journal failed: log: the committer`) && !strings.Contains(body, `"journal":"journal failed`) {
-				t.Fatalf("/health names the journal as the part that fails: %s", body)
-			}
-			return
+	var body string
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		code, b := health()
+		if body = b; code == http.StatusServiceUnavailable && strings.Contains(b, "committer finished no group") {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/health with the journal stuck for seconds: %d %s", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("/health with the journal stuck for seconds: %d %s", code, b)
+	})
+	if !strings.Contains(body, `"journal":"engine: journal failed: log: the committer`) && !strings.Contains(body, `"journal":"journal failed`) {
+		t.Fatalf("/health names the journal as the part that fails: %s", body)
 	}
 }
 
 // TestHealthReportsADeadTCPDoor: /health answers 503 naming the binary
-// protocol's door when it does not serve.
+// protocol's door when it does not serve. (On the door alone: a broker
+// wires TCPHealth to its own TCP door.)
 func TestHealthReportsADeadTCPDoor(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *engineConfig) {
+	h := newDoorHarness(t, func(c *httpapi.Config, _ *engineConfig) {
 		c.TCPHealth = func() error { return errors.New("the TCP door on :6633 stopped: accept: too many open files") }
 	})
 	code, body := h.do("GET", "/health", nil)
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), `"tcp":"the TCP door on :6633 stopped`) {
 		t.Fatalf("/health with the TCP door dead: %d %s", code, body)
 	}
-	h2 := newHarness(t, func(c *Config, _ *engineConfig) { c.TCPHealth = func() error { return nil } })
+	h2 := newDoorHarness(t, func(c *httpapi.Config, _ *engineConfig) { c.TCPHealth = func() error { return nil } })
 	if code, body := h2.do("GET", "/health", nil); code != http.StatusOK || !strings.Contains(string(body), `"doors":{"http":"ok","tcp":"ok"}`) {
 		t.Fatalf("/health with both doors serving: %d %s", code, body)
 	}

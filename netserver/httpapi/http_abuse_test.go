@@ -60,6 +60,9 @@ func FuzzHTTPBodies(f *testing.F) {
 			}
 		}
 	}
+	// The door's handler alone, over its own journal and engine, called in
+	// process (httptest), not a broker behind a socket: fuzzing needs
+	// thousands of inputs a second, and the handler is what it exercises.
 	dir, err := os.MkdirTemp("", "regent-fuzz-http-")
 	if err != nil {
 		f.Fatal(err)

@@ -1,8 +1,13 @@
-package httpapi
+package httpapi_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // configure sets a queue's options through the HTTP route.
@@ -39,9 +44,12 @@ func TestHTTPBatchAckCursorRule(t *testing.T) {
 		t.Errorf("ack results %v", res)
 	}
 	var again []obj
-	eventually(t, "the failed message to come back", func() bool {
+	brokertest.CheckFor(t, 10*time.Second, func() error {
 		again = msgsOf(h.pop("cr/partition/p?batch=10&consumerGroup=g"))
-		return len(again) > 0
+		if len(again) == 0 {
+			return errors.New("still waiting for the failed message to come back")
+		}
+		return nil
 	})
 	if len(again) != 3 {
 		t.Fatalf("redelivered %d messages, want 3: %v", len(again), again)
@@ -120,7 +128,7 @@ func TestHTTPRefusedAcks(t *testing.T) {
 // With UncheckedAcks (Queen-compatible mode) an ack without a lease is
 // accepted for a message in flight.
 func TestHTTPUncheckedAcks(t *testing.T) {
-	h := newHarness(t, func(_ *Config, ec *engineConfig) { ec.UncheckedAcks = true })
+	h := newHarness(t, func(_ *httpapi.Config, ec *engineConfig) { ec.UncheckedAcks = true })
 	h.pushN("ua", "Default", 1)
 	ms := msgsOf(h.pop("ua"))
 	var res []obj
@@ -138,9 +146,12 @@ func TestHTTPDeadLetterAfterLastRetry(t *testing.T) {
 	h.push(obj{"queue": "dq", "partition": "p", "payload": obj{"order": 7}, "transactionId": "t-7"})
 	for round := 0; round < 2; round++ {
 		var ms []obj
-		eventually(t, "the message to be delivered", func() bool {
+		brokertest.CheckFor(t, 10*time.Second, func() error {
 			ms = msgsOf(h.pop("dq?consumerGroup=billing"))
-			return len(ms) == 1
+			if len(ms) != 1 {
+				return errors.New("still waiting for the message to be delivered")
+			}
+			return nil
 		})
 		a := ackOf(ms[0], "failed")
 		a["error"] = "card declined"

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // configure echoes all 15 of Queen's options exactly as sent.
@@ -87,7 +88,7 @@ func TestHTTPResources(t *testing.T) {
 	h.ackBatch("", ackOf(ms[0], "completed"))
 
 	var qs struct {
-		Queues []queueSummary `json:"queues"`
+		Queues []httpapi.QueueSummary `json:"queues"`
 	}
 	h.call("GET", "/api/v1/resources/queues", nil, 200, &qs)
 	if len(qs.Queues) != 3 || qs.Queues[1].Name != "shop.orders" || qs.Queues[1].Partitions != 2 ||
@@ -96,12 +97,12 @@ func TestHTTPResources(t *testing.T) {
 		t.Errorf("queues: %+v", qs)
 	}
 	var q struct {
-		Name       string            `json:"name"`
-		Partitions []partitionDetail `json:"partitions"`
-		Totals     msgCounts         `json:"totals"`
+		Name       string                    `json:"name"`
+		Partitions []httpapi.PartitionDetail `json:"partitions"`
+		Totals     httpapi.MsgCounts         `json:"totals"`
 	}
 	h.call("GET", "/api/v1/resources/queues/shop.orders", nil, 200, &q)
-	if len(q.Partitions) != 2 || q.Partitions[0].Stats != (msgCounts{Total: 3, Pending: 1, Processing: 1, Completed: 1}) ||
+	if len(q.Partitions) != 2 || q.Partitions[0].Stats != (httpapi.MsgCounts{Total: 3, Pending: 1, Processing: 1, Completed: 1}) ||
 		q.Totals.Total != 5 || q.Partitions[0].OldestMessage == nil {
 		t.Errorf("queue detail: %+v", q)
 	}
@@ -422,7 +423,9 @@ func TestHTTPStatusRoutes(t *testing.T) {
 }
 
 func TestHTTPHealthMetricsCORS(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *engineConfig) {
+	// On the door alone: its JournalStats is the test's, where a broker
+	// wires its journal's.
+	h := newDoorHarness(t, func(c *httpapi.Config, _ *engineConfig) {
 		c.JournalStats = func() netserver.JournalStats {
 			return netserver.JournalStats{Fsyncs: 3, FsyncNanosTotal: 3e6, FsyncBuckets: []time.Duration{time.Millisecond}, FsyncHistogram: []uint64{2, 1}, Entries: 2, Records: 10}
 		}

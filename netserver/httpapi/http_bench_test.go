@@ -1,11 +1,10 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,43 +13,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 )
 
-// Benchmarks of the HTTP bridge as Queen's clients use it: a real server
-// on 127.0.0.1, a real engine over the real journal (fsync policy from
-// -sync, default always), keep-alive connections, JSON bodies.
+// Benchmarks of the HTTP bridge as Queen's clients use it: a real broker
+// on 127.0.0.1 (brokertest's: the real engine over the real journal, fsync
+// policy from -sync, default always), keep-alive connections, JSON bodies.
 //
-//	go test ./netserver/ -run '^$' -bench HTTP -benchtime 200000x -count 5
+//	go test ./netserver/httpapi/ -run '^$' -bench HTTP -benchtime 200000x -count 5
 
-// benchServer starts a bridge over a journal in dir.
-func benchServer(b *testing.B, sync log.SyncPolicy) (*Server, *engine.Engine, string) {
-	j, err := log.Open(log.Config{Dir: b.TempDir(), Sync: sync})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{}, j)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := New(Config{}, e)
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(l)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		e.Close()
-		j.Close()
-	})
-	return s, e, "http://" + l.Addr().String()
+// benchServer starts a broker (brokertest's) with the sync policy sync and
+// returns its engine and its HTTP door's URL.
+func benchServer(b *testing.B, sync log.SyncPolicy) (*engine.Engine, string) {
+	bb := brokertest.Start(b, broker.Options{Journal: log.Config{Sync: sync}})
+	return bb.Engine(), "http://" + bb.HTTPAddr().String()
 }
 
 func benchClient(conns int) *http.Client {
@@ -85,7 +64,7 @@ func BenchmarkHTTPPush(b *testing.B) {
 	const batch, conns, partitions = 100, 50, 50
 	for _, pol := range syncPolicies() {
 		b.Run(fmt.Sprintf("size=128/batch=%d/conns=%d/sync=%s", batch, conns, pol), func(b *testing.B) {
-			_, _, url := benchServer(b, pol)
+			_, url := benchServer(b, pol)
 			c := benchClient(conns)
 			reqs := (b.N + batch - 1) / batch
 			bodies := make([][]byte, reqs)
@@ -138,7 +117,7 @@ func BenchmarkHTTPPopAck(b *testing.B) {
 	const batch, conns, partitions = 100, 50, 64
 	for _, pol := range syncPolicies() {
 		b.Run(fmt.Sprintf("size=128/batch=%d/conns=%d/sync=%s", batch, conns, pol), func(b *testing.B) {
-			_, e, url := benchServer(b, pol)
+			e, url := benchServer(b, pol)
 			total := b.N
 			// Fill the partitions through the engine.
 			items := make([]engine.PushItem, 0, 1000)

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"compress/gzip"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // The page and its files are served at / and /dashboard/, with caching and
@@ -63,7 +64,7 @@ func TestDashboardFiles(t *testing.T) {
 
 // With auth on, the page is public and its feeds are not.
 func TestDashboardAuthLevels(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *engineConfig) {
+	h := newHarness(t, func(c *httpapi.Config, _ *engineConfig) {
 		c.Auth = netserver.AuthConfig{Enabled: true, Algorithm: "HS256", Secret: []byte("s3cret")}
 	})
 	if code, _ := h.do("GET", "/", nil); code != 200 {
@@ -82,7 +83,7 @@ func TestDashboardAuthLevels(t *testing.T) {
 // The feeds report what the engine holds (configure makes a Default
 // partition besides a and b).
 func TestDashboardFeeds(t *testing.T) {
-	h := newHarness(t)
+	h := newDoorHarness(t) // without JournalStats, which a broker wires
 	h.call("POST", "/api/v1/configure", obj{"queue": "orders", "options": obj{"leaseTime": 60, "retryLimit": 1, "maxSize": 500}}, 200, nil)
 	h.pushN("orders", "a", 5)
 	h.pushN("orders", "b", 3)
@@ -174,7 +175,7 @@ func TestHistQuantile(t *testing.T) {
 		{[]uint64{90, 9, 1, 0}, 0.99, 0.01},
 		{[]uint64{0, 0, 0, 5}, 0.5, 0.1},
 	} {
-		if got := histQuantile(b, c.counts, c.q); got != c.want {
+		if got := httpapi.HistQuantile(b, c.counts, c.q); got != c.want {
 			t.Errorf("histQuantile(%v, %v) = %v, want %v", c.counts, c.q, got, c.want)
 		}
 	}

@@ -1,43 +1,13 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
 	"context"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/regentmq/regent/engine"
-	"github.com/regentmq/regent/log"
 )
-
-// harnessOn is newHarness over the data directory dir, with ec.
-func harnessOn(t *testing.T, dir string, ec engine.Config) *harness {
-	t.Helper()
-	j, err := log.Open(log.Config{Dir: dir, Sync: log.SyncNone})
-	if err != nil {
-		t.Fatalf("log.Open: %v", err)
-	}
-	e, err := engine.New(ec, j)
-	if err != nil {
-		j.Close()
-		t.Fatalf("engine.New: %v", err)
-	}
-	s, err := New(Config{Addr: "127.0.0.1:0"}, e)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	go s.Serve(l)
-	h := &harness{t: t, e: e, j: j, s: s, url: "http://" + l.Addr().String(), c: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(h.close)
-	return h
-}
 
 // TestHTTPMessagesListsUnreadable: GET /api/v1/messages lists a message
 // whose payload no key opens (here its key was declared lost) with a

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // get answers a GET with its status, decoded body and X-Total-Count.
@@ -294,7 +295,7 @@ func TestHTTPDLQPagesAreBoundedBySize(t *testing.T) {
 			t.Fatal(err)
 		}
 		pages++
-		if len(b) > dlqPageBytes+1<<20 || len(a.Messages) == 0 || a.Total != 20 {
+		if len(b) > httpapi.DLQPageBytes+1<<20 || len(a.Messages) == 0 || a.Total != 20 {
 			t.Fatalf("page at %d: %d bytes, %d entries of %d", offset, len(b), len(a.Messages), a.Total)
 		}
 		for _, m := range a.Messages {

@@ -1,12 +1,16 @@
-package httpapi
+package httpapi_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 func TestHTTPPopShapeAndEmpty(t *testing.T) {
@@ -108,7 +112,7 @@ func TestHTTPPopBatchPartitionsAndSubscription(t *testing.T) {
 
 // A long poll parks until a push makes a message deliverable.
 func TestHTTPLongPollWokenByPush(t *testing.T) {
-	h := newHarness(t)
+	h := newDoorHarness(t)
 	type answer struct {
 		code int
 		b    []byte
@@ -119,7 +123,12 @@ func TestHTTPLongPollWokenByPush(t *testing.T) {
 		code, b := h.do("GET", "/api/v1/pop/queue/lp?wait=true&timeout=20000", nil)
 		ch <- answer{code, b}
 	}()
-	eventually(t, "the poll to park", func() bool { return h.s.met.parked.Load() == 1 })
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if n := httpapi.ParkedPolls(h.s); n != 1 {
+			return fmt.Errorf("%d polls parked, waiting for the poll to park", n)
+		}
+		return nil
+	})
 	h.push(obj{"queue": "lp", "payload": obj{"hello": 1}})
 	select {
 	case a := <-ch:
@@ -142,17 +151,27 @@ func TestHTTPLongPollWokenByPush(t *testing.T) {
 // A long poll whose client goes away is withdrawn: the next push goes to a
 // live consumer, not to the vanished one.
 func TestHTTPLongPollCancelledOnDisconnect(t *testing.T) {
-	h := newHarness(t)
+	h := newDoorHarness(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		h.doCtx(ctx, "GET", "/api/v1/pop/queue/gone?wait=true&timeout=20000", nil)
 	}()
-	eventually(t, "the poll to park", func() bool { return h.s.met.parked.Load() == 1 })
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if n := httpapi.ParkedPolls(h.s); n != 1 {
+			return fmt.Errorf("%d polls parked, waiting for the poll to park", n)
+		}
+		return nil
+	})
 	cancel()
 	<-done
-	eventually(t, "the poll to be withdrawn", func() bool { return h.s.met.parked.Load() == 0 })
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if n := httpapi.ParkedPolls(h.s); n != 0 {
+			return fmt.Errorf("%d polls parked, waiting for the poll to be withdrawn", n)
+		}
+		return nil
+	})
 	h.push(obj{"queue": "gone", "payload": 1})
 	if ms := msgsOf(h.pop("gone")); len(ms) != 1 {
 		t.Fatalf("message taken by the vanished poll: %v", ms)
@@ -198,18 +217,21 @@ func TestHTTPPopMaintenance(t *testing.T) {
 // Messages handed to a poll whose client is already gone are given back at
 // once, with no retry spent.
 func TestHTTPGiveBack(t *testing.T) {
-	h := newHarness(t)
+	h := newDoorHarness(t)
 	h.pushN("gb", "a", 2)
 	h.pushN("gb", "b", 1)
 	msgs, err := h.e.Pop(context.Background(), engine.PopRequest{Queue: "gb", Group: "g", Batch: 10, Partitions: 2})
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("pop: %v %v", msgs, err)
 	}
-	h.s.giveBack(msgs)
+	httpapi.GiveBack(h.s, msgs)
 	var got []obj
-	eventually(t, "the messages to come back", func() bool {
+	brokertest.CheckFor(t, 10*time.Second, func() error {
 		got = append(got, msgsOf(h.pop("gb?consumerGroup=g&batch=10&partitions=2"))...)
-		return len(got) == 3
+		if len(got) != 3 {
+			return errors.New("still waiting for the messages to come back")
+		}
+		return nil
 	})
 	for _, m := range got {
 		if m["retryCount"] != 0.0 {

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -160,7 +162,7 @@ func TestHTTPPayloadRoundTrip(t *testing.T) {
 }
 
 func TestHTTPBodyLimit(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *engineConfig) { c.MaxBodyBytes = 1024 })
+	h := newHarness(t, func(c *httpapi.Config, _ *engineConfig) { c.MaxBodyBytes = 1024 })
 	big := `{"items":[{"queue":"q","payload":"` + strings.Repeat("x", 2000) + `"}]}`
 	code, b := h.do("POST", "/api/v1/push", big)
 	if code != 413 || !strings.Contains(string(b), "limit") {

@@ -1,10 +1,11 @@
-package httpapi
+package httpapi_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
 // TestNoRequestBuildsARecordTheJournalRefuses: the two requests that stopped
@@ -16,7 +17,7 @@ import (
 // its records within 1 MiB, the messages are of 500 KiB.
 func TestNoRequestBuildsARecordTheJournalRefuses(t *testing.T) {
 	h := newHarnessLog(t, log.Config{Sync: log.SyncNone, MaxEntryBytes: 4 << 20, MaxBatchBytes: 1 << 20},
-		func(_ *Config, ec *engineConfig) { ec.MaxRecordBytes = 1 << 20 })
+		func(_ *httpapi.Config, ec *engineConfig) { ec.MaxRecordBytes = 1 << 20 })
 	big := strings.Repeat("x", 500<<10)
 	for i := 0; i < 17; i++ {
 		h.push(obj{"queue": "huge", "partition": "p", "payload": big + string(rune('a'+i))})

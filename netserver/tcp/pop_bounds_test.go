@@ -88,7 +88,7 @@ func TestTCPPopKeepsToTheClientsFrame(t *testing.T) {
 	if _, err := f.c.Push(ctx, client.Item{Queue: "small", Partition: "q", Payload: bytes.Repeat([]byte{'L'}, 100<<10)}); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := net.Dial("tcp", f.srv.Addr().String())
+	nc, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,17 @@ package tcp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
@@ -43,11 +46,50 @@ func newAuthTCP(t *testing.T) *tcpFixture {
 	})
 }
 
+// newAuthDoor is newAuthTCP's door alone over its own journal and engine,
+// not a broker: TestTCPAuthExpiresOnAnOpenConnection moves the door's auth
+// clock (AdvanceAuthClock takes the *tcp.Server), and a broker does not
+// lend its doors.
+func newAuthDoor(t *testing.T) *tcpFixture {
+	t.Helper()
+	j, err := log.Open(log.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1, MaxPopBytes: tcp.PopBytesFor(protocol.DefaultMaxFrame)}, j)
+	if err != nil {
+		j.Close()
+		t.Fatal(err)
+	}
+	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Auth: netserver.AuthConfig{Enabled: true, Secret: tcpSecret}}, e)
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		e.Close()
+		j.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		e.Close()
+		j.Close()
+	})
+	f := &tcpFixture{t: t, addr: srv.Addr().String(), e: e, srv: srv}
+	f.c = f.dial()
+	t.Cleanup(func() { f.c.Close() })
+	return f
+}
+
 // tryDial dials with opts and returns the error.
 func (f *tcpFixture) tryDial(opts ...client.Option) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return client.Dial(ctx, f.srv.Addr().String(), append([]client.Option{client.WithConns(1)}, opts...)...)
+	return client.Dial(ctx, f.addr, append([]client.Option{client.WithConns(1)}, opts...)...)
 }
 
 func wantCode(t *testing.T, what string, err error, code protocol.Code, text string) {
@@ -138,7 +180,7 @@ func TestTCPAuthRoles(t *testing.T) {
 // source the client sends a fresh token on the same connection and goes
 // on.
 func TestTCPAuthExpiresOnAnOpenConnection(t *testing.T) {
-	f := newAuthTCP(t)
+	f := newAuthDoor(t)
 	ctx := ctx5(t)
 	static := f.dial(client.WithConns(1), client.WithToken(roleToken(t, "read-write")))
 	defer static.Close()
@@ -207,16 +249,13 @@ func TestTCPAuthTokenSourceRenewsBeforeExpiry(t *testing.T) {
 	}
 	c := f.dial(client.WithConns(1), client.WithTokenSource(src))
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for calls.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the token source was called %d times in 10 s; want a renewal before the first token expires", calls.Load())
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if n := calls.Load(); n < 2 {
+			return fmt.Errorf("the token source was called %d times; want a renewal before the first token expires", n)
 		}
-		time.Sleep(10 * time.Millisecond) // polling for the renewal, with a deadline
-	}
-	for time.Now().Unix() <= first.Unix() { // past the first token's exp
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	time.Sleep(time.Until(time.Unix(first.Unix()+1, 0))) // past the first token's exp (whole seconds)
 	if _, err := c.Queue("renewed").Push(ctx5(t), []byte("x")); err != nil {
 		t.Fatalf("push after the first token expired: %v", err)
 	}

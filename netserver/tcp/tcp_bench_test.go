@@ -9,44 +9,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
-	"github.com/regentmq/regent/netserver/tcp"
 )
 
-// End-to-end benchmarks over loopback: a real broker (journal with sync
-// always in a temp dir) and the real client. Run with
+// End-to-end benchmarks over loopback: a real broker (brokertest's: journal
+// with sync always in a temp dir) and the real client. Run with
 //
-//	go test -run '^$' -bench TCP -benchtime 3s ./netserver/
+//	go test -run '^$' -bench TCP -benchtime 3s ./netserver/tcp/
 var benchJournal *log.Log
 
 func benchBroker(b *testing.B) string {
 	b.Helper()
-	j, err := log.Open(log.Config{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchJournal = j
-	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1}, j)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0"}, e)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		e.Close()
-		j.Close()
-	})
-	return srv.Addr().String()
+	bb := brokertest.Start(b, broker.Options{Engine: engine.Config{SnapshotEveryBytes: -1}})
+	benchJournal = bb.Journal()
+	return bb.TCPAddr().String()
 }
 
 func benchClient(b *testing.B, addr string, conns int) *client.Client {

@@ -11,58 +11,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
 	"github.com/regentmq/regent/engine"
-	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
 
-// tcpFixture is a real broker (journal in a temp dir, engine, TCP server on
-// 127.0.0.1:0) and a real client.
+// tcpFixture is a real broker (brokertest's: journal in a temp dir,
+// engine, both doors on 127.0.0.1:0) and a real client of its TCP door.
 type tcpFixture struct {
-	t   *testing.T
-	j   *log.Log
-	e   *engine.Engine
-	srv *tcp.Server
-	c   *client.Client
+	t    *testing.T
+	addr string // the TCP door's
+	e    *engine.Engine
+	c    *client.Client
+	srv  *tcp.Server // newDoor's only (tcp_auth_test.go): a broker does not lend its door
 }
 
+// newTCP starts a broker whose TCP door mods adjust; as serve does, the
+// engine's pop budget fits the door's frame, so that every message a push
+// accepts fits a reply.
 func newTCP(t *testing.T, mods ...func(*tcp.Config)) *tcpFixture {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := tcp.Config{Addr: "127.0.0.1:0", MaxFrameBytes: protocol.DefaultMaxFrame}
-	for _, m := range mods {
-		m(&cfg)
-	}
-	// As serve configures it: every message a push accepts fits a reply.
-	e, err := engine.New(engine.Config{SnapshotEveryBytes: -1, MaxPopBytes: tcp.PopBytesFor(cfg.MaxFrameBytes)}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := tcp.New(cfg, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	f := &tcpFixture{t: t, j: j, e: e, srv: srv}
-	f.c = f.dial()
-	t.Cleanup(func() {
-		f.c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		e.Close()
-		j.Close()
+	b := brokertest.Start(t, broker.Options{
+		Engine: engine.Config{SnapshotEveryBytes: -1},
+		TuneTCP: func(c *tcp.Config) {
+			for _, m := range mods {
+				m(c)
+			}
+		},
 	})
+	f := &tcpFixture{t: t, addr: b.TCPAddr().String(), e: b.Engine()}
+	f.c = f.dial()
+	t.Cleanup(func() { f.c.Close() })
 	return f
 }
 
@@ -70,7 +53,7 @@ func (f *tcpFixture) dial(opts ...client.Option) *client.Client {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, f.srv.Addr().String(), opts...)
+	c, err := client.Dial(ctx, f.addr, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -150,17 +133,13 @@ func TestTCPLongPollWokenByPushFromAnotherConnection(t *testing.T) {
 		got <- m
 	}()
 	// The poll parks first: poll the queue's group list for it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		qs, _ := other.Queues(ctx)
-		if len(qs) == 1 && len(qs[0].Groups) == 1 {
-			break
+	brokertest.CheckFor(t, 5*time.Second, func() error {
+		qs, err := other.Queues(ctx)
+		if err != nil || len(qs) != 1 || len(qs[0].Groups) != 1 {
+			return fmt.Errorf("the long poll never reached the broker: queues %+v, %v", qs, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never reached the broker")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 	start := time.Now()
 	if _, err := other.Queue("wake").Push(ctx, []byte("hello")); err != nil {
 		t.Fatal(err)
@@ -297,7 +276,7 @@ func TestTCPPipelines10000RequestsOnOneConnection(t *testing.T) {
 // rawConn is a hand-driven connection for malformed input.
 func rawConn(t *testing.T, f *tcpFixture, hello bool) net.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", f.srv.Addr().String())
+	nc, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ type speaker struct {
 
 func speak(t *testing.T, f *tcpFixture, minor uint16, maxFrame int) *speaker {
 	t.Helper()
-	nc, err := net.Dial("tcp", f.srv.Addr().String())
+	nc, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,11 @@ func TestTCPPipelinesAFullWindowIsNeverOverloaded(t *testing.T) {
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
+			// The door alone over its own journal and engine, not
+			// brokertest's broker: the test sets the server's afterReply
+			// hook and reads its connections' state (unexported, so the
+			// test is in package tcp, which brokertest cannot be imported
+			// into: brokertest → broker → tcp).
 			j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone})
 			if err != nil {
 				t.Fatal(err)

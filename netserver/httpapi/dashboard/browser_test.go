@@ -1,11 +1,11 @@
 package dashboard_test
 
-// Browser tests of the dashboard: a real broker (journal, engine, HTTP
-// bridge) on 127.0.0.1:0 with data in it, and headless Chromium driven by
-// chromedp. Each page must load without console errors and show the figures
-// the JSON routes give; seek, delete, redrive and purge must do what they
-// say. Screenshots of every page go to $REGENT_DASHBOARD_SCREENSHOTS (default
-// a temporary directory).
+// Browser tests of the dashboard: a real broker (brokertest.Start:
+// journal, engine, both doors) on 127.0.0.1:0 with data in it, and headless
+// Chromium driven by chromedp. Each page must load without console errors
+// and show the figures the JSON routes give; seek, delete, redrive and
+// purge must do what they say. Screenshots of every page go to
+// $REGENT_DASHBOARD_SCREENSHOTS (default a temporary directory).
 //
 // The tests skip when no Chromium is found (REGENT_CHROMIUM names the
 // binary to use; one that does not exist skips them too).
@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,10 +30,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
-	"github.com/regentmq/regent/netserver/httpapi"
 	"github.com/regentmq/regent/netserver/internal/testhooks"
 )
 
@@ -63,56 +63,33 @@ func shotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// broker is a running Regent with its HTTP bridge.
-type broker struct {
+// regent is a running broker (brokertest's), driven over its HTTP door.
+type regent struct {
 	t     *testing.T
 	url   string
 	c     *http.Client
 	token string
 }
 
-func startBroker(t *testing.T, auth netserver.AuthConfig) *broker {
+func startBroker(t *testing.T, auth netserver.AuthConfig) *regent {
 	t.Helper()
-	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncAlways})
-	if err != nil {
-		t.Fatalf("log.Open: %v", err)
-	}
-	e, err := engine.New(engine.Config{Stripes: 4, TimerTick: 5 * time.Millisecond}, j)
-	if err != nil {
-		t.Fatalf("engine.New: %v", err)
-	}
-	stats := func() netserver.JournalStats {
-		s := j.Stats()
-		return netserver.JournalStats{
-			Fsyncs: s.Fsyncs, FsyncNanosTotal: s.FsyncNanosTotal, LastFsyncNanos: s.LastFsyncNanos,
-			FsyncBuckets: log.FsyncBuckets[:], FsyncHistogram: s.FsyncHistogram[:],
-			Entries: s.Entries, Records: s.Records, LastBatchRecords: s.LastBatchRecords,
-			BytesWritten: s.BytesWritten, DiskBytes: j.DiskBytes(),
-		}
-	}
-	s, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", JournalStats: stats, Auth: auth, Version: "test"}, e)
-	if err != nil {
-		t.Fatalf("httpapi.New: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		e.Close()
-		j.Close()
+	b := brokertest.Start(t, broker.Options{
+		Journal: log.Config{Sync: log.SyncAlways},
+		Engine:  engine.Config{Stripes: 4, TimerTick: 5 * time.Millisecond},
+		Auth:    auth,
+		Version: "test",
 	})
-	return &broker{t: t, url: "http://" + l.Addr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
+	r := &regent{t: t, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
+	// Before brokertest's Exit: an unused connection would hold the HTTP
+	// door's shutdown for 5 s (net/http counts it active).
+	t.Cleanup(r.c.CloseIdleConnections)
+	return r
 }
 
 type obj = map[string]any
 
 // call sends a JSON request, checks the status and decodes the answer.
-func (b *broker) call(method, path string, body any, want int, out any) {
+func (b *regent) call(method, path string, body any, want int, out any) {
 	b.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -140,21 +117,21 @@ func (b *broker) call(method, path string, body any, want int, out any) {
 	}
 }
 
-func (b *broker) get(path string) obj {
+func (b *regent) get(path string) obj {
 	b.t.Helper()
 	var o obj
 	b.call("GET", path, nil, 200, &o)
 	return o
 }
 
-func (b *broker) push(items ...obj) []obj {
+func (b *regent) push(items ...obj) []obj {
 	b.t.Helper()
 	var res []obj
 	b.call("POST", "/api/v1/push", obj{"items": items}, 201, &res)
 	return res
 }
 
-func (b *broker) pop(path string) []obj {
+func (b *regent) pop(path string) []obj {
 	b.t.Helper()
 	var res struct{ Messages []obj }
 	req, _ := http.NewRequest("GET", b.url+"/api/v1/pop/queue/"+path, nil)
@@ -175,7 +152,7 @@ func (b *broker) pop(path string) []obj {
 	return res.Messages
 }
 
-func (b *broker) ack(group string, acks ...obj) {
+func (b *regent) ack(group string, acks ...obj) {
 	b.t.Helper()
 	var res []obj
 	b.call("POST", "/api/v1/ack/batch", obj{"consumerGroup": group, "acknowledgments": acks}, 200, &res)
@@ -198,7 +175,7 @@ func ackOf(m obj, status, errText string) obj {
 // read by two groups (billing has finished part of it, audit holds a
 // lease), an auto-created queue "emails.send" whose queue-mode consumer
 // dead-lettered two messages, and a trace.
-func seed(b *broker) {
+func seed(b *regent) {
 	b.t.Helper()
 	b.call("POST", "/api/v1/configure", obj{"queue": "orders", "namespace": "shop", "task": "checkout",
 		"options": obj{"leaseTime": 120, "retryLimit": 2, "retryDelay": 500, "maxSize": 100000}}, 200, nil)
@@ -243,7 +220,7 @@ func seed(b *broker) {
 		"consumerGroup": "billing", "eventType": "info", "data": obj{"step": "charged", "card": "visa"}, "traceNames": "checkout"}, 201, nil)
 }
 
-func partitionID(b *broker, queue, part string) string {
+func partitionID(b *regent, queue, part string) string {
 	b.t.Helper()
 	q := b.get("/api/v1/resources/queues/" + queue)
 	for _, p := range q["partitions"].([]any) {
@@ -257,7 +234,7 @@ func partitionID(b *broker, queue, part string) string {
 
 // traffic pushes to "events" and drains it with autoAck for d, so that the
 // throughput chart has something to show.
-func traffic(b *broker, d time.Duration) (done <-chan struct{}) {
+func traffic(b *regent, d time.Duration) (done <-chan struct{}) {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
@@ -396,7 +373,8 @@ func (br *browser) waitMore(n int) {
 	br.waitDrawn(cur + n)
 }
 
-// poll waits until a JavaScript expression is true.
+// poll waits until a JavaScript expression is true (10 s, longer under the
+// race detector, which slows the broker several times over).
 func (br *browser) poll(expr, what string) {
 	br.t.Helper()
 	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(testhooks.Patience(10*time.Second)))); err != nil {
@@ -661,7 +639,7 @@ func TestDashboardPages(t *testing.T) {
 	b.call("GET", "/dashboard/nope.js", nil, 404, nil)
 }
 
-func lagOf(b *broker, queue string) []obj {
+func lagOf(b *regent, queue string) []obj {
 	var gs []obj
 	b.call("GET", "/api/v1/consumer-groups", nil, 200, &gs)
 	var out []obj

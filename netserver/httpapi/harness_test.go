@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
@@ -12,75 +12,125 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver/httpapi"
 )
 
-// harness is a real HTTP bridge on 127.0.0.1:0 over a real engine and
-// journal in a temporary directory, driven like Queen's clients drive it.
+// harness is a real broker (brokertest's: journal in a temporary directory,
+// engine, both doors on 127.0.0.1:0) driven over its HTTP door like
+// Queen's clients drive it; or, from newDoorHarness, the HTTP door alone.
 type harness struct {
-	t      *testing.T
-	e      *engine.Engine
-	j      *log.Log
-	s      *Server
-	url    string
-	c      *http.Client
-	token  string
-	closed bool
+	t     *testing.T
+	b     *broker.Broker // nil for newDoorHarness
+	e     *engine.Engine
+	s     *httpapi.Server // newDoorHarness's only: a broker does not lend its doors
+	url   string
+	c     *http.Client
+	token string
+	stop  func()
 }
 
 type engineConfig = engine.Config
 
-type harnessOpt func(*Config, *engineConfig)
+// harnessOpt adjusts the HTTP door's configuration and the engine's.
+type harnessOpt func(*httpapi.Config, *engineConfig)
+
+// harnessEngine is the engine's configuration in every harness.
+func harnessEngine() engineConfig {
+	return engine.Config{Stripes: 8, TimerTick: 5 * time.Millisecond}
+}
 
 func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	t.Helper()
 	return newHarnessLog(t, log.Config{Sync: log.SyncNone}, opts...)
 }
 
-// newHarnessLog is newHarness with its journal configured by lc (its Dir is
-// the test's).
+// newHarnessLog is newHarness with its journal configured by lc (its Dir
+// is the test's unless set).
 func newHarnessLog(t *testing.T, lc log.Config, opts ...harnessOpt) *harness {
 	t.Helper()
-	lc.Dir = t.TempDir()
-	j, err := log.Open(lc)
+	ec := harnessEngine()
+	for _, o := range opts {
+		o(&httpapi.Config{}, &ec)
+	}
+	b := brokertest.Start(t, broker.Options{Journal: lc, Engine: ec,
+		TuneHTTP: func(c *httpapi.Config) {
+			for _, o := range opts {
+				o(c, &engineConfig{})
+			}
+		}})
+	h := &harness{t: t, b: b, e: b.Engine(), url: "http://" + b.HTTPAddr().String(),
+		c: &http.Client{Timeout: 30 * time.Second}}
+	h.stop = func() {
+		h.c.CloseIdleConnections()
+		b.Exit()
+	}
+	// Before brokertest's Exit: a connection the client dialed and never
+	// used (concurrent requests leave some) would hold the HTTP door's
+	// shutdown for 5 s, as net/http counts it active.
+	t.Cleanup(h.c.CloseIdleConnections)
+	return h
+}
+
+// harnessOn is newHarness over the data directory dir, with ec.
+func harnessOn(t *testing.T, dir string, ec engine.Config) *harness {
+	t.Helper()
+	return newHarnessLog(t, log.Config{Dir: dir, Sync: log.SyncNone}, func(_ *httpapi.Config, e *engineConfig) { *e = ec })
+}
+
+// newDoorHarness is the HTTP door alone over its own journal and engine,
+// not a broker, for the tests that need the door itself: its unexported
+// state (export_test.go takes the *httpapi.Server, which a broker does not
+// lend) or a configuration a broker wires itself (TCPHealth).
+func newDoorHarness(t *testing.T, opts ...harnessOpt) *harness {
+	t.Helper()
+	j, err := log.Open(log.Config{Dir: t.TempDir(), Sync: log.SyncNone})
 	if err != nil {
 		t.Fatalf("log.Open: %v", err)
 	}
-	hc := Config{Addr: "127.0.0.1:0"}
-	ec := engine.Config{Stripes: 8, TimerTick: 5 * time.Millisecond}
+	hc := httpapi.Config{Addr: "127.0.0.1:0"}
+	ec := harnessEngine()
 	for _, o := range opts {
 		o(&hc, &ec)
 	}
 	e, err := engine.New(ec, j)
 	if err != nil {
+		j.Close()
 		t.Fatalf("engine.New: %v", err)
 	}
-	s, err := New(hc, e)
+	s, err := httpapi.New(hc, e)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		e.Close()
+		j.Close()
+		t.Fatalf("httpapi.New: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	go s.Serve(l)
-	h := &harness{t: t, e: e, j: j, s: s, url: "http://" + l.Addr().String(), c: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(h.close)
+	var stopped bool
+	h := &harness{t: t, e: e, s: s, url: "http://" + l.Addr().String(), c: &http.Client{Timeout: 30 * time.Second}}
+	h.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		e.Close()
+		j.Close()
+	}
+	t.Cleanup(h.stop)
 	return h
 }
 
-func (h *harness) close() {
-	if h.closed {
-		return
-	}
-	h.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	h.s.Shutdown(ctx)
-	h.e.Close()
-	h.j.Close()
-}
+// close stops the broker (or the door, its engine and journal).
+func (h *harness) close() { h.stop() }
 
 // do sends a request; body is JSON-encoded unless it is a string or []byte.
 func (h *harness) do(method, path string, body any) (int, []byte) {
@@ -207,16 +257,4 @@ func (h *harness) ackBatch(group string, acks ...obj) []obj {
 	var res []obj
 	h.call("POST", "/api/v1/ack/batch", obj{"consumerGroup": group, "acknowledgments": acks}, 200, &res)
 	return res
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
