@@ -50,6 +50,17 @@ type Options struct {
 	// TCPMaxConns and HTTPMaxConns cap each door's open connections; 0 is
 	// the door's default (10000).
 	TCPMaxConns, HTTPMaxConns int
+	// MaxFrameBytes is the largest binary-protocol frame, header included:
+	// a request (a push batch, a transaction), and a pop reply, which is
+	// cut to fit. 0 is protocol.DefaultMaxFrame (16 MiB); at least
+	// protocol.MinMaxFrame. The largest message (Engine.MaxPayloadBytes)
+	// defaults to what a pop reply of this size can carry.
+	MaxFrameBytes int
+	// MaxBodyBytes caps an HTTP request body (a larger one is refused with
+	// 413 before it is read), and MaxBodyBytesInFlight the bodies held at
+	// once across requests (one that does not fit waits, then gets 503).
+	// 0 is the HTTP door's default (64 MiB, 256 MiB).
+	MaxBodyBytes, MaxBodyBytesInFlight int64
 	// Auth turns on JWT authentication on both doors (off when
 	// Auth.Enabled is false).
 	Auth AuthConfig

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/httpapi"
@@ -53,14 +54,26 @@ type doors struct {
 // lets Options.TuneTCP and Options.TuneHTTP adjust them.
 func (b *Broker) configureDoors() {
 	o := &b.opts
-	b.d.tcpCfg = tcp.Config{Logger: o.Logger, MaxConns: o.TCPMaxConns, Auth: o.Auth}
-	b.d.httpCfg = httpapi.Config{Version: o.Version, MaxConns: o.HTTPMaxConns, Logger: o.Logger, Auth: o.Auth}
+	b.d.tcpCfg = tcp.Config{Logger: o.Logger, MaxConns: o.TCPMaxConns, Auth: o.Auth, MaxFrameBytes: o.MaxFrameBytes}
+	b.d.httpCfg = httpapi.Config{Version: o.Version, MaxConns: o.HTTPMaxConns, Logger: o.Logger, Auth: o.Auth,
+		MaxBodyBytes: o.MaxBodyBytes, MaxBodyBytesInFlight: o.MaxBodyBytesInFlight}
 	if o.TuneTCP != nil {
 		o.TuneTCP(&b.d.tcpCfg)
 	}
 	if o.TuneHTTP != nil {
 		o.TuneHTTP(&b.d.httpCfg)
 	}
+}
+
+// MaxPayloadFor is the largest message payload whose pop reply fits a
+// binary-protocol frame of maxFrame bytes (0: protocol.DefaultMaxFrame):
+// the engine's default MaxPayloadBytes for a broker with that
+// Options.MaxFrameBytes, and the most it may be set to.
+func MaxPayloadFor(maxFrame int) int {
+	if maxFrame <= 0 {
+		maxFrame = protocol.DefaultMaxFrame
+	}
+	return tcp.PopBytesFor(maxFrame) - engine.MaxMessageOverhead
 }
 
 // popBytes is the engine's default pop budget: the largest with which

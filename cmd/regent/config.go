@@ -50,6 +50,21 @@ func newSettings(name string, out io.Writer, list []setting) *settings {
 	return s
 }
 
+// given reports whether a setting was set by its flag or its environment
+// variable, not left at its default.
+func (s *settings) given(name string) bool {
+	set := false
+	s.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	for _, st := range s.list {
+		if st.flag == name && st.env != "" {
+			if _, ok := os.LookupEnv(st.env); ok {
+				set = true
+			}
+		}
+	}
+	return set
+}
+
 // hiddenSettings are the settings whose value --help does not show.
 var hiddenSettings = map[string]bool{}
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/regentmq/regent/broker"
@@ -51,10 +50,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	abs, _ := filepath.Abs(c.opts.Journal.Dir)
-	fmt.Fprintf(stdout, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n",
-		version, abs, c.sync, b.TCPAddr(), b.HTTPAddr())
-	fmt.Fprint(stdout, c.sec.banner())
+	if err := c.banner(stdout, b); err != nil {
+		logger.Warn("cannot print the banner", "err", err)
+	}
 	failed := false
 	select {
 	case <-ctx.Done():

@@ -2,17 +2,20 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/protocol"
 )
 
 var serveSettings = []setting{
@@ -24,6 +27,11 @@ var serveSettings = []setting{
 	{"encryption-old-keys", "REGENT_ENCRYPTION_OLD_KEYS", "", "keys (64 hex characters each, comma-separated) that open what they sealed and never seal: a rotation is --encryption-key NEW --encryption-old-keys OLD"},
 	{"encryption-lost-keys", "REGENT_ENCRYPTION_LOST_KEYS", "", "fingerprints (16 hex characters each, comma-separated, as a refusal to start names them) of keys lost for good: start anyway; each message they sealed goes to the dead-letter queue when reached"},
 	{"salvage", "REGENT_SALVAGE", "false", "true: start despite journal damage: skip the damaged entries (LOSES what they held; every other entry is kept), set aside unusable snapshots, and log what was lost; false: refuse to start on it"},
+	{"max-message", "REGENT_MAX_MESSAGE", "", fmt.Sprintf("the largest message payload a push accepts, in bytes or with a unit (512KiB, 1MiB, 1MB); default: the largest a pop reply can carry, --max-frame less a message's names and fields (%d bytes with the default frame)", broker.MaxPayloadFor(0))},
+	{"max-frame", "REGENT_MAX_FRAME", "16MiB", "the largest binary-protocol frame, header included: a request (a push batch, a transaction) and a pop reply (cut to fit); from 4KiB to 16MiB, the most the Go client reads"},
+	{"max-body", "REGENT_MAX_BODY", "64MiB", "the largest HTTP request body (a larger one is refused with 413 before it is read)"},
+	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "256MiB", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body)"},
+	{"json", "", "false", "for scripts and log collectors: what serve prints at start is one JSON object on stdout, and the log is JSON unless --log-format says otherwise"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "REGENT_SHUTDOWN_TIMEOUT", "30s", "how long a stop may take: requests in flight are answered within it, and past it the process exits anyway (status 1), even with its disk stuck"},
@@ -44,6 +52,7 @@ type serveConfig struct {
 	opts broker.Options // the logger, journal, engine, doors and security
 	sec  security       // serve_auth.go
 	sync string         // as given, for the banner
+	json bool           // the banner as JSON
 }
 
 // parseServe reads serve's flags and environment. When ok is false serve
@@ -70,7 +79,12 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	if s.fs.NArg() > 0 {
 		return usage(fmt.Sprintf("unexpected argument %q (serve takes flags only: regent serve --help)", s.fs.Arg(0)))
 	}
-	logger, err := newLogger(stderr, s.get("log-format"), s.get("log-level"))
+	c.json = s.get("json") == "true"
+	format := s.get("log-format")
+	if c.json && !s.given("log-format") {
+		format = "json"
+	}
+	logger, err := newLogger(stderr, format, s.get("log-level"))
 	if err != nil {
 		return usage(err)
 	}
@@ -96,11 +110,115 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	if o.ShutdownTimeout, err = time.ParseDuration(s.get("shutdown-timeout")); err != nil || o.ShutdownTimeout <= 0 {
 		return usage("--shutdown-timeout: want a positive duration such as 30s")
 	}
+	if err = parseLimits(s, o); err != nil {
+		return usage(err)
+	}
 	if c.sec, err = securityFrom(s, logger); err != nil {
 		return usage(err)
 	}
 	o.Auth, o.TLS = c.sec.auth, c.sec.tls
 	return c, exitOK, true
+}
+
+// parseLimits reads the largest message, frame and HTTP bodies.
+func parseLimits(s *settings, o *broker.Options) error {
+	frame, err := parseSize(s.get("max-frame"))
+	if err != nil || frame < protocol.MinMaxFrame || frame > protocol.DefaultMaxFrame {
+		return fmt.Errorf("--max-frame %q: want a size from 4KiB to 16MiB", s.get("max-frame"))
+	}
+	o.MaxFrameBytes = int(frame)
+	most := broker.MaxPayloadFor(o.MaxFrameBytes)
+	if v := s.get("max-message"); v != "" {
+		m, err := parseSize(v)
+		if err != nil || m < 1 {
+			return fmt.Errorf("--max-message %q: want a size such as 1MiB", v)
+		}
+		if m > int64(most) {
+			return fmt.Errorf("--max-message %s is more than a pop reply of --max-frame %s can carry (%d bytes): such a message could never be popped", v, s.get("max-frame"), most)
+		}
+		o.Engine.MaxPayloadBytes = int(m)
+	}
+	if o.MaxBodyBytes, err = parseSize(s.get("max-body")); err != nil || o.MaxBodyBytes < 1<<10 {
+		return fmt.Errorf("--max-body %q: want a size of at least 1KiB", s.get("max-body"))
+	}
+	if o.MaxBodyBytesInFlight, err = parseSize(s.get("max-bodies-in-flight")); err != nil || o.MaxBodyBytesInFlight < o.MaxBodyBytes {
+		return fmt.Errorf("--max-bodies-in-flight %q: want a size of at least --max-body (%s)", s.get("max-bodies-in-flight"), s.get("max-body"))
+	}
+	return nil
+}
+
+// sizeUnits are the units parseSize reads: binary (KiB, MiB, GiB) and
+// decimal (KB, MB, GB).
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+}
+
+// parseSize reads a byte count: digits, optionally followed by a unit
+// (1048576, 1MiB, 512KiB, 1MB). At most 1 TiB.
+func parseSize(v string) (int64, error) {
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range sizeUnits {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("size %q: want a number of bytes, optionally with a unit (KiB, MiB, GiB, KB, MB, GB)", v)
+	}
+	return n * mult, nil
+}
+
+// banner is what serve prints once its doors are open: a few lines for a
+// person, or with --json one JSON object.
+func (c *serveConfig) banner(w io.Writer, b *broker.Broker) error {
+	dir, err := filepath.Abs(c.opts.Journal.Dir)
+	if err != nil {
+		dir = c.opts.Journal.Dir
+	}
+	e := b.Engine()
+	if c.json {
+		return json.NewEncoder(w).Encode(struct {
+			Version              string `json:"version"`
+			Data                 string `json:"data"`
+			Sync                 string `json:"sync"`
+			TCP                  string `json:"tcp"`
+			HTTP                 string `json:"http"`
+			MaxMessageBytes      int    `json:"maxMessageBytes"`
+			MaxFrameBytes        int    `json:"maxFrameBytes"`
+			MaxBodyBytes         int64  `json:"maxBodyBytes"`
+			MaxBodiesInFlight    int64  `json:"maxBodiesInFlightBytes"`
+			Auth                 bool   `json:"auth"`
+			TLS                  bool   `json:"tls"`
+			MetricsNeedAuthToken bool   `json:"metricsAuth"`
+		}{version, dir, c.sync, b.TCPAddr().String(), b.HTTPAddr().String(),
+			e.MaxPayloadBytes(), c.opts.MaxFrameBytes, c.opts.MaxBodyBytes, c.opts.MaxBodyBytesInFlight,
+			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth})
+	}
+	_, err = fmt.Fprintf(w, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n"+
+		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s",
+		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
+		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner())
+	return err
+}
+
+// sizeText writes a byte count in the largest binary unit that divides it
+// (16 MiB), or in bytes.
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		mult int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + " " + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 const keysHint = `regent serve: the encryption keys do not fit the data directory (see the error above). ` +
