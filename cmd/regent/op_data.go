@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -44,81 +43,31 @@ func pushCmd(a *app) *cobra.Command {
 	txn := fs.String("txn", "", "transactionId (one message only); the broker answers duplicate for a repeat")
 	trace := fs.String("trace", "", "traceId")
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
-		stdin, stdout := o.stdin, o.stdout
-		queue := pos[0]
-		var payloads [][]byte
-		switch {
-		case len(pos) == 1 || pos[1] == "-":
-			sc := bufio.NewScanner(stdin)
-			sc.Buffer(make([]byte, 64<<10), 16<<20)
-			for sc.Scan() {
-				if line := sc.Text(); line != "" {
-					payloads = append(payloads, []byte(line))
-				}
+		item := client.Item{Queue: pos[0], Partition: *partition, TransactionID: *txn, TraceID: *trace}
+		var src *lineSource
+		if len(pos) == 1 || pos[1] == "-" {
+			src = newLineSource(o.stdin, maxLine)
+			// --txn names one message: know before pushing anything
+			// whether stdin holds more than one.
+			first, err := src.peek(2)
+			if err != nil {
+				return o.fail(err)
 			}
-			if err := sc.Err(); err != nil {
-				return o.fail(fmt.Errorf("reading stdin: %w", err))
+			if first == 0 {
+				return o.usageErr("nothing to push: give a PAYLOAD, or lines on stdin")
 			}
-		default:
-			payloads = [][]byte{[]byte(pos[1])}
-		}
-		if len(payloads) == 0 {
-			return o.usageErr("nothing to push: give a PAYLOAD, or lines on stdin")
-		}
-		if *txn != "" && len(payloads) > 1 {
-			return o.usageErr("--txn names one message; stdin gave %d", len(payloads))
+			if *txn != "" && first > 1 {
+				return o.usageErr("--txn names one message; stdin gave more than one line")
+			}
+		} else {
+			src = singleLine([]byte(pos[1]))
 		}
 		c, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)
 		}
 		defer c.Close()
-		var all []pushResultJSON
-		partName := *partition
-		if partName == "" {
-			partName = "Default" // the broker's name for a push without one
-		}
-		failed := 0
-		for start := 0; start < len(payloads); start += 100 {
-			end := min(start+100, len(payloads))
-			items := make([]client.Item, 0, end-start)
-			for _, p := range payloads[start:end] {
-				items = append(items, client.Item{Queue: queue, Partition: *partition, TransactionID: *txn, TraceID: *trace, Payload: p})
-			}
-			ctx, cancel := o.ctx()
-			res, err := c.Push(ctx, items...)
-			cancel()
-			if err != nil {
-				return o.fail(err)
-			}
-			for _, r := range res {
-				j := pushResultJSON{Status: r.Status.String(), Offset: r.Offset, TransactionID: r.TransactionID}
-				if r.Status != client.PushFailed {
-					j.Partition, j.MessageID, j.PartitionID = partName, r.MessageID.String(), r.PartitionID.String()
-				} else {
-					j.Error = r.Err.Error()
-					failed++
-				}
-				all = append(all, j)
-			}
-		}
-		if *o.json {
-			if code := o.emit(all); code != exitOK {
-				return code
-			}
-		} else {
-			for _, r := range all {
-				if r.Error != "" {
-					fmt.Fprintf(stdout, "%-9s %s\n", r.Status, r.Error)
-				} else {
-					fmt.Fprintf(stdout, "%-9s %s  partition %s, offset %d\n", r.Status, r.MessageID, r.Partition, r.Offset)
-				}
-			}
-		}
-		if failed > 0 {
-			return exitFailure
-		}
-		return exitOK
+		return pushLines(o, c, item, src)
 	})
 	return c
 }
