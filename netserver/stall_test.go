@@ -1,6 +1,7 @@
 package netserver_test
 
 import (
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"testing"
 )
 
@@ -22,6 +23,13 @@ import (
 //
 //	go test ./netserver -run TestLargePushesDoNotStall -v
 func TestLargePushesDoNotStall(t *testing.T) {
+	if testhooks.Race {
+		// Eleven workloads of up to 1 MiB messages, each checksummed,
+		// compressed and copied under the race detector's instrumentation,
+		// passed go test's 10 minutes on a loaded two-core machine; the run
+		// without it (go test ./...) is the one that finds stalls.
+		t.Skip("moves gigabytes: too slow under the race detector")
+	}
 	for i, w := range stallWorkloads(5, 5, 40) {
 		t.Run(w.String(), func(t *testing.T) {
 			res := stallOnce(t.TempDir(), w, uint64(i+1))

@@ -7,13 +7,17 @@ import (
 	"github.com/regentmq/regent/broker"
 )
 
-// ShutdownTimeout is the drain Start gives a broker whose options set none.
-const ShutdownTimeout = 5 * time.Second
+// ShutdownTimeout is the drain Start gives a broker whose options set none:
+// a bound, not a wait (a broker with nothing in flight stops at once), wide
+// enough for a final snapshot of a large test queue under the race detector
+// on a loaded two-core machine (5 s was not: TestDashboardFollowsPages and
+// TestHTTPDLQPagesAreBoundedBySize failed their Exit).
+const ShutdownTimeout = 30 * time.Second
 
 // Start builds and starts a broker for t and stops it when t ends (a test
 // may stop it sooner with Exit: Exit is idempotent). Zero options take:
 // Journal.Dir t.TempDir(), TCPAddr and HTTPAddr "127.0.0.1:0",
-// ShutdownTimeout 5 s; the rest as broker.New. A broker that does not start
+// ShutdownTimeout 30 s; the rest as broker.New. A broker that does not start
 // fails t at once.
 func Start(t testing.TB, opts broker.Options) *broker.Broker {
 	t.Helper()
