@@ -51,7 +51,7 @@ func (s *Server) handleDashSystem(w http.ResponseWriter, r *http.Request) {
 		"uptimeSeconds": time.Since(s.started).Seconds(),
 		"healthy":       s.e.Healthy() == nil,
 		"counters": map[string]uint64{"pushed": st.Pushed, "popped": st.Popped, "acked": st.Acked,
-			"deadLettered": st.DeadLettered},
+			"deadLettered": s.deadLetteredSinceStart(st)},
 		"rates":       map[string]float64{"pushPerSecond": rt.push, "popPerSecond": rt.pop, "ackPerSecond": rt.ack},
 		"queues":      len(vs),
 		"partitions":  parts,
@@ -62,6 +62,8 @@ func (s *Server) handleDashSystem(w http.ResponseWriter, r *http.Request) {
 		"connections": conns,
 		"journal":     journal,
 		"features":    s.dashboardFeatures(),
+		// The consumer groups' state "Lagging": a time lag over this.
+		"laggingAfterSeconds": laggingSeconds,
 	})
 }
 
