@@ -4,9 +4,9 @@
 
 import {
   ago, api, apiAll, chart, chartPanel, dialog, enc, fill, fmtAgo, fmtBytes, fmtInt, fmtNum, fmtSecs, fmtStamp,
-  fromLocalInput, h, legend, pretty, QUEUE_MODE, spark, toast, toLocalInput, when, $,
+  fromLocalInput, h, lagDefinition, legend, POLL_MS, pretty, QUEUE_MODE, spark, toast, toLocalInput, when, $,
 } from './lib.js';
-import { hooks, lagSeries, store, throughputSeries } from './live.js';
+import { fsyncWindow, hooks, lagSeries, store, throughputSeries } from './live.js';
 
 const groupName = g => (g === QUEUE_MODE ? h('span', { class: 'badge info', title: QUEUE_MODE }, 'queue mode') : g);
 function statusBadge(st) {
@@ -18,11 +18,16 @@ function statusBadge(st) {
 
 const card = (key, label) => h('div', { class: 'card', 'data-stat': key },
   h('div', { class: 'label' }, label), h('div', { class: 'value' }, '–'), h('div', { class: 'hint' }, '\u00a0'));
-function setCard(root, key, value, hint, bad) {
+// setCard shows a card's figure; opts may replace its label, and give the
+// hint a tooltip (title).
+function setCard(root, key, value, hint, bad, opts = {}) {
   const c = $(`[data-stat="${key}"]`, root);
   if (!c) return;
   $('.value', c).textContent = value;
   $('.hint', c).textContent = hint || '\u00a0';
+  if (opts.label) $('.label', c).textContent = opts.label;
+  if (opts.title) $('.hint', c).title = opts.title;
+  else $('.hint', c).removeAttribute('title');
   c.classList.toggle('bad', !!bad);
 }
 const head = (title, ...sub) => h('div', { class: 'head' }, h('div', null, h('h1', null, title), h('div', { class: 'sub' }, sub)));
@@ -39,7 +44,7 @@ pages.overview = {
   mount(root, ctx) {
     ctx.tp = chartPanel('Throughput (messages/s)', 'throughput');
     ctx.lag = chartPanel('Consumer lag (messages behind)', 'lag');
-    ctx.fs = chartPanel('Journal fsync latency', 'fsync');
+    ctx.fs = chartPanel(`Journal fsync latency (each point: one ${fmtSecs(POLL_MS / 1000)} poll)`, 'fsync');
     ctx.deep = h('div');
     ctx.lagBox = h('div');
     root.append(head('Overview', 'Live figures of this broker, refreshed every 1.5 s.'),
@@ -64,14 +69,28 @@ pages.overview = {
     setCard(root, 'acked', last ? fmtNum(last.ack) : fmtNum(sys.rates.ackPerSecond), `${fmtInt(sys.counters.acked)} acked`);
     setCard(root, 'depth', fmtInt(sys.depth), `${fmtInt(sys.messages.pending)} pending · ${fmtInt(sys.messages.processing)} in flight`);
     setCard(root, 'stored', fmtInt(sys.messages.total), `${fmtInt(sys.messages.completed)} passed by every group`);
-    setCard(root, 'dlq', fmtInt(sys.messages.deadLetter), `${fmtInt(sys.counters.deadLettered)} filed since start`, sys.messages.deadLetter > 0);
+    setCard(root, 'dlq', fmtInt(sys.messages.deadLetter), `${fmtInt(sys.counters.deadLettered)} filed since start`, sys.messages.deadLetter > 0,
+      { title: `Filed since this broker started, ${fmtStamp(new Date(Date.now() - sys.uptimeSeconds * 1000).toISOString())} ` +
+        '(the entries it recovered from its journal are not counted).' });
     const j = sys.journal;
     setCard(root, 'journal', j ? fmtBytes(j.diskBytes) : 'n/a', j ? `${fmtBytes(j.bytesWritten)} written since start` : 'no journal figures');
-    setCard(root, 'fsync', j ? fmtSecs(last && last.fsync != null ? last.fsync : j.lastFsyncSeconds) : 'n/a',
-      j ? `avg ${fmtSecs(j.avgFsyncSeconds)} · p99 ${fmtSecs(j.fsyncP99Seconds)}` : '');
+    // The fsync figures over the last minute (since start until the page
+    // has two readings), each naming its window.
+    const fw = j && fsyncWindow(sys);
+    const since = j && `Since start: avg ${fmtSecs(j.avgFsyncSeconds)}, p99 ${fmtSecs(j.fsyncP99Seconds)} over ${fmtInt(j.fsyncs)} fsyncs.`;
+    if (!j) setCard(root, 'fsync', 'n/a', '', false, { label: 'fsync latency' });
+    else if (!fw) {
+      setCard(root, 'fsync', fmtSecs(j.avgFsyncSeconds), `p99 ${fmtSecs(j.fsyncP99Seconds)} since start`, false,
+        { label: 'fsync latency, avg since start', title: since });
+    } else {
+      const win = 'last ' + fmtSecs(Math.round(fw.secs));
+      setCard(root, 'fsync', fw.fsyncs ? fmtSecs(fw.avg) : 'idle', fw.fsyncs ? `p99 ${fmtSecs(fw.p99)} over the ${win}` : `no fsync in the ${win}`, false,
+        { label: `fsync latency, avg over the ${win}`, title: since });
+    }
     setCard(root, 'queues', fmtInt(sys.queues), `${fmtInt(ov.namespaces)} namespaces · ${fmtInt(ov.tasks)} tasks`);
     setCard(root, 'partitions', fmtInt(sys.partitions));
-    setCard(root, 'groups', fmtInt(sys.groups), `${fmtInt(store.groups.filter(g => g.state === 'Lagging').length)} lagging`);
+    setCard(root, 'groups', fmtInt(sys.groups), `${fmtInt(store.groups.filter(g => g.state === 'Lagging').length)} lagging ` +
+      `(oldest unfinished > ${fmtSecs(sys.laggingAfterSeconds)})`, false, { title: lagDefinition(sys.laggingAfterSeconds) });
     setCard(root, 'conns', fmtInt((sys.connections.http || 0) + (sys.connections.tcp || 0)),
       `${fmtInt(sys.connections.http)} HTTP · ${sys.connections.tcp == null ? '–' : fmtInt(sys.connections.tcp)} TCP`);
 
@@ -82,9 +101,10 @@ pages.overview = {
     legend(ctx.lag.legend, lg, fmtInt);
     if (lg.length) chart(ctx.lag.box, lg, { label: 'lag', fmt: fmtNum });
     else ctx.lag.box.replaceChildren(h('p', { class: 'empty' }, 'No consumer group has read yet.'));
+    const per = fmtSecs(POLL_MS / 1000);
     const fs = [
-      { name: 'average', points: store.samples.map(s => [s.t, s.fsync]) },
-      { name: 'p99', points: store.samples.map(s => [s.t, s.fsyncP99]), color: 2 },
+      { name: `average per ${per}`, points: store.samples.map(s => [s.t, s.fsync]) },
+      { name: `p99 per ${per}`, points: store.samples.map(s => [s.t, s.fsyncP99]), color: 2 },
     ];
     legend(ctx.fs.legend, fs, fmtSecs);
     if (j) chart(ctx.fs.box, fs, { label: 'fsync', fmt: fmtSecs, min: 1e-4 });
@@ -254,11 +274,14 @@ pages.groups = {
       const b = e.target.closest('button[data-action]');
       if (b) (b.dataset.action === 'seek' ? seekGroup : deleteGroup)(b.dataset.group, b.dataset.queue);
     });
-    root.append(head('Consumer groups', 'One row per group and queue. Lagging: behind by more than 5 minutes.'),
+    ctx.define = h('span', { 'data-define': 'lagging' });
+    root.append(head('Consumer groups', 'One row per group and queue. ', ctx.define),
       ctx.lag.el, h('section', { class: 'panel' }, h('div', { class: 'filters' }, h('div', { class: 'field' }, ctx.filter)), ctx.box));
   },
   async refresh() {},
   draw(root, ctx) {
+    const def = store.sys ? lagDefinition(store.sys.laggingAfterSeconds) : '';
+    ctx.define.textContent = def;
     const f = ctx.filter.value.trim().toLowerCase();
     const gs = store.groups.filter(g => !f || g.name.toLowerCase().includes(f) || g.queueName.toLowerCase().includes(f));
     const lg = lagSeries(null).filter(s => gs.some(g => s.key === g.queueName + '\u0000' + g.name));
@@ -269,7 +292,7 @@ pages.groups = {
       const hist = store.lag.get(g.queueName + '\u0000' + g.name) || [];
       return h('tr', { 'data-group': g.name, 'data-queue': g.queueName },
         h('td', null, groupName(g.name)), h('td', null, h('a', { href: '#/queue/' + enc(g.queueName) }, g.queueName)),
-        h('td', { 'data-col': 'state' }, statusBadge(g.state)),
+        h('td', { 'data-col': 'state', title: def }, statusBadge(g.state)),
         h('td', { class: 'num', 'data-col': 'lag' }, fmtInt(g.totalLag)),
         h('td', { class: 'num' }, fmtInt(g.partitionsWithLag)),
         h('td', { class: 'num' }, fmtSecs(g.maxTimeLag)),
@@ -280,7 +303,7 @@ pages.groups = {
           h('button', { type: 'button', class: 'small', 'data-action': 'seek', 'data-group': g.name, 'data-queue': g.queueName, title: 'Move this group\'s cursors' }, 'Seek…'),
           h('button', { type: 'button', class: 'small danger', 'data-action': 'delete', 'data-group': g.name, 'data-queue': g.queueName, title: 'Delete this group from the queue' }, 'Delete…')));
     });
-    fill(ctx.box, [gs, gs.map(g => (store.lag.get(g.queueName + '\u0000' + g.name) || []).length)], () =>
+    fill(ctx.box, [def, gs, gs.map(g => (store.lag.get(g.queueName + '\u0000' + g.name) || []).length)], () =>
       table(['Group', 'Queue', 'State', { t: 'Lag', cls: 'num' }, { t: 'Partitions behind', cls: 'num' }, { t: 'Max time lag', cls: 'num' },
         { t: 'Leases', cls: 'num hide-sm' }, { t: 'Subscription', cls: 'hide-sm' }, { t: 'Trend', cls: 'hide-sm' }, ''], rows,
       f ? 'No group matches.' : 'No consumer group yet: a pop creates one.'));
