@@ -67,6 +67,7 @@ func shotDir(t *testing.T) string {
 // regent is a running broker (brokertest's), driven over its HTTP door.
 type regent struct {
 	t     *testing.T
+	b     *broker.Broker
 	url   string
 	c     *http.Client
 	token string
@@ -74,13 +75,20 @@ type regent struct {
 
 func startBroker(t *testing.T, auth netserver.AuthConfig) *regent {
 	t.Helper()
+	return startBrokerOn(t, "", auth)
+}
+
+// startBrokerOn starts a broker on the data directory dir ("" for a new
+// one).
+func startBrokerOn(t *testing.T, dir string, auth netserver.AuthConfig) *regent {
+	t.Helper()
 	b := brokertest.Start(t, broker.Options{
-		Journal: log.Config{Sync: log.SyncAlways},
+		Journal: log.Config{Dir: dir, Sync: log.SyncAlways},
 		Engine:  engine.Config{Stripes: 4, TimerTick: 5 * time.Millisecond},
 		Auth:    auth,
 		Version: "test",
 	})
-	r := &regent{t: t, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
+	r := &regent{t: t, b: b, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
 	// Before brokertest's Exit: an unused connection would hold the HTTP
 	// door's shutdown for 5 s (net/http counts it active).
 	t.Cleanup(r.c.CloseIdleConnections)
@@ -441,6 +449,14 @@ func (br *browser) screenshot(name string) {
 		br.t.Fatalf("screenshot %s: %v", name, err)
 	}
 	if err := os.WriteFile(filepath.Join(br.dir, name+".png"), png, 0o644); err != nil {
+		br.t.Fatal(err)
+	}
+}
+
+// writeFile saves an image taken otherwise (an element's screenshot).
+func (br *browser) writeFile(name string, b []byte) {
+	br.t.Helper()
+	if err := os.WriteFile(filepath.Join(br.dir, name), b, 0o644); err != nil {
 		br.t.Fatal(err)
 	}
 }
