@@ -20,6 +20,8 @@ import (
 //	GET /api/v1/dashboard/queues/{queue}  one queue: options, the partitions with the most lag
 //	                                      (a page) with each group's cursor and lease, and the
 //	                                      newest messages with a payload preview
+//	GET /api/v1/dashboard/messages        find a message by queue, partition and offset, or by
+//	                                      transaction id (http_dashboard_find.go)
 //
 // Figures are computed from the engine's state when asked, like the
 // resource routes (http_resources.go), one partition at a time. Durations
