@@ -255,7 +255,7 @@ pages.queue = {
     fill(ctx.newest, q.newest, () => table(['Created', 'Partition', { t: 'Offset', cls: 'num' }, 'Transaction', 'Status', 'Payload', { t: 'Size', cls: 'num hide-sm' }],
       q.newest.map(m => h('tr', { 'data-message': m.transactionId },
         h('td', null, ago(m.createdAt)), h('td', null, m.partition), h('td', { class: 'num' }, fmtInt(m.offset)),
-        h('td', { class: 'mono' }, h('a', { href: `#/message/${m.partitionId}/${enc(m.transactionId)}`, title: 'open the message' }, m.transactionId)),
+        h('td', { class: 'mono' }, h('a', { href: messageLink({ queue: q.name, partition: m.partition, offset: m.offset }), title: 'open the message' }, m.transactionId)),
         h('td', null, statusBadge(m.status), h('div', { class: 'muted' }, `${m.consumedBy}/${m.totalGroups} groups`)),
         h('td', null, h('div', { class: 'preview', title: m.preview }, m.preview + (m.truncated ? '…' : ''))),
         h('td', { class: 'num hide-sm' }, fmtBytes(m.size)))), 'No message yet.'));
@@ -450,7 +450,7 @@ pages.dlq = {
         h('div', { class: 'err', 'data-col': 'error' }, m.errorMessage || h('span', { class: 'muted' }, 'no error text')),
         long ? h('details', { 'data-key': m.id + m.consumerGroup }, h('summary', null, `payload (${fmtBytes(text.length)})`), pre) : pre,
         h('div', { class: 'bar' },
-          h('a', { href: `#/message/${m.partitionId}/${enc(m.transactionId)}` }, 'Open message'), h('span', { class: 'grow' }),
+          h('a', { href: messageLink({ queue: m.queue, partition: m.partition, transactionId: m.transactionId }) }, 'Open message'), h('span', { class: 'grow' }),
           h('button', { type: 'button', class: 'small', 'data-action': 'redrive', 'data-id': m.entryId || '', disabled: !canRedrive || !m.entryId,
             title: canRedrive ? (m.entryId ? 'Put it back at the end of its partition' : 'The broker gives no entry id') : NO_REDRIVE }, 'Redrive'),
           h('button', { type: 'button', class: 'small danger', 'data-action': 'purge', 'data-id': m.entryId || '', disabled: !canPurge || !m.entryId,
@@ -474,44 +474,88 @@ function dlqAction(kind, entries) {
   }).then(ok => ok && hooks.refresh());
 }
 
-// A message: payload, status, which groups have passed it, its traces.
+// messageLink is the Message page's address for a message found by queue,
+// partition and offset, or by transaction id (and where to look).
+function messageLink(by) {
+  const p = new URLSearchParams();
+  for (const k of ['queue', 'partition', 'offset', 'transactionId']) if (by[k] != null && by[k] !== '') p.set(k, by[k]);
+  return '#/message?' + p;
+}
+
+// A message: payload, status, which groups have passed it, its traces. It
+// is found by queue, partition name and offset, or by transaction id (in
+// the queue and partition given, or anywhere), through the dashboard's
+// finder (GET /api/v1/dashboard/messages); several messages with one
+// transaction id are listed to choose from.
 pages.message = {
   nav: 'message',
-  mount(root, ctx, args) {
-    ctx.pid = args[0] || '';
-    ctx.txn = args.slice(1).join('/');
-    const pid = h('input', { name: 'partitionId', placeholder: 'partition id (UUID)', value: ctx.pid, 'aria-label': 'Partition id' });
-    const txn = h('input', { name: 'transactionId', placeholder: 'transaction id', value: ctx.txn, 'aria-label': 'Transaction id' });
-    const form = h('form', { class: 'filters' }, h('div', { class: 'field' }, h('label', null, 'Partition id'), pid),
-      h('div', { class: 'field' }, h('label', null, 'Transaction id'), txn), h('button', { type: 'submit', class: 'primary' }, 'Open'));
+  mount(root, ctx, args, query) {
+    ctx.by = {};
+    for (const k of ['queue', 'partition', 'offset', 'transactionId']) if (query.get(k)) ctx.by[k] = query.get(k);
+    const field = (label, name, attrs) => {
+      const el = h('input', { name, value: ctx.by[name] || '', 'aria-label': label, ...attrs });
+      return [el, h('div', { class: 'field' }, h('label', null, label), el)];
+    };
+    const [queue, qf] = field('Queue', 'queue', { placeholder: 'queue' });
+    const [part, pf] = field('Partition', 'partition', { placeholder: 'Default' });
+    const [off, of] = field('Offset', 'offset', { type: 'number', min: 0, step: 1, placeholder: 'offset' });
+    const [txn, tf] = field('Transaction id', 'transactionId', { placeholder: 'transaction id (or message id)' });
+    const err = h('p', { class: 'error', hidden: true });
+    const form = h('form', { class: 'filters' }, qf, pf, of, h('span', { class: 'muted or' }, 'or'), tf,
+      h('button', { type: 'submit', class: 'primary' }, 'Find'));
     form.addEventListener('submit', e => {
       e.preventDefault();
-      if (pid.value.trim() && txn.value.trim()) location.hash = `#/message/${enc(pid.value.trim())}/${enc(txn.value.trim())}`;
+      const v = { queue: queue.value.trim(), partition: part.value.trim() || (off.value.trim() ? 'Default' : ''),
+        offset: off.value.trim(), transactionId: txn.value.trim() };
+      err.hidden = true;
+      if (v.offset !== '' && v.queue) location.hash = messageLink({ queue: v.queue, partition: v.partition, offset: v.offset });
+      else if (v.transactionId) location.hash = messageLink({ queue: v.queue, partition: v.partition, transactionId: v.transactionId });
+      else { err.textContent = 'Name a queue, a partition and an offset, or a transaction id.'; err.hidden = false; }
     });
-    ctx.box = h('div');
-    root.append(head('Message', 'Open one from a queue\'s newest messages or a dead letter, or by its ids.'),
-      h('section', { class: 'panel' }, form), ctx.box);
+    ctx.box = h('div', { class: 'spaced' });
+    root.append(head('Message', 'Find one by its queue, partition and offset, or by its transaction id; or open one from a queue\'s newest messages or a dead letter.'),
+      h('section', { class: 'panel' }, form, err), ctx.box);
   },
   async refresh(ctx) {
-    if (!ctx.pid || !ctx.txn) return;
-    const base = `${enc(ctx.pid)}/${enc(ctx.txn)}`;
+    const by = ctx.by;
+    if (!(by.offset != null && by.queue) && !by.transactionId) return;
+    const where = by.offset != null ? `${by.queue} / ${by.partition || 'Default'} at offset ${by.offset}`
+      : `transaction id ${by.transactionId}` + (by.queue ? ` in ${by.queue}` + (by.partition ? ` / ${by.partition}` : '') : '');
+    const p = new URLSearchParams(by.offset != null ? { queue: by.queue, partition: by.partition || 'Default', offset: by.offset } : by);
     try {
-      const [m, tr] = await Promise.all([api('api/v1/messages/' + base), api('api/v1/traces/' + base)]);
-      ctx.m = m; ctx.traces = tr.traces || []; ctx.err = null;
+      const f = await api('api/v1/dashboard/messages?' + p);
+      ctx.found = f.messages;
+      ctx.more = !f.complete;
+      ctx.err = null;
+      if (ctx.found.length !== 1) { ctx.m = null; return; }
+      const one = ctx.found[0];
+      const [m, tr] = await Promise.all([api(`api/v1/messages/${enc(one.partitionId)}/${enc(one.id)}`),
+        api(`api/v1/traces/${enc(one.partitionId)}/${enc(one.transactionId)}`)]);
+      ctx.m = { ...m, offset: one.offset };
+      ctx.traces = tr.traces || [];
     } catch (e) {
-      if (e.status !== 404) throw e;
-      ctx.m = null; ctx.err = 'No message with these ids (retention may have removed it).';
+      if (e.status !== 404 && e.status !== 400) throw e;
+      ctx.m = null; ctx.found = null;
+      ctx.err = `${e.message}: ${where}` + (e.status === 404 ? ' (retention may have removed it).' : '.');
     }
   },
   draw(root, ctx) {
-    if (!ctx.pid || !ctx.txn) return;
-    if (ctx.err) { fill(ctx.box, ctx.err, () => h('p', { class: 'panel error' }, ctx.err)); return; }
+    if (ctx.err) { fill(ctx.box, ctx.err, () => h('p', { class: 'panel error', 'data-col': 'not-found' }, ctx.err)); return; }
+    if (ctx.found && ctx.found.length > 1) {
+      fill(ctx.box, [ctx.found, ctx.more], () => h('section', { class: 'panel' },
+        h('h2', null, `${ctx.found.length} messages have this transaction id${ctx.more ? ' (the first found)' : ''}`),
+        table(['Queue', 'Partition', { t: 'Offset', cls: 'num' }, 'Created'], ctx.found.map(f => h('tr', { 'data-found': `${f.queue}/${f.partition}/${f.offset}` },
+          h('td', null, f.queue), h('td', null, f.partition),
+          h('td', { class: 'num' }, h('a', { href: messageLink(f) }, fmtInt(f.offset))), h('td', null, when(f.createdAt)))))));
+      return;
+    }
     const m = ctx.m;
     if (!m) return;
     fill(ctx.box, [m, ctx.traces], () => {
       const passed = m.consumerGroups.filter(g => g.consumed).length;
       const kv = [['Status', statusBadge(m.status)], ['Queue', h('a', { href: '#/queue/' + enc(m.queue) }, m.queue)], ['Partition', m.partition],
-        ['Message id', h('span', { class: 'mono' }, m.id)], ['Transaction id', h('span', { class: 'mono' }, m.transactionId)],
+        ['Offset', h('span', { 'data-col': 'offset' }, fmtInt(m.offset))],
+        ['Message id', h('span', { class: 'mono' }, m.id)], ['Transaction id', h('span', { class: 'mono', 'data-col': 'transactionId' }, m.transactionId)],
         ['Partition id', h('span', { class: 'mono' }, m.partitionId)], ['Created', [when(m.createdAt), ' (', fmtAgo(m.createdAt), ')']],
         ['Trace id', m.traceId || '–'], ['Producer', m.producerSub || '–'], ['Encrypted at rest', m.isEncrypted ? 'yes' : 'no']];
       if (m.errorMessage) kv.push(['Error', h('span', { class: 'error' }, m.errorMessage)], ['Retries', fmtInt(m.retryCount)]);
