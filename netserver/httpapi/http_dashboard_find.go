@@ -29,7 +29,7 @@ const (
 	dashFindPartitionsMax = 100_000
 )
 
-// found is a message the finder answers with (its strings copied: the
+// foundJSON is a message the finder answers with (its strings copied: the
 // engine's may be reused once a scan returns).
 func foundJSON(m *engine.Message) map[string]any {
 	return map[string]any{
