@@ -110,7 +110,8 @@ var accessTable = []access{
 	{LevelReadOnly, []protocol.Op{protocol.OpStats}, []string{"GET /api/v1/status", "GET /api/v1/status/queues",
 		"GET /api/v1/status/queues/{queue}", "GET /api/v1/status/queues/{queue}/messages",
 		"GET /api/v1/status/analytics", "GET /api/v1/status/buffers",
-		"GET /api/v1/dashboard/system", "GET /api/v1/dashboard/queues", "GET /api/v1/dashboard/queues/{queue}"}},
+		"GET /api/v1/dashboard/system", "GET /api/v1/dashboard/queues", "GET /api/v1/dashboard/queues/{queue}",
+		"GET /api/v1/dashboard/messages"}},
 
 	// Traces.
 	{LevelReadWrite, nil, []string{"POST /api/v1/traces"}},

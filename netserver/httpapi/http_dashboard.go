@@ -21,6 +21,7 @@ func (s *Server) dashboardRoutes() {
 	s.handle("GET /api/v1/dashboard/system", s.handleDashSystem)
 	s.handle("GET /api/v1/dashboard/queues", s.handleDashQueues)
 	s.handle("GET /api/v1/dashboard/queues/{queue}", s.handleDashQueue)
+	s.handle("GET /api/v1/dashboard/messages", s.handleDashFind)
 }
 
 // serves reports whether the bridge has a route for method and path other

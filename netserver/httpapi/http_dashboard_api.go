@@ -20,6 +20,8 @@ import (
 //	GET /api/v1/dashboard/queues/{queue}  one queue: options, the partitions with the most lag
 //	                                      (a page) with each group's cursor and lease, and the
 //	                                      newest messages with a payload preview
+//	GET /api/v1/dashboard/messages        find a message by queue, partition and offset, or by
+//	                                      transaction id (http_dashboard_find.go)
 //
 // Figures are computed from the engine's state when asked, like the
 // resource routes (http_resources.go), one partition at a time. Durations
@@ -51,7 +53,7 @@ func (s *Server) handleDashSystem(w http.ResponseWriter, r *http.Request) {
 		"uptimeSeconds": time.Since(s.started).Seconds(),
 		"healthy":       s.e.Healthy() == nil,
 		"counters": map[string]uint64{"pushed": st.Pushed, "popped": st.Popped, "acked": st.Acked,
-			"deadLettered": st.DeadLettered},
+			"deadLettered": s.deadLetteredSinceStart(st)},
 		"rates":       map[string]float64{"pushPerSecond": rt.push, "popPerSecond": rt.pop, "ackPerSecond": rt.ack},
 		"queues":      len(vs),
 		"partitions":  parts,
@@ -62,6 +64,8 @@ func (s *Server) handleDashSystem(w http.ResponseWriter, r *http.Request) {
 		"connections": conns,
 		"journal":     journal,
 		"features":    s.dashboardFeatures(),
+		// The consumer groups' state "Lagging": a time lag over this.
+		"laggingAfterSeconds": laggingSeconds,
 	})
 }
 

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -73,7 +74,8 @@ func TestDashboardAuthLevels(t *testing.T) {
 	if code, _ := h.do("GET", "/dashboard/app.css", nil); code != 200 {
 		t.Errorf("GET app.css with auth on: %d, want 200", code)
 	}
-	for _, p := range []string{"/api/v1/dashboard/system", "/api/v1/dashboard/queues", "/api/v1/dashboard/queues/q"} {
+	for _, p := range []string{"/api/v1/dashboard/system", "/api/v1/dashboard/queues", "/api/v1/dashboard/queues/q",
+		"/api/v1/dashboard/messages?transactionId=t"} {
 		if code, _ := h.do("GET", p, nil); code != 401 {
 			t.Errorf("GET %s without a token: %d, want 401", p, code)
 		}
@@ -160,6 +162,80 @@ func TestDashboardFeeds(t *testing.T) {
 	}
 	h.call("GET", "/api/v1/dashboard/queues/nope", nil, 404, nil)
 	h.call("GET", "/api/v1/dashboard/queues/__regent_traces", nil, 404, nil)
+}
+
+// The message finder: every message of a partition pushed in many records
+// (so that the search by time has records to tell apart) is found at its
+// offset, as the queue feed lists it; by transaction id in each partition
+// that holds it, or in the one named; by message id; and what is not there
+// answers 404, a request that names too little 400.
+func TestDashboardFind(t *testing.T) {
+	h := newDoorHarness(t)
+	for i := range 40 {
+		items := []obj{{"queue": "orders", "partition": "a", "transactionId": fmt.Sprintf("t-%02d", i), "payload": obj{"n": i}}}
+		if i%3 == 0 {
+			items = append(items, obj{"queue": "orders", "partition": "a", "transactionId": fmt.Sprintf("u-%02d", i), "payload": obj{"n": i}})
+		}
+		h.push(items...)
+	}
+	h.push(obj{"queue": "orders", "partition": "b", "transactionId": "t-07", "payload": obj{"n": "b"}})
+	var q obj
+	h.call("GET", "/api/v1/dashboard/queues/orders?messages=200", nil, 200, &q)
+	newest := q["newest"].([]any)
+	if len(newest) != 55 {
+		t.Fatalf("the queue feed lists %d messages, want 55", len(newest))
+	}
+	type found struct {
+		Messages []obj
+		Complete bool
+	}
+	inA := 0
+	for _, m := range newest {
+		m := m.(obj)
+		if m["partition"] == "a" {
+			inA++
+		}
+		var f found
+		h.call("GET", fmt.Sprintf("/api/v1/dashboard/messages?queue=orders&partition=%s&offset=%v", m["partition"], m["offset"]), nil, 200, &f)
+		if len(f.Messages) != 1 || f.Messages[0]["transactionId"] != m["transactionId"] || f.Messages[0]["id"] != m["id"] ||
+			f.Messages[0]["offset"] != m["offset"] || f.Messages[0]["partitionId"] != m["partitionId"] {
+			t.Errorf("at %s/%v: found %v, want %v", m["partition"], m["offset"], f.Messages, m)
+		}
+	}
+	var f found
+	h.call("GET", "/api/v1/dashboard/messages?transactionId=t-07", nil, 200, &f)
+	if len(f.Messages) != 2 || !f.Complete {
+		t.Errorf("t-07 found %d times (complete %v), want in a and b", len(f.Messages), f.Complete)
+	}
+	h.call("GET", "/api/v1/dashboard/messages?transactionId=t-07&queue=orders&partition=b", nil, 200, &f)
+	if len(f.Messages) != 1 || f.Messages[0]["partition"] != "b" {
+		t.Errorf("t-07 in b: %v", f.Messages)
+	}
+	id := newest[0].(obj)["id"].(string)
+	h.call("GET", "/api/v1/dashboard/messages?transactionId="+id, nil, 200, &f)
+	if len(f.Messages) != 1 || f.Messages[0]["id"] != id {
+		t.Errorf("by message id %s: %v", id, f.Messages)
+	}
+	for _, c := range []struct {
+		query string
+		code  int
+		err   string
+	}{
+		{fmt.Sprintf("queue=orders&partition=a&offset=%d", inA), 404, "Message not found"},
+		{"queue=orders&partition=b&offset=1", 404, "Message not found"},
+		{"queue=orders&partition=c&offset=0", 404, "Partition not found"},
+		{"queue=nope&partition=a&offset=0", 404, "Queue not found"},
+		{"queue=__regent_traces&transactionId=x", 404, "Queue not found"},
+		{"transactionId=nope", 404, "Message not found"},
+		{"queue=orders&partition=a&offset=x", 400, "offset"},
+		{"queue=orders&offset=1", 400, "offset"},
+		{"queue=orders", 400, "transactionId"},
+	} {
+		code, body := h.do("GET", "/api/v1/dashboard/messages?"+c.query, nil)
+		if code != c.code || !strings.Contains(string(body), c.err) {
+			t.Errorf("?%s: %d %s, want %d with %q", c.query, code, body, c.code, c.err)
+		}
+	}
 }
 
 func TestHistQuantile(t *testing.T) {

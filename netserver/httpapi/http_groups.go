@@ -20,6 +20,11 @@ func lagOf(p *engine.PartitionView, g *engine.GroupState, now int64) (uint64, fl
 	return off, float64(max(now-g.CursorTime, 0)) / 1e9
 }
 
+// laggingSeconds: a group is "Lagging" on a queue when, on some partition,
+// the oldest message it has not finished was created more than this many
+// seconds ago (its time lag; lagOf), and "Stable" otherwise.
+const laggingSeconds = 300
+
 func modeName(m engine.SubMode) string {
 	switch m {
 	case engine.SubNew:
@@ -55,7 +60,7 @@ func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request) {
 			}
 			gl := &a.groups[k]
 			state := "Stable"
-			if gl.MaxTimeLagSeconds > 300 {
+			if gl.MaxTimeLagSeconds > laggingSeconds {
 				state = "Lagging"
 			}
 			var subTS *string

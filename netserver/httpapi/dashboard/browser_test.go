@@ -7,8 +7,9 @@ package dashboard_test
 // purge must do what they say. Screenshots of every page go to
 // $REGENT_DASHBOARD_SCREENSHOTS (default a temporary directory).
 //
-// The tests skip when no Chromium is found (REGENT_CHROMIUM names the
-// binary to use; one that does not exist skips them too).
+// Without Chromium the package runs no test, and says so (TestMain, in
+// main_test.go; REGENT_CHROMIUM names the binary to use, and one that does
+// not exist counts as none; REGENT_REQUIRE_CHROMIUM=1 fails instead).
 
 import (
 	"bytes"
@@ -66,6 +67,7 @@ func shotDir(t *testing.T) string {
 // regent is a running broker (brokertest's), driven over its HTTP door.
 type regent struct {
 	t     *testing.T
+	b     *broker.Broker
 	url   string
 	c     *http.Client
 	token string
@@ -73,13 +75,20 @@ type regent struct {
 
 func startBroker(t *testing.T, auth netserver.AuthConfig) *regent {
 	t.Helper()
+	return startBrokerOn(t, "", auth)
+}
+
+// startBrokerOn starts a broker on the data directory dir ("" for a new
+// one).
+func startBrokerOn(t *testing.T, dir string, auth netserver.AuthConfig) *regent {
+	t.Helper()
 	b := brokertest.Start(t, broker.Options{
-		Journal: log.Config{Sync: log.SyncAlways},
+		Journal: log.Config{Dir: dir, Sync: log.SyncAlways},
 		Engine:  engine.Config{Stripes: 4, TimerTick: 5 * time.Millisecond},
 		Auth:    auth,
 		Version: "test",
 	})
-	r := &regent{t: t, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
+	r := &regent{t: t, b: b, url: "http://" + b.HTTPAddr().String(), c: &http.Client{Timeout: testhooks.Patience(10 * time.Second)}}
 	// Before brokertest's Exit: an unused connection would hold the HTTP
 	// door's shutdown for 5 s (net/http counts it active).
 	t.Cleanup(r.c.CloseIdleConnections)
@@ -281,7 +290,7 @@ func newBrowser(t *testing.T, base string) *browser {
 	t.Helper()
 	exe := chromiumPath()
 	if exe == "" {
-		t.Skip("no Chromium found (install Debian's chromium package, or set REGENT_CHROMIUM): skipping the browser tests")
+		t.Fatal("no Chromium found (TestMain stops the package before this)")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
@@ -444,12 +453,17 @@ func (br *browser) screenshot(name string) {
 	}
 }
 
+// writeFile saves an image taken otherwise (an element's screenshot).
+func (br *browser) writeFile(name string, b []byte) {
+	br.t.Helper()
+	if err := os.WriteFile(filepath.Join(br.dir, name), b, 0o644); err != nil {
+		br.t.Fatal(err)
+	}
+}
+
 func num(v any) float64 { f, _ := v.(float64); return f }
 
 func TestDashboardPages(t *testing.T) {
-	if chromiumPath() == "" {
-		t.Skip("no Chromium found (install Debian's chromium package, or set REGENT_CHROMIUM): skipping the browser tests")
-	}
 	b := startBroker(t, netserver.AuthConfig{})
 	seed(b)
 	br := newBrowser(t, b.url)
@@ -665,9 +679,6 @@ func hs256(secret []byte, claims obj) string {
 // With auth on, the page asks for a token, then sends it with every
 // request.
 func TestDashboardAuth(t *testing.T) {
-	if chromiumPath() == "" {
-		t.Skip("no Chromium found (install Debian's chromium package, or set REGENT_CHROMIUM): skipping the browser tests")
-	}
 	secret := []byte("dashboard-test-secret")
 	b := startBroker(t, netserver.AuthConfig{Enabled: true, Algorithm: "HS256", Secret: secret})
 	b.token = hs256(secret, obj{"sub": "producer", "role": "read-write", "exp": time.Now().Add(time.Hour).Unix()})
@@ -695,9 +706,6 @@ func TestDashboardAuth(t *testing.T) {
 // group when the broker answers them a page (1,000) at a time, and the
 // dead-letter pager goes on where a page cut short by its size ended.
 func TestDashboardFollowsPages(t *testing.T) {
-	if chromiumPath() == "" {
-		t.Skip("no Chromium found (install Debian's chromium package, or set REGENT_CHROMIUM): skipping the browser tests")
-	}
 	b := startBroker(t, netserver.AuthConfig{})
 	const n = 1005
 	var items []obj

@@ -8,7 +8,8 @@
 //   #/queue/NAME         one queue
 //   #/groups             consumer groups
 //   #/dlq                dead-letter queue
-//   #/message/PID/TXN    one message
+//   #/message?queue=Q&partition=P&offset=N, #/message?transactionId=T
+//                        one message, found by its place or its transaction id
 //
 // This file routes, runs the polling loop, and wires the top bar.
 

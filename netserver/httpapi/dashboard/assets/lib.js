@@ -204,6 +204,10 @@ export function askToken(why) {
   return asking;
 }
 
+// lagDefinition says what "lagging" means, from the broker's threshold.
+export const lagDefinition = secs => 'Lagging: a group whose oldest unfinished message, on some partition, ' +
+  `was created more than ${fmtSecs(secs)} ago (its time lag is over ${fmtSecs(secs)}).`;
+
 // ---------------------------------------------------- dialogs, toasts
 
 // dialog shows a modal; action runs on OK (its error stays in the
@@ -288,6 +292,10 @@ export function chart(box, series, opts) {
     root.append(svg('text', { class: 'axis', x: xx.toFixed(1), y: H - 6, 'text-anchor': sec === 0 ? 'end' : 'middle' },
       sec === 0 ? 'now' : '−' + fmtSecs(sec)));
   }
+  // A null value breaks a line, and so does a gap longer than six polls
+  // (or the series' gapMs): nothing is drawn where nothing was measured.
+  // Each series has its own dash and width, the first drawn the widest, so
+  // that lines of equal value lie on each other and all stay visible.
   series.forEach((s, i) => {
     let d = '', last = null;
     for (const [t, v] of s.points) {
@@ -297,7 +305,7 @@ export function chart(box, series, opts) {
       d += (last == null || gap ? 'M' : 'L') + x(Math.max(t, t0)).toFixed(1) + ',' + y(v).toFixed(1);
       last = t;
     }
-    if (d) root.append(svg('path', { class: `line s${(s.color ?? i) % 6}`, d, 'data-series': s.name }));
+    if (d) root.append(svg('path', { class: `line s${(s.color ?? i) % 6} ls${i % 6}`, d, 'data-series': s.name }));
   });
   const cursor = svg('line', { class: 'cursor', y1: T, y2: H - B, visibility: 'hidden' });
   root.append(cursor);
@@ -332,12 +340,15 @@ export function chart(box, series, opts) {
   if (box._hover != null) show(box._hover);
 }
 
-// legend shows each series' name and its latest value.
+// legend shows each series' line (its colour, dash and width, as the
+// chart draws it), name and latest value.
 export function legend(box, series, fmt = fmtNum) {
   box.replaceChildren(...series.map((s, i) => {
     let v = null;
     for (let k = s.points.length - 1; k >= 0; k--) if (s.points[k][1] != null) { v = s.points[k][1]; break; }
-    return h('span', null, h('i', { class: `s${(s.color ?? i) % 6}` }), s.name, ' ', h('b', null, v == null ? '–' : fmt(v)));
+    const swatch = svg('svg', { class: 'swatch', viewBox: '0 0 26 10', 'aria-hidden': 'true' },
+      svg('path', { class: `line s${(s.color ?? i) % 6} ls${i % 6}`, d: 'M2,5L24,5' }));
+    return h('span', { 'data-series': s.name }, swatch, s.name, ' ', h('b', null, v == null ? '–' : fmt(v)));
   }));
 }
 

@@ -3,7 +3,7 @@
 // that the charts draw, kept in memory since the page opened (plus the
 // per-minute throughput the broker kept before that).
 
-import { $, api, apiAll, enc, fmtSecs, hasToken, HISTORY_MS, QUEUE_MODE } from './lib.js';
+import { $, api, apiAll, enc, fmtSecs, hasToken, HISTORY_MS, POLL_MS, QUEUE_MODE } from './lib.js';
 
 // hooks lets the pages ask the poller for a refresh now (app.js sets it).
 export const hooks = { refresh: () => {} };
@@ -11,8 +11,9 @@ export const hooks = { refresh: () => {} };
 export const store = {
   sys: null,        // GET /api/v1/dashboard/system, latest
   groups: [],       // GET /api/v1/consumer-groups (every page), latest
-  samples: [],      // {t, in, out, ack, fsync, fsyncP99, depth, dead}
-  seed: [],         // per-minute throughput the broker kept before the page opened
+  samples: [],      // {from, t, in, out, ack, fsync, fsyncP99, depth, dead}: rates over [from, t]
+  seed: [],         // {from, t, in, out, ack}: per-minute throughput the broker kept before the page opened
+  journal: [],      // {t, fsyncs, secs, hist}: the journal's fsync totals, the last FSYNC_WINDOW_MS and one more
   lag: new Map(),   // "queue\u0000group" -> [[t, lag]]
 };
 
@@ -47,10 +48,14 @@ export async function pollGlobal() {
       p99 = deltaQuantile(pj.fsyncHistogram, j.fsyncHistogram, j.fsyncBucketsSeconds, 0.99);
     }
     store.samples.push({
-      t, in: Math.max(0, (c.pushed - p.pushed) / dt), out: Math.max(0, (c.popped - p.popped) / dt),
+      from: prevT, t, in: Math.max(0, (c.pushed - p.pushed) / dt), out: Math.max(0, (c.popped - p.popped) / dt),
       ack: Math.max(0, (c.acked - p.acked) / dt), fsync, fsyncP99: p99, depth: sys.depth, dead: sys.messages.deadLetter,
       disk: j ? j.diskBytes : null,
     });
+  }
+  if (sys.journal) {
+    store.journal.push({ t, fsyncs: sys.journal.fsyncs, secs: sys.journal.fsyncSecondsTotal, hist: sys.journal.fsyncHistogram });
+    while (store.journal.length > 2 && store.journal[1].t <= t - FSYNC_WINDOW_MS) store.journal.shift();
   }
   for (const g of store.groups) {
     const k = g.queueName + '\u0000' + g.name;
@@ -68,25 +73,65 @@ export async function pollGlobal() {
   $('#signout').hidden = !hasToken();
 }
 
+// FSYNC_WINDOW_MS is the window of the fsync latency figures.
+export const FSYNC_WINDOW_MS = 60000;
+
+// fsyncWindow returns the journal's fsync latency over the last
+// FSYNC_WINDOW_MS (over less while the page has not been open that long):
+// {avg, p99, secs (the window's length), fsyncs}, or null before the page
+// has two readings to tell apart.
+export function fsyncWindow(sys = store.sys) {
+  const js = store.journal, cur = js.at(-1);
+  if (js.length < 2 || !sys || !sys.journal) return null;
+  let base = js[0];
+  for (const r of js) if (r.t <= cur.t - FSYNC_WINDOW_MS) base = r;
+  const n = cur.fsyncs - base.fsyncs;
+  return {
+    secs: (cur.t - base.t) / 1000, fsyncs: n,
+    avg: n > 0 ? (cur.secs - base.secs) / n : null,
+    p99: deltaQuantile(base.hist, cur.hist, sys.journal.fsyncBucketsSeconds, 0.99),
+  };
+}
+
 export async function seedThroughput() {
   try {
     const st = await api('api/v1/status?from=' + enc(new Date(Date.now() - HISTORY_MS).toISOString()));
     store.seed = (st.throughput || []).map(p => ({
-      t: Date.parse(p.timestamp) + 30000, in: p.ingestedPerSecond, out: (p.popped || 0) / 60, ack: p.processedPerSecond,
+      from: Date.parse(p.timestamp), t: Date.parse(p.timestamp) + 60000,
+      in: p.ingestedPerSecond, out: (p.popped || 0) / 60, ack: p.processedPerSecond,
     }));
   } catch { store.seed = []; }
 }
 
-// throughputSeries joins the broker's per-minute figures (before the
-// page opened) with the page's own samples.
+// STEP_MS: a rate measured over a longer interval is drawn as a step.
+const STEP_MS = 4 * POLL_MS;
+
+// throughputSeries joins the broker's per-minute figures (before the page
+// opened) with the page's own samples, each a rate measured over an
+// interval [from, t]. A poll's rate is a point at its end; a longer one (a
+// minute of the broker's, or a poll after the page was hidden) is a flat
+// step over its interval. Where an interval does not begin where the one
+// before ended, nothing was measured in between: a null point breaks the
+// line there, rather than a ramp drawing traffic that never was.
 export function throughputSeries() {
-  const first = store.samples.length ? store.samples[0].t : Infinity;
-  const pts = store.seed.filter(p => p.t < first - 30000).concat(store.samples);
-  const s = key => pts.map(p => [p.t, p[key]]);
+  const first = store.samples.length ? store.samples[0].from : Infinity;
+  const meas = store.seed.filter(p => p.t <= first).concat(store.samples);
+  const s = key => {
+    const pts = [];
+    let end = null;
+    for (const m of meas) {
+      if (end != null && m.from - end > POLL_MS) pts.push([(end + m.from) / 2, null]);
+      if (m.t - m.from > STEP_MS) pts.push([m.from, m[key]]);
+      pts.push([m.t, m[key]]);
+      end = m.t;
+    }
+    return pts;
+  };
+  // Only the null points break these lines: a step's ends lie a minute apart.
   return [
-    { name: 'in (pushed)', points: s('in'), gapMs: 120000 },
-    { name: 'out (delivered)', points: s('out'), gapMs: 120000 },
-    { name: 'acked', points: s('ack'), gapMs: 120000 },
+    { name: 'in (pushed)', points: s('in'), gapMs: Infinity },
+    { name: 'out (delivered)', points: s('out'), gapMs: Infinity },
+    { name: 'acked', points: s('ack'), gapMs: Infinity },
   ];
 }
 

@@ -4,9 +4,9 @@
 
 import {
   ago, api, apiAll, chart, chartPanel, dialog, enc, fill, fmtAgo, fmtBytes, fmtInt, fmtNum, fmtSecs, fmtStamp,
-  fromLocalInput, h, legend, pretty, QUEUE_MODE, spark, toast, toLocalInput, when, $,
+  fromLocalInput, h, lagDefinition, legend, POLL_MS, pretty, QUEUE_MODE, spark, toast, toLocalInput, when, $,
 } from './lib.js';
-import { hooks, lagSeries, store, throughputSeries } from './live.js';
+import { fsyncWindow, hooks, lagSeries, store, throughputSeries } from './live.js';
 
 const groupName = g => (g === QUEUE_MODE ? h('span', { class: 'badge info', title: QUEUE_MODE }, 'queue mode') : g);
 function statusBadge(st) {
@@ -18,11 +18,16 @@ function statusBadge(st) {
 
 const card = (key, label) => h('div', { class: 'card', 'data-stat': key },
   h('div', { class: 'label' }, label), h('div', { class: 'value' }, '–'), h('div', { class: 'hint' }, '\u00a0'));
-function setCard(root, key, value, hint, bad) {
+// setCard shows a card's figure; opts may replace its label, and give the
+// hint a tooltip (title).
+function setCard(root, key, value, hint, bad, opts = {}) {
   const c = $(`[data-stat="${key}"]`, root);
   if (!c) return;
   $('.value', c).textContent = value;
   $('.hint', c).textContent = hint || '\u00a0';
+  if (opts.label) $('.label', c).textContent = opts.label;
+  if (opts.title) $('.hint', c).title = opts.title;
+  else $('.hint', c).removeAttribute('title');
   c.classList.toggle('bad', !!bad);
 }
 const head = (title, ...sub) => h('div', { class: 'head' }, h('div', null, h('h1', null, title), h('div', { class: 'sub' }, sub)));
@@ -39,7 +44,7 @@ pages.overview = {
   mount(root, ctx) {
     ctx.tp = chartPanel('Throughput (messages/s)', 'throughput');
     ctx.lag = chartPanel('Consumer lag (messages behind)', 'lag');
-    ctx.fs = chartPanel('Journal fsync latency', 'fsync');
+    ctx.fs = chartPanel(`Journal fsync latency (each point: one ${fmtSecs(POLL_MS / 1000)} poll)`, 'fsync');
     ctx.deep = h('div');
     ctx.lagBox = h('div');
     root.append(head('Overview', 'Live figures of this broker, refreshed every 1.5 s.'),
@@ -64,14 +69,28 @@ pages.overview = {
     setCard(root, 'acked', last ? fmtNum(last.ack) : fmtNum(sys.rates.ackPerSecond), `${fmtInt(sys.counters.acked)} acked`);
     setCard(root, 'depth', fmtInt(sys.depth), `${fmtInt(sys.messages.pending)} pending · ${fmtInt(sys.messages.processing)} in flight`);
     setCard(root, 'stored', fmtInt(sys.messages.total), `${fmtInt(sys.messages.completed)} passed by every group`);
-    setCard(root, 'dlq', fmtInt(sys.messages.deadLetter), `${fmtInt(sys.counters.deadLettered)} filed since start`, sys.messages.deadLetter > 0);
+    setCard(root, 'dlq', fmtInt(sys.messages.deadLetter), `${fmtInt(sys.counters.deadLettered)} filed since start`, sys.messages.deadLetter > 0,
+      { title: `Filed since this broker started, ${fmtStamp(new Date(Date.now() - sys.uptimeSeconds * 1000).toISOString())} ` +
+        '(the entries it recovered from its journal are not counted).' });
     const j = sys.journal;
     setCard(root, 'journal', j ? fmtBytes(j.diskBytes) : 'n/a', j ? `${fmtBytes(j.bytesWritten)} written since start` : 'no journal figures');
-    setCard(root, 'fsync', j ? fmtSecs(last && last.fsync != null ? last.fsync : j.lastFsyncSeconds) : 'n/a',
-      j ? `avg ${fmtSecs(j.avgFsyncSeconds)} · p99 ${fmtSecs(j.fsyncP99Seconds)}` : '');
+    // The fsync figures over the last minute (since start until the page
+    // has two readings), each naming its window.
+    const fw = j && fsyncWindow(sys);
+    const since = j && `Since start: avg ${fmtSecs(j.avgFsyncSeconds)}, p99 ${fmtSecs(j.fsyncP99Seconds)} over ${fmtInt(j.fsyncs)} fsyncs.`;
+    if (!j) setCard(root, 'fsync', 'n/a', '', false, { label: 'fsync latency' });
+    else if (!fw) {
+      setCard(root, 'fsync', fmtSecs(j.avgFsyncSeconds), `p99 ${fmtSecs(j.fsyncP99Seconds)} since start`, false,
+        { label: 'fsync latency, avg since start', title: since });
+    } else {
+      const win = 'last ' + fmtSecs(Math.round(fw.secs));
+      setCard(root, 'fsync', fw.fsyncs ? fmtSecs(fw.avg) : 'idle', fw.fsyncs ? `p99 ${fmtSecs(fw.p99)} over the ${win}` : `no fsync in the ${win}`, false,
+        { label: `fsync latency, avg over the ${win}`, title: since });
+    }
     setCard(root, 'queues', fmtInt(sys.queues), `${fmtInt(ov.namespaces)} namespaces · ${fmtInt(ov.tasks)} tasks`);
     setCard(root, 'partitions', fmtInt(sys.partitions));
-    setCard(root, 'groups', fmtInt(sys.groups), `${fmtInt(store.groups.filter(g => g.state === 'Lagging').length)} lagging`);
+    setCard(root, 'groups', fmtInt(sys.groups), `${fmtInt(store.groups.filter(g => g.state === 'Lagging').length)} lagging ` +
+      `(oldest unfinished > ${fmtSecs(sys.laggingAfterSeconds)})`, false, { title: lagDefinition(sys.laggingAfterSeconds) });
     setCard(root, 'conns', fmtInt((sys.connections.http || 0) + (sys.connections.tcp || 0)),
       `${fmtInt(sys.connections.http)} HTTP · ${sys.connections.tcp == null ? '–' : fmtInt(sys.connections.tcp)} TCP`);
 
@@ -82,9 +101,10 @@ pages.overview = {
     legend(ctx.lag.legend, lg, fmtInt);
     if (lg.length) chart(ctx.lag.box, lg, { label: 'lag', fmt: fmtNum });
     else ctx.lag.box.replaceChildren(h('p', { class: 'empty' }, 'No consumer group has read yet.'));
+    const per = fmtSecs(POLL_MS / 1000);
     const fs = [
-      { name: 'average', points: store.samples.map(s => [s.t, s.fsync]) },
-      { name: 'p99', points: store.samples.map(s => [s.t, s.fsyncP99]), color: 2 },
+      { name: `average per ${per}`, points: store.samples.map(s => [s.t, s.fsync]) },
+      { name: `p99 per ${per}`, points: store.samples.map(s => [s.t, s.fsyncP99]), color: 2 },
     ];
     legend(ctx.fs.legend, fs, fmtSecs);
     if (j) chart(ctx.fs.box, fs, { label: 'fsync', fmt: fmtSecs, min: 1e-4 });
@@ -235,7 +255,7 @@ pages.queue = {
     fill(ctx.newest, q.newest, () => table(['Created', 'Partition', { t: 'Offset', cls: 'num' }, 'Transaction', 'Status', 'Payload', { t: 'Size', cls: 'num hide-sm' }],
       q.newest.map(m => h('tr', { 'data-message': m.transactionId },
         h('td', null, ago(m.createdAt)), h('td', null, m.partition), h('td', { class: 'num' }, fmtInt(m.offset)),
-        h('td', { class: 'mono' }, h('a', { href: `#/message/${m.partitionId}/${enc(m.transactionId)}`, title: 'open the message' }, m.transactionId)),
+        h('td', { class: 'mono' }, h('a', { href: messageLink({ queue: q.name, partition: m.partition, offset: m.offset }), title: 'open the message' }, m.transactionId)),
         h('td', null, statusBadge(m.status), h('div', { class: 'muted' }, `${m.consumedBy}/${m.totalGroups} groups`)),
         h('td', null, h('div', { class: 'preview', title: m.preview }, m.preview + (m.truncated ? '…' : ''))),
         h('td', { class: 'num hide-sm' }, fmtBytes(m.size)))), 'No message yet.'));
@@ -254,11 +274,14 @@ pages.groups = {
       const b = e.target.closest('button[data-action]');
       if (b) (b.dataset.action === 'seek' ? seekGroup : deleteGroup)(b.dataset.group, b.dataset.queue);
     });
-    root.append(head('Consumer groups', 'One row per group and queue. Lagging: behind by more than 5 minutes.'),
+    ctx.define = h('span', { 'data-define': 'lagging' });
+    root.append(head('Consumer groups', 'One row per group and queue. ', ctx.define),
       ctx.lag.el, h('section', { class: 'panel' }, h('div', { class: 'filters' }, h('div', { class: 'field' }, ctx.filter)), ctx.box));
   },
   async refresh() {},
   draw(root, ctx) {
+    const def = store.sys ? lagDefinition(store.sys.laggingAfterSeconds) : '';
+    ctx.define.textContent = def;
     const f = ctx.filter.value.trim().toLowerCase();
     const gs = store.groups.filter(g => !f || g.name.toLowerCase().includes(f) || g.queueName.toLowerCase().includes(f));
     const lg = lagSeries(null).filter(s => gs.some(g => s.key === g.queueName + '\u0000' + g.name));
@@ -269,7 +292,7 @@ pages.groups = {
       const hist = store.lag.get(g.queueName + '\u0000' + g.name) || [];
       return h('tr', { 'data-group': g.name, 'data-queue': g.queueName },
         h('td', null, groupName(g.name)), h('td', null, h('a', { href: '#/queue/' + enc(g.queueName) }, g.queueName)),
-        h('td', { 'data-col': 'state' }, statusBadge(g.state)),
+        h('td', { 'data-col': 'state', title: def }, statusBadge(g.state)),
         h('td', { class: 'num', 'data-col': 'lag' }, fmtInt(g.totalLag)),
         h('td', { class: 'num' }, fmtInt(g.partitionsWithLag)),
         h('td', { class: 'num' }, fmtSecs(g.maxTimeLag)),
@@ -280,7 +303,7 @@ pages.groups = {
           h('button', { type: 'button', class: 'small', 'data-action': 'seek', 'data-group': g.name, 'data-queue': g.queueName, title: 'Move this group\'s cursors' }, 'Seek…'),
           h('button', { type: 'button', class: 'small danger', 'data-action': 'delete', 'data-group': g.name, 'data-queue': g.queueName, title: 'Delete this group from the queue' }, 'Delete…')));
     });
-    fill(ctx.box, [gs, gs.map(g => (store.lag.get(g.queueName + '\u0000' + g.name) || []).length)], () =>
+    fill(ctx.box, [def, gs, gs.map(g => (store.lag.get(g.queueName + '\u0000' + g.name) || []).length)], () =>
       table(['Group', 'Queue', 'State', { t: 'Lag', cls: 'num' }, { t: 'Partitions behind', cls: 'num' }, { t: 'Max time lag', cls: 'num' },
         { t: 'Leases', cls: 'num hide-sm' }, { t: 'Subscription', cls: 'hide-sm' }, { t: 'Trend', cls: 'hide-sm' }, ''], rows,
       f ? 'No group matches.' : 'No consumer group yet: a pop creates one.'));
@@ -427,7 +450,7 @@ pages.dlq = {
         h('div', { class: 'err', 'data-col': 'error' }, m.errorMessage || h('span', { class: 'muted' }, 'no error text')),
         long ? h('details', { 'data-key': m.id + m.consumerGroup }, h('summary', null, `payload (${fmtBytes(text.length)})`), pre) : pre,
         h('div', { class: 'bar' },
-          h('a', { href: `#/message/${m.partitionId}/${enc(m.transactionId)}` }, 'Open message'), h('span', { class: 'grow' }),
+          h('a', { href: messageLink({ queue: m.queue, partition: m.partition, transactionId: m.transactionId }) }, 'Open message'), h('span', { class: 'grow' }),
           h('button', { type: 'button', class: 'small', 'data-action': 'redrive', 'data-id': m.entryId || '', disabled: !canRedrive || !m.entryId,
             title: canRedrive ? (m.entryId ? 'Put it back at the end of its partition' : 'The broker gives no entry id') : NO_REDRIVE }, 'Redrive'),
           h('button', { type: 'button', class: 'small danger', 'data-action': 'purge', 'data-id': m.entryId || '', disabled: !canPurge || !m.entryId,
@@ -451,44 +474,88 @@ function dlqAction(kind, entries) {
   }).then(ok => ok && hooks.refresh());
 }
 
-// A message: payload, status, which groups have passed it, its traces.
+// messageLink is the Message page's address for a message found by queue,
+// partition and offset, or by transaction id (and where to look).
+function messageLink(by) {
+  const p = new URLSearchParams();
+  for (const k of ['queue', 'partition', 'offset', 'transactionId']) if (by[k] != null && by[k] !== '') p.set(k, by[k]);
+  return '#/message?' + p;
+}
+
+// A message: payload, status, which groups have passed it, its traces. It
+// is found by queue, partition name and offset, or by transaction id (in
+// the queue and partition given, or anywhere), through the dashboard's
+// finder (GET /api/v1/dashboard/messages); several messages with one
+// transaction id are listed to choose from.
 pages.message = {
   nav: 'message',
-  mount(root, ctx, args) {
-    ctx.pid = args[0] || '';
-    ctx.txn = args.slice(1).join('/');
-    const pid = h('input', { name: 'partitionId', placeholder: 'partition id (UUID)', value: ctx.pid, 'aria-label': 'Partition id' });
-    const txn = h('input', { name: 'transactionId', placeholder: 'transaction id', value: ctx.txn, 'aria-label': 'Transaction id' });
-    const form = h('form', { class: 'filters' }, h('div', { class: 'field' }, h('label', null, 'Partition id'), pid),
-      h('div', { class: 'field' }, h('label', null, 'Transaction id'), txn), h('button', { type: 'submit', class: 'primary' }, 'Open'));
+  mount(root, ctx, args, query) {
+    ctx.by = {};
+    for (const k of ['queue', 'partition', 'offset', 'transactionId']) if (query.get(k)) ctx.by[k] = query.get(k);
+    const field = (label, name, attrs) => {
+      const el = h('input', { name, value: ctx.by[name] || '', 'aria-label': label, ...attrs });
+      return [el, h('div', { class: 'field' }, h('label', null, label), el)];
+    };
+    const [queue, qf] = field('Queue', 'queue', { placeholder: 'queue' });
+    const [part, pf] = field('Partition', 'partition', { placeholder: 'Default' });
+    const [off, of] = field('Offset', 'offset', { type: 'number', min: 0, step: 1, placeholder: 'offset' });
+    const [txn, tf] = field('Transaction id', 'transactionId', { placeholder: 'transaction id (or message id)' });
+    const err = h('p', { class: 'error', hidden: true });
+    const form = h('form', { class: 'filters' }, qf, pf, of, h('span', { class: 'muted or' }, 'or'), tf,
+      h('button', { type: 'submit', class: 'primary' }, 'Find'));
     form.addEventListener('submit', e => {
       e.preventDefault();
-      if (pid.value.trim() && txn.value.trim()) location.hash = `#/message/${enc(pid.value.trim())}/${enc(txn.value.trim())}`;
+      const v = { queue: queue.value.trim(), partition: part.value.trim() || (off.value.trim() ? 'Default' : ''),
+        offset: off.value.trim(), transactionId: txn.value.trim() };
+      err.hidden = true;
+      if (v.offset !== '' && v.queue) location.hash = messageLink({ queue: v.queue, partition: v.partition, offset: v.offset });
+      else if (v.transactionId) location.hash = messageLink({ queue: v.queue, partition: v.partition, transactionId: v.transactionId });
+      else { err.textContent = 'Name a queue, a partition and an offset, or a transaction id.'; err.hidden = false; }
     });
-    ctx.box = h('div');
-    root.append(head('Message', 'Open one from a queue\'s newest messages or a dead letter, or by its ids.'),
-      h('section', { class: 'panel' }, form), ctx.box);
+    ctx.box = h('div', { class: 'spaced' });
+    root.append(head('Message', 'Find one by its queue, partition and offset, or by its transaction id; or open one from a queue\'s newest messages or a dead letter.'),
+      h('section', { class: 'panel' }, form, err), ctx.box);
   },
   async refresh(ctx) {
-    if (!ctx.pid || !ctx.txn) return;
-    const base = `${enc(ctx.pid)}/${enc(ctx.txn)}`;
+    const by = ctx.by;
+    if (!(by.offset != null && by.queue) && !by.transactionId) return;
+    const where = by.offset != null ? `${by.queue} / ${by.partition || 'Default'} at offset ${by.offset}`
+      : `transaction id ${by.transactionId}` + (by.queue ? ` in ${by.queue}` + (by.partition ? ` / ${by.partition}` : '') : '');
+    const p = new URLSearchParams(by.offset != null ? { queue: by.queue, partition: by.partition || 'Default', offset: by.offset } : by);
     try {
-      const [m, tr] = await Promise.all([api('api/v1/messages/' + base), api('api/v1/traces/' + base)]);
-      ctx.m = m; ctx.traces = tr.traces || []; ctx.err = null;
+      const f = await api('api/v1/dashboard/messages?' + p);
+      ctx.found = f.messages;
+      ctx.more = !f.complete;
+      ctx.err = null;
+      if (ctx.found.length !== 1) { ctx.m = null; return; }
+      const one = ctx.found[0];
+      const [m, tr] = await Promise.all([api(`api/v1/messages/${enc(one.partitionId)}/${enc(one.id)}`),
+        api(`api/v1/traces/${enc(one.partitionId)}/${enc(one.transactionId)}`)]);
+      ctx.m = { ...m, offset: one.offset };
+      ctx.traces = tr.traces || [];
     } catch (e) {
-      if (e.status !== 404) throw e;
-      ctx.m = null; ctx.err = 'No message with these ids (retention may have removed it).';
+      if (e.status !== 404 && e.status !== 400) throw e;
+      ctx.m = null; ctx.found = null;
+      ctx.err = `${e.message}: ${where}` + (e.status === 404 ? ' (retention may have removed it).' : '.');
     }
   },
   draw(root, ctx) {
-    if (!ctx.pid || !ctx.txn) return;
-    if (ctx.err) { fill(ctx.box, ctx.err, () => h('p', { class: 'panel error' }, ctx.err)); return; }
+    if (ctx.err) { fill(ctx.box, ctx.err, () => h('p', { class: 'panel error', 'data-col': 'not-found' }, ctx.err)); return; }
+    if (ctx.found && ctx.found.length > 1) {
+      fill(ctx.box, [ctx.found, ctx.more], () => h('section', { class: 'panel' },
+        h('h2', null, `${ctx.found.length} messages have this transaction id${ctx.more ? ' (the first found)' : ''}`),
+        table(['Queue', 'Partition', { t: 'Offset', cls: 'num' }, 'Created'], ctx.found.map(f => h('tr', { 'data-found': `${f.queue}/${f.partition}/${f.offset}` },
+          h('td', null, f.queue), h('td', null, f.partition),
+          h('td', { class: 'num' }, h('a', { href: messageLink(f) }, fmtInt(f.offset))), h('td', null, when(f.createdAt)))))));
+      return;
+    }
     const m = ctx.m;
     if (!m) return;
     fill(ctx.box, [m, ctx.traces], () => {
       const passed = m.consumerGroups.filter(g => g.consumed).length;
       const kv = [['Status', statusBadge(m.status)], ['Queue', h('a', { href: '#/queue/' + enc(m.queue) }, m.queue)], ['Partition', m.partition],
-        ['Message id', h('span', { class: 'mono' }, m.id)], ['Transaction id', h('span', { class: 'mono' }, m.transactionId)],
+        ['Offset', h('span', { 'data-col': 'offset' }, fmtInt(m.offset))],
+        ['Message id', h('span', { class: 'mono' }, m.id)], ['Transaction id', h('span', { class: 'mono', 'data-col': 'transactionId' }, m.transactionId)],
         ['Partition id', h('span', { class: 'mono' }, m.partitionId)], ['Created', [when(m.createdAt), ' (', fmtAgo(m.createdAt), ')']],
         ['Trace id', m.traceId || '–'], ['Producer', m.producerSub || '–'], ['Encrypted at rest', m.isEncrypted ? 'yes' : 'no']];
       if (m.errorMessage) kv.push(['Error', h('span', { class: 'error' }, m.errorMessage)], ['Retries', fmtInt(m.retryCount)]);
