@@ -16,7 +16,8 @@ type PeekRequest struct {
 	Queue     string
 	Partition string // "" = every partition, in the order they were created
 	// From is the first offset read of each partition; with Last > 0, each
-	// partition's last Last messages are read instead.
+	// partition's last Last offsets are read instead (a deleted message
+	// among them comes as a gap).
 	From uint64
 	Last int
 	// Limit caps the entries (messages and gaps) of one page: 0 means the
