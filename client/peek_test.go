@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,29 +78,30 @@ func TestPeek(t *testing.T) {
 }
 
 // TestPeekWhilePushing: peeks of the last messages while pushes of 1 MiB
-// land: every page is in order and whole.
+// land: every page is in order and whole, and the last peek sees them all.
 func TestPeekWhilePushing(t *testing.T) {
 	b := newBroker(t)
 	c := dial(t, b)
-	ctx := testCtx(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // 1 MiB messages under the race detector
+	defer cancel()
 	big := bytes.Repeat([]byte("z"), 1<<20)
 	if _, err := c.Queue("busy").Push(ctx, big); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	defer wg.Wait()
+	const pushes = 6
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		for i := 0; i < 12; i++ {
+		defer close(done)
+		for i := 0; i < pushes; i++ {
 			if _, err := c.Queue("busy").Push(ctx, big); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
-	for i := 0; i < 30; i++ {
-		p, err := c.Peek(ctx, client.PeekRequest{Queue: "busy", Last: 5})
+	defer func() { <-done }()
+	check := func(i int) client.PeekPage {
+		p, err := c.Peek(ctx, client.PeekRequest{Queue: "busy", Last: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,6 +109,18 @@ func TestPeekWhilePushing(t *testing.T) {
 			if m.Cut() || !bytes.Equal(m.Payload, big) || (k > 0 && m.Offset != p.Messages[k-1].Offset+1) {
 				t.Fatalf("peek %d, message %d: offset %d, %d of %d bytes", i, k, m.Offset, len(m.Payload), m.Size)
 			}
+		}
+		return p
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			if p := check(i); len(p.Messages) != 3 || p.Messages[2].Offset != pushes {
+				t.Fatalf("after the pushes: %d messages, the last at %d", len(p.Messages), p.Messages[len(p.Messages)-1].Offset)
+			}
+			return
+		default:
+			check(i)
 		}
 	}
 }
@@ -153,7 +165,8 @@ func TestPeekOnAnOlderBroker(t *testing.T) {
 		protocol.CodeOf(err) != protocol.CodeUnknownOp {
 		t.Fatalf("peek on a 1.2 broker: %v", err)
 	}
-	c.Close() // the fake broker reads to the end of the connection
+	ln.Close() // (Close's reconnect race, if any, is refused at once)
+	c.Close()  // the fake broker reads to the end of the connection
 	for op := range got {
 		if op != protocol.OpHello {
 			t.Fatalf("the client sent %s to a 1.2 broker", op)
