@@ -104,7 +104,11 @@
 // walk by cursor lists every partition that lived through it once. A page
 // holds at most MaxPartitionPage partitions (MaxDLQPage dead letters, and at
 // most DLQFilter.MaxBytes of them). ViewQueue and Queue copy a whole queue:
-// tests and tools use them, the transports do not.
+// tests and tools use them, the transports do not. Browse reads messages by
+// offset a page at a time (at most MaxBrowsePage entries and
+// BrowseRequest.MaxBytes), without a lease, a cursor move or a cache fill:
+// the offsets it passes over come as gaps that say why (retention, damage,
+// deletion).
 //
 // # Ownership
 //

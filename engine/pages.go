@@ -206,9 +206,11 @@ func (e *Engine) ViewPartitionByID(id UUID) (string, PartitionView, error) {
 // under q.mu and holds no lock while fn runs; a walk resumes after the last
 // sequence number it saw, so partitions created or forgotten meanwhile (and
 // the table's compaction) never make it skip or repeat one.
-func (q *queue) eachPartition(fn func(*partition) bool) {
+func (q *queue) eachPartition(fn func(*partition) bool) { q.eachPartitionFrom(0, fn) }
+
+// eachPartitionFrom is eachPartition starting at sequence number next.
+func (q *queue) eachPartitionFrom(next uint64, fn func(*partition) bool) {
 	var chunk [256]*partition
-	next := uint64(0)
 	for {
 		n := 0
 		q.mu.RLock()

@@ -90,7 +90,7 @@ var accessTable = []access{
 		"GET /api/v1/resources/tasks"}},
 
 	// Messages and the dead-letter queue.
-	{LevelReadOnly, nil, []string{"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}"}},
+	{LevelReadOnly, []protocol.Op{protocol.OpBrowse}, []string{"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}"}},
 	{LevelReadWrite, nil, []string{"DELETE /api/v1/messages/{partitionId}/{transactionId}"}},
 	{LevelReadOnly, []protocol.Op{protocol.OpDLQList}, []string{"GET /api/v1/dlq"}},
 	{LevelReadWrite, []protocol.Op{protocol.OpDLQRedrive}, []string{"POST /api/v1/dlq/redrive"}},

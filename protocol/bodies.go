@@ -41,6 +41,8 @@ func NewRequest(op Op) Body {
 		return &DLQRedriveRequest{}
 	case OpDLQPurge:
 		return &DLQPurgeRequest{}
+	case OpBrowse:
+		return &BrowseRequest{}
 	}
 	return nil
 }
@@ -85,6 +87,8 @@ func NewReply(op Op) Body {
 		return &DLQRedriveReply{}
 	case OpDLQPurge:
 		return &DLQPurgeReply{}
+	case OpBrowse:
+		return &BrowseReply{}
 	}
 	return nil
 }

@@ -59,6 +59,7 @@
 //	0x27  stats         StatsRequest (empty)        StatsReply
 //	0x28  dlq_redrive   DLQRedriveRequest           DLQRedriveReply
 //	0x29  dlq_purge     DLQPurgeRequest             DLQPurgeReply
+//	0x2A  browse        BrowseRequest               BrowseReply           (1.3)
 //
 // An unknown opcode is answered with CodeUnknownOp (the Regent server then
 // closes the connection: a client that sends one speaks something else). A frame above the cap, or a header no version sends
@@ -156,6 +157,14 @@
 //	DLQRedriveReply     uv count | count × (uuid entry | uuid messageId | uuid partitionId | str queue | str partition)
 //	DLQPurgeReply       uv purged
 //
+//	BrowseRequest       str queue | str partition | u8 start | uv n | uv limit | uv maxPayload |
+//	                    uuid resume | uv resumeOffset                                    (1.3)
+//	BrowseReply         str queue | BrowseMessage... | BrowseGap... | bool more |
+//	                    uuid nextPartition | uv nextOffset
+//	  BrowseMessage     uuid id | str transactionId | str traceId | i64 createdAt | str partition |
+//	                    uuid partitionId | uv offset | uv size | bytes payload | str payloadError
+//	  BrowseGap         uv before | uuid partitionId | str partition | uv first | uv last | u8 reason
+//
 //	StatsRequest        (empty)
 //	StatsReply          uv queues | uv pushed | uv popped | uv acked | uv deadLettered |
 //	                    sv cacheBytes | uv connections | uv fsyncs | uv fsyncNanos |
@@ -166,6 +175,8 @@
 //	push status     1 queued, 2 duplicate, 3 failed
 //	ack status      1 completed, 2 failed, 3 retry, 4 dlq
 //	subscription    0 all, 1 new, 2 from
+//	browse start    0 from offset n, 1 the last n messages of each partition
+//	gap reason      1 retention, 2 lost (journal damage), 3 unreadable, 4 deleted
 //	option set bit  0 leaseTime, 1 retryLimit, 2 retryDelay, 3 delayedProcessing,
 //	                4 windowBuffer, 5 maxSize, 6 ttl, 7 retentionEnabled,
 //	                8 retentionSeconds, 9 completedRetentionSeconds,
@@ -238,7 +249,7 @@
 // HTTP route that does the same thing, from one table in the server:
 //
 //	public      hello, ping, auth
-//	read-only   queue_info, queue_list, dlq_list, stats
+//	read-only   queue_info, queue_list, dlq_list, stats, browse
 //	read-write  push, pop, ack, lease_extend, transaction, configure, seek,
 //	            dlq_redrive
 //	admin       delete_queue, delete_group, dlq_purge

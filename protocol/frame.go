@@ -32,6 +32,7 @@ const (
 	OpStats       Op = 0x27
 	OpDLQRedrive  Op = 0x28
 	OpDLQPurge    Op = 0x29
+	OpBrowse      Op = 0x2A // 1.3
 )
 
 var opNames = [256]string{
@@ -53,6 +54,7 @@ var opNames = [256]string{
 	OpStats:       "stats",
 	OpDLQRedrive:  "dlq_redrive",
 	OpDLQPurge:    "dlq_purge",
+	OpBrowse:      "browse",
 }
 
 // Known reports whether op is an opcode of this protocol version.

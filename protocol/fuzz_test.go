@@ -279,6 +279,8 @@ func FuzzDLQPurgeRequest(f *testing.F)    { fuzzBody(f, &DLQPurgeRequest{}) }
 func FuzzDLQPurgeReply(f *testing.F)      { fuzzBody(f, &DLQPurgeReply{}) }
 func FuzzStatsRequest(f *testing.F)       { fuzzBody(f, &StatsRequest{}) }
 func FuzzStatsReply(f *testing.F)         { fuzzBody(f, &StatsReply{}) }
+func FuzzBrowseRequest(f *testing.F)      { fuzzBody(f, &BrowseRequest{}) }
+func FuzzBrowseReply(f *testing.F)        { fuzzBody(f, &BrowseReply{}) }
 
 // FuzzErrorReply fuzzes the error reply body.
 func FuzzErrorReply(f *testing.F) {

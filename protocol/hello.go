@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 2
+	VersionMinor uint16 = 3
 )
 
 // Minor versions and what they added:
@@ -21,6 +21,9 @@ const (
 //	     (sent only to a server that said 1.2 or later in its Hello reply);
 //	     QueueInfoReply.More and QueueListReply.More (sent only to a client
 //	     that said 1.2 or later)
+//	1.3  the Browse opcode (messages read without a lease; sent only to a
+//	     server that said 1.3 or later in its Hello reply: an older one
+//	     answers unknown_op and closes the connection)
 
 // HelloRequest is the first frame a client sends on a connection.
 //

@@ -147,6 +147,20 @@ func TestKnownLayouts(t *testing.T) {
 			[]byte{0, 0, 0, 18, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1, 1, 'q', 0, 0, 0, 1, 0xAB}},
 		{"lease extend reply", AppendLeaseExtendReply(nil, 1, &LeaseExtendReply{Expires: -2}),
 			[]byte{0, 0, 0, 18, 0x13, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe}},
+		{"browse", AppendBrowseRequest(nil, 2, &BrowseRequest{Queue: "q", Partition: "p", Start: BrowseLast, N: 300,
+			Limit: 5, MaxPayload: 1, Resume: UUID{15: 9}, ResumeOffset: 7}),
+			append([]byte{0, 0, 0, 36, 0x2A, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'q', 1, 'p', 1, 0xac, 0x02, 5, 1},
+				0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 7)},
+		{"browse reply", AppendBrowseReply(nil, 2, &BrowseReply{Queue: "q",
+			Messages: []BrowseMessage{{TransactionID: "t", CreatedAt: 1, Partition: "p", Offset: 4, Size: 2, Payload: []byte{0xAB}}},
+			Gaps:     []BrowseGap{{Before: 1, Partition: "p", First: 5, Last: 6, Reason: GapDeleted}}, More: true, NextOffset: 8}),
+			[]byte{0, 0, 0, 104, 0x2A, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'q',
+				1, // one message
+				0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 't', 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 'p',
+				0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 2, 1, 0xAB, 0,
+				1, // one gap
+				1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'p', 5, 6, 4,
+				1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8}},
 	}
 	for _, c := range cases {
 		if !bytes.Equal(c.got, c.want) {
@@ -221,6 +235,8 @@ func TestNamedEncoders(t *testing.T) {
 		{AppendDLQRedriveReply(nil, 5, &DLQRedriveReply{}), &DLQRedriveReply{}},
 		{AppendDLQPurgeRequest(nil, 5, &DLQPurgeRequest{}), &DLQPurgeRequest{}},
 		{AppendDLQPurgeReply(nil, 5, &DLQPurgeReply{Purged: 2}), &DLQPurgeReply{Purged: 2}},
+		{AppendBrowseRequest(nil, 5, &BrowseRequest{Queue: "q", N: 3}), &BrowseRequest{Queue: "q", N: 3}},
+		{AppendBrowseReply(nil, 5, &BrowseReply{Queue: "q"}), &BrowseReply{Queue: "q"}},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -260,7 +276,7 @@ func TestRegistry(t *testing.T) {
 	if NewRequest(0) != nil || NewReply(0xff) != nil {
 		t.Error("unknown opcodes give bodies")
 	}
-	if n := len(Ops()); n != 18 {
+	if n := len(Ops()); n != 19 {
 		t.Errorf("%d opcodes", n)
 	}
 }

@@ -55,6 +55,7 @@ func TestEveryOperationHasALevel(t *testing.T) {
 		{protocol.OpDLQList, "GET /api/v1/dlq", netserver.LevelReadOnly},
 		{protocol.OpDLQRedrive, "POST /api/v1/dlq/redrive", netserver.LevelReadWrite},
 		{protocol.OpDLQPurge, "POST /api/v1/dlq/purge", netserver.LevelAdmin},
+		{protocol.OpBrowse, "GET /api/v1/messages", netserver.LevelReadOnly},
 		{protocol.OpStats, "GET /api/v1/status", netserver.LevelReadOnly},
 	} {
 		opLv, _ := netserver.OpLevel(c.op)

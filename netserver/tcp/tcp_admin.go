@@ -129,6 +129,8 @@ func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, erro
 			return nil, err
 		}
 		return &protocol.DLQPurgeReply{Purged: uint64(n)}, nil
+	case *protocol.BrowseRequest:
+		return s.browse(r, peer)
 	case *protocol.StatsRequest:
 		st := e.Stats()
 		out := &protocol.StatsReply{
@@ -208,5 +210,34 @@ func (s *Server) queueList(r *protocol.QueueListRequest, peer adminPeer) (protoc
 		out.Queues = append(out.Queues, q)
 	}
 	out.More = i < len(heads) && peer.minor >= 2
+	return out, nil
+}
+
+// browse answers a page of messages read without a lease, within the frame
+// the client reads: the engine fills the page up to the bytes the frame
+// leaves beyond the reply's own fields, and cuts the payload of a first
+// message that alone does not fit.
+func (s *Server) browse(r *protocol.BrowseRequest, peer adminPeer) (protocol.Body, error) {
+	pg, err := s.e.Browse(engine.BrowseRequest{Queue: r.Queue, Partition: r.Partition, Start: engine.BrowseStart(r.Start), N: r.N,
+		Resume: engine.UUID(r.Resume), ResumeOffset: r.ResumeOffset, Limit: int(r.Limit), MaxPayload: int(r.MaxPayload),
+		MaxBytes: peer.maxReply - protocol.BrowseReplyFixed(len(r.Queue))})
+	if err != nil {
+		return nil, err
+	}
+	out := &protocol.BrowseReply{Queue: r.Queue, Messages: make([]protocol.BrowseMessage, len(pg.Messages)),
+		Gaps: make([]protocol.BrowseGap, len(pg.Gaps)), More: pg.More, NextPartition: protocol.UUID(pg.NextPartition), NextOffset: pg.NextOffset}
+	for i := range pg.Messages {
+		m := &pg.Messages[i]
+		w := protocol.BrowseMessage{ID: protocol.UUID(m.ID), TransactionID: m.TransactionID, TraceID: m.TraceID, CreatedAt: m.CreatedAt,
+			Partition: m.Partition, PartitionID: protocol.UUID(m.PartitionID), Offset: m.Offset, Size: uint32(m.Size), Payload: m.Payload}
+		if m.PayloadErr != nil {
+			w.PayloadError = m.PayloadErr.Error()
+		}
+		out.Messages[i] = w
+	}
+	for i, g := range pg.Gaps {
+		out.Gaps[i] = protocol.BrowseGap{Before: uint32(g.Before), PartitionID: protocol.UUID(g.PartitionID), Partition: g.Partition,
+			First: g.First, Last: g.Last, Reason: protocol.GapReason(g.Reason)}
+	}
 	return out, nil
 }
