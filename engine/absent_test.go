@@ -349,3 +349,37 @@ func TestSeekRacingDelete(t *testing.T) {
 	f.restart()
 	check("after a restart")
 }
+
+// TestWaitingPopsRaceTheQueuesCreation: pops that wait for a queue while
+// the push that creates it runs are all served: none parks after the
+// wake-up it needed.
+func TestWaitingPopsRaceTheQueuesCreation(t *testing.T) {
+	f := newFixture(t)
+	for round := range 30 {
+		queue := fmt.Sprintf("race-%d-ø", round)
+		const n = 8
+		ch := make(chan []Message, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.e.PopAsync(PopRequest{Queue: queue, Group: fmt.Sprint("g", i), Wait: true, Timeout: time.Minute},
+					func(m []Message, _ bool, err error) { ch <- m })
+			}()
+		}
+		f.push(queue, "", "m")
+		wg.Wait()
+		for i := range n {
+			select {
+			case m := <-ch:
+				wantPayloads(t, m, "m")
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: %d of %d pops never served", round, n-i, n)
+			}
+		}
+	}
+	if k := absentParked(f.e); k != 0 {
+		t.Fatalf("%d pops still wait", k)
+	}
+}
