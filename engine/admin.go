@@ -79,6 +79,7 @@ func (e *Engine) configure(name string, o *QueueOptions, done func(error)) (Conf
 	if created {
 		e.queues[q.name] = q
 		e.queuesID[q.id] = q
+		e.queueBorn(q.name)
 	}
 	return ConfigureResult{QueueID: partitionID(q.id, 0), PartitionID: p.id(), Options: *o, Created: created}, nil
 }
@@ -136,7 +137,10 @@ type SeekTarget struct {
 // partition, when not ""), releasing its leases and forgetting its retry
 // counts there. Every partition moves, or (when the journal refuses the
 // record) none does. It returns how many partitions moved, once the move is
-// durable (or ctx ends).
+// durable (or ctx ends). A seek creates nothing: it fails with
+// ErrQueueNotFound, ErrGroupNotFound (a group that has never read the
+// queue) or ErrPartitionNotFound, also when the queue or the group is
+// deleted while it runs.
 func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string, to SeekTarget) (int, error) {
 	if err := e.check(); err != nil {
 		return 0, err
@@ -148,9 +152,9 @@ func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string
 	if groupName == "" {
 		groupName = QueueModeGroup
 	}
-	g, err := e.groupOrCreate(q, groupName, SubAll, 0)
-	if err != nil {
-		return 0, err
+	g := q.group(groupName)
+	if g == nil {
+		return 0, fmt.Errorf("%w: %q has never read %q", ErrGroupNotFound, groupName, queueName)
 	}
 	var parts []*partition
 	q.mu.RLock()
@@ -170,6 +174,17 @@ func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string
 		return 0, fmt.Errorf("%w: %s/%s", ErrPartitionNotFound, queueName, partName)
 	}
 	unlock := e.lockStripesOf(parts)
+	// A deletion of the queue or the group marks it before it clears the
+	// stripes, which it waits for: checked here, the seek either comes
+	// before the clearing or sees the mark.
+	if q.deleted.Load() {
+		unlock()
+		return 0, fmt.Errorf("%w: %q was deleted", ErrQueueNotFound, queueName)
+	}
+	if g.deleted.Load() {
+		unlock()
+		return 0, fmt.Errorf("%w: %q was deleted from %q", ErrGroupNotFound, groupName, queueName)
+	}
 	ts := to.Time.UnixNano()
 	cursors := make([]uint64, len(parts))
 	subs := make([][]byte, 0, len(parts))

@@ -52,6 +52,8 @@
 //	|                  |                                                 | never waits                                |
 //	| group.mu         | a group's ready list, waiters and version       | nothing                                    |
 //	| labelWaiters.mu  | pops parked by namespace and task               | nothing                                    |
+//	| absentWaiters.mu | pops parked on a queue that does not exist yet  | nothing (taken under Engine.mu when a      |
+//	|                  | (absent.go)                                     | queue comes into being)                    |
 //	| queue.dlqMu      | a queue's dead-letter list                      | nothing (a dlq-remove append never waits)  |
 //	| queue.tombMu     | a queue's tombstones                            | nothing                                    |
 //	| leaseShard.mu    | its share of the lease registry                 | nothing                                    |

@@ -173,6 +173,7 @@ type Engine struct {
 	labels       labelWaiters // parked pops by namespace and task
 	labelWaiting atomic.Int64 // how many: notify looks only when some wait
 	labelTurn    atomic.Uint64
+	absent       absentWaiters // parked pops on queues that do not exist yet (absent.go)
 }
 
 type counters struct {
@@ -248,6 +249,7 @@ func (e *Engine) Close() error {
 			}
 		}
 	}
+	e.failAbsent(ErrClosed)
 	e.labels.mu.Lock()
 	ws := e.labels.list
 	e.labels.list = nil
@@ -369,6 +371,7 @@ func (e *Engine) queueOrCreate(name string) (*queue, error) {
 	}
 	e.queues[q.name] = q // q.name is the engine's copy: name may alias a caller's buffer
 	e.queuesID[q.id] = q
+	e.queueBorn(q.name)
 	return q, nil
 }
 

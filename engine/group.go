@@ -6,7 +6,8 @@ import (
 )
 
 // groupOrCreate returns the named group of q, creating it with the given
-// subscription when it has never read q. A new group learns which
+// subscription when it has never read q (from: SubFrom's time; for SubNew,
+// a stamp to start after, or 0 for now). A new group learns which
 // partitions already hold messages for it: once, not on every pop.
 func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) (*group, error) {
 	if g := q.group(name); g != nil {
@@ -25,6 +26,9 @@ func (e *Engine) groupOrCreate(q *queue, name string, mode SubMode, from int64) 
 	switch mode {
 	case SubNew:
 		g.from = stamp
+		if from != 0 {
+			g.from = from
+		}
 	case SubFrom:
 		g.from = from
 	}

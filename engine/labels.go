@@ -21,6 +21,11 @@ type labelWaiters struct {
 
 // version returns the change counter a parked pop compares before parking.
 func (e *Engine) version(c *popCall) uint64 {
+	if c.absent {
+		e.absent.mu.Lock()
+		defer e.absent.mu.Unlock()
+		return e.absent.version | absentVersionBit
+	}
 	if c.byLabels() {
 		e.labels.mu.Lock()
 		defer e.labels.mu.Unlock()

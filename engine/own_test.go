@@ -117,6 +117,10 @@ func TestEngineOwnsWhatItKeeps(t *testing.T) {
 	if err != nil || tr.Err != nil {
 		t.Fatalf("transaction: %v %v", err, tr.Err)
 	}
+	// A seek creates no group: the group's first pop does, and the seek
+	// moves it.
+	f.pop(PopRequest{Queue: ln.s("orders"), Group: ln.s("seek-group"), AutoAck: true})
+	after()
 	if _, err := f.e.Seek(context.Background(), ln.s("orders"), ln.s("seek-group"), "", SeekTarget{ToEnd: true}); err != nil {
 		t.Fatal(err)
 	}

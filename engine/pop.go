@@ -8,11 +8,15 @@ import (
 )
 
 // popCall is a normalized PopRequest with its queue and group resolved
-// (q and g are nil for a pop by namespace and task: see labels.go).
+// (q and g are nil for a pop by namespace and task: see labels.go; and for
+// a long poll on a queue that does not exist yet, which is absent: see
+// absent.go).
 type popCall struct {
 	req      PopRequest
 	q        *queue
 	g        *group
+	absent   bool // waiting for its queue to come into being
+	started  int64
 	done     func([]Message, bool, error)
 	deadline int64
 	// The attempt running (attempts of one call never overlap: a waiter's
@@ -22,7 +26,7 @@ type popCall struct {
 	cut  bool
 }
 
-func (c *popCall) byLabels() bool { return c.q == nil }
+func (c *popCall) byLabels() bool { return c.q == nil && !c.absent }
 
 // PopWaiter is a parked long poll; Cancel withdraws it.
 type PopWaiter struct{ w *waiter }
@@ -151,11 +155,9 @@ func (e *Engine) newPopCall(req PopRequest, done func([]Message, bool, error)) (
 		if !req.Wait {
 			return nil, nil
 		}
-		// A consumer that starts before any producer parks on the queue.
-		var err error
-		if q, err = e.queueOrCreate(req.Queue); err != nil {
-			return nil, err
-		}
+		// A consumer that starts before any producer waits for the queue,
+		// creating nothing (absent.go).
+		return &popCall{req: req, absent: true, started: e.newStamp(), done: done, deadline: e.clock.Now() + int64(req.Timeout)}, nil
 	}
 	var from int64
 	if req.Subscription == SubFrom {
@@ -192,6 +194,11 @@ func (e *Engine) deliver(c *popCall, msgs []Message, pend *pending, err error) {
 func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	if err := e.check(); err != nil {
 		return nil, nil, err
+	}
+	if c.absent {
+		if ok, err := e.resolveAbsent(c); !ok || err != nil {
+			return nil, nil, err
+		}
 	}
 	if c.byLabels() {
 		return e.attemptLabels(c)

@@ -191,6 +191,12 @@ func (w *waiter) loop(ver uint64, again bool) bool {
 			c.done(nil, false, nil)
 			return true
 		}
+		if c.absent {
+			if e.parkAbsent(w, ver) {
+				return false
+			}
+			continue
+		}
 		if c.byLabels() {
 			if e.parkLabels(w, ver) {
 				return false
@@ -239,6 +245,10 @@ func (w *waiter) timeout() {
 
 // unpark takes the waiter off whichever list it waits in.
 func (w *waiter) unpark() {
+	if w.c.absent {
+		w.e.dropAbsentWaiter(w)
+		return
+	}
 	if w.c.byLabels() {
 		w.e.dropLabelWaiter(w)
 		return

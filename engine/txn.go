@@ -332,6 +332,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		q := t.fresh[name]
 		e.queues[q.name] = q
 		e.queuesID[q.id] = q
+		e.queueBorn(q.name)
 	}
 	// Apply in memory: cached messages alias the txn record's push sections.
 	r := reader{b: rec[1:]}

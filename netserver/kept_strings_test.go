@@ -336,9 +336,16 @@ func (l *keptLane) write(b *keptBroker, start time.Time) error {
 		return fmt.Errorf("the long poll got %d messages (%v), want %s", len(a.msgs), a.err, pw.txn)
 	}
 	// A group that starts after what exists (it reads nothing), a group
-	// made by a seek, and one deleted.
+	// moved by a seek (which creates no group: the group's first pop
+	// does), and one deleted.
 	if msgs, err := d.pop(l.q, l.parts[0], gN, "new", time.Time{}, 10); err != nil || len(msgs) != 0 {
 		return fmt.Errorf("pop of a new-only group: %d messages, %v", len(msgs), err)
+	}
+	if err := d.seek(l.q, gS); err == nil {
+		return fmt.Errorf("seek of %s, which never read %s, succeeded", gS, l.q)
+	}
+	if _, err := d.pop(l.q, l.parts[0], gS, "new", time.Time{}, 1); err != nil {
+		return fmt.Errorf("pop of %s: %w", gS, err)
 	}
 	if err := d.seek(l.q, gS); err != nil {
 		return fmt.Errorf("seek: %w", err)

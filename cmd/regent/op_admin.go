@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -51,18 +52,19 @@ func queues(o *opCmd) int {
 	if err != nil {
 		return o.fail(err)
 	}
+	qs = slices.DeleteFunc(qs, func(q client.QueueSummary) bool { return internalQueue(q.Name) })
 	if *o.json {
 		out := make([]map[string]any, len(qs))
 		for i, q := range qs {
 			out[i] = map[string]any{"name": q.Name, "id": client.ID(q.ID).String(), "partitions": q.PartitionCount,
-				"messages": q.Messages, "groups": nonNil(q.Groups), "deadLetters": q.DeadLetters, "namespace": q.Options.Namespace, "task": q.Options.Task}
+				"messages": q.Messages, "groups": nonNil(groupLabels(q.Groups)), "deadLetters": q.DeadLetters, "namespace": q.Options.Namespace, "task": q.Options.Task}
 		}
 		return o.emit(out)
 	}
 	w := table(stdout)
 	fmt.Fprintln(w, "QUEUE\tPARTITIONS\tMESSAGES\tDLQ\tGROUPS")
 	for _, q := range qs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", q.Name, q.PartitionCount, q.Messages, q.DeadLetters, strings.Join(q.Groups, ","))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", q.Name, q.PartitionCount, q.Messages, q.DeadLetters, strings.Join(groupLabels(q.Groups), ","))
 	}
 	w.Flush()
 	return exitOK
@@ -122,7 +124,7 @@ func queue(o *opCmd, pos []string) int {
 			if *o.json {
 				groups := make([]map[string]any, len(p.Groups))
 				for k, g := range p.Groups {
-					groups[k] = map[string]any{"group": g.Group, "cursor": g.Cursor, "lag": g.Lag, "leased": g.Leased}
+					groups[k] = map[string]any{"group": groupLabel(g.Group), "cursor": g.Cursor, "lag": g.Lag, "leased": g.Leased}
 				}
 				part := map[string]any{"name": p.Name, "id": client.ID(p.ID).String(), "low": p.Low, "next": p.Next, "groups": groups}
 				if len(p.Lost) > 0 {
@@ -146,7 +148,7 @@ func queue(o *opCmd, pos []string) int {
 				fmt.Fprintf(w, "%s\t%d\t-\t-\t-\t-\n", p.Name, held)
 			}
 			for _, g := range p.Groups {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, held, g.Group, g.Cursor, g.Lag, g.Leased)
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%v\n", p.Name, held, groupLabel(g.Group), g.Cursor, g.Lag, g.Leased)
 			}
 		}
 		if *o.json && (!more || len(qi.Partitions) == 0) {
@@ -154,7 +156,7 @@ func queue(o *opCmd, pos []string) int {
 				parts = []map[string]any{}
 			}
 			return o.emit(map[string]any{"name": qi.Name, "messages": qi.Messages, "deadLetters": qi.DeadLetters,
-				"groups": nonNil(qi.Groups), "options": optionsJSON(&qi.Options), "partitions": parts})
+				"groups": nonNil(groupLabels(qi.Groups)), "options": optionsJSON(&qi.Options), "partitions": parts})
 		}
 		if w != nil {
 			w.Flush() // a page's rows are aligned among themselves
@@ -315,6 +317,12 @@ func dlqCmd(a *app) *cobra.Command {
 		defer c.Close()
 		ctx, cancel := o.ctx()
 		defer cancel()
+		// The broker filters by queue (a queue it does not know has no
+		// entries); a queue that does not exist is a mistake here, as for
+		// regent queue.
+		if _, _, err := c.QueueInfoPage(ctx, pos[0], client.ID{}, 1); err != nil {
+			return o.fail(err)
+		}
 		f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
 		switch {
 		case *redrive:
@@ -360,7 +368,7 @@ func dlqCmd(a *app) *cobra.Command {
 		if *o.json {
 			out := make([]map[string]any, len(entries))
 			for i, e := range entries {
-				out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": e.Message.Group,
+				out[i] = map[string]any{"entryId": e.ID.String(), "message": toMessageJSON(&e.Message), "group": groupLabel(e.Message.Group),
 					"error": e.Error, "retryCount": e.RetryCount, "failedAt": ts(e.FailedAt)}
 			}
 			return o.emit(map[string]any{"total": total, "entries": out})
@@ -377,7 +385,7 @@ func dlqCmd(a *app) *cobra.Command {
 			if len(pl) > 60 {
 				pl = pl[:57] + "..."
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), e.Message.Group, e.Message.Partition, e.RetryCount, e.Error, pl)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), groupLabel(e.Message.Group), e.Message.Partition, e.RetryCount, e.Error, pl)
 		}
 		w.Flush()
 		return exitOK
@@ -413,7 +421,7 @@ func groups(o *opCmd) int {
 	}
 	var rows []row
 	for _, q := range qs {
-		if len(q.Groups) == 0 {
+		if len(q.Groups) == 0 || internalQueue(q.Name) {
 			continue
 		}
 		by := map[string]*row{}
@@ -445,7 +453,9 @@ func groups(o *opCmd) int {
 			after = client.ID(qi.Partitions[len(qi.Partitions)-1].ID)
 		}
 		for _, g := range q.Groups {
-			rows = append(rows, *by[g])
+			r := *by[g]
+			r.Group = groupLabel(r.Group)
+			rows = append(rows, r)
 		}
 	}
 	if *o.json {

@@ -118,14 +118,26 @@ func popCmd(a *app) *cobra.Command {
 		Long: `Pop messages from QUEUE, or from any queue with the labels --namespace and --task.
 
 Without --group, pop is in queue mode: the queue's messages are shared by
-every pop in queue mode, and each is delivered to one of them. With --group,
-the group has its own cursor and sees every message.
+every pop in queue mode (competing consumers), and each is delivered to one
+of them. Queue mode is a consumer group of its own, which queues, queue,
+groups and dlq show as "(queue mode)". With --group, the group has its own
+cursor and sees every message; a group comes into being with its first pop.
+
+Without --partition, one pop fills its batch from several partitions (at
+most --partitions): each partition's messages come in order, and a
+partition is leased to one consumer of a group at a time. When messages
+are left waiting (beyond --batch, or in partitions that other consumers
+hold), pop says so on stderr.
 
 A popped message is leased until --ack answers it, or until its lease ends
-(the queue's lease time), when it comes back.`,
+(the queue's lease time), when it comes back.
+
+Popping creates no queue: a queue that does not exist has no message, and
+with --wait pop waits for it to be created (by a push or configure).`,
 		Example: "  regent pop orders --group billing --batch 10 --ack completed"}
 	fs := c.Flags()
 	partition := fs.String("partition", "", "one partition (default: any)")
+	partitions := fs.Int("partitions", 0, "without --partition: take from at most this many partitions (default: as many as --batch needs)")
 	namespace := fs.String("namespace", "", "without QUEUE: pop from any queue with this namespace (higher priority first)")
 	task := fs.String("task", "", "without QUEUE: pop from any queue with this task")
 	group := fs.String("group", "", "consumer group (default: queue mode)")
@@ -141,6 +153,12 @@ A popped message is leased until --ack answers it, or until its lease ends
 		}
 		if *batch < 1 {
 			return o.usageErr("--batch must be at least 1")
+		}
+		if *partitions < 0 {
+			return o.usageErr("--partitions must not be negative")
+		}
+		if *partitions == 0 {
+			*partitions = *batch
 		}
 		var status client.AckStatus
 		if *ackStatus != "" {
@@ -160,7 +178,7 @@ A popped message is leased until --ack answers it, or until its lease ends
 		} else {
 			q = c.Labels(*namespace, *task)
 		}
-		q = q.Partition(*partition).Group(*group).Batch(*batch)
+		q = q.Partition(*partition).Group(*group).Batch(*batch).Partitions(*partitions)
 		timeout := *o.timeout
 		if *wait {
 			q = q.Wait(true).Timeout(*waitTime)
@@ -198,6 +216,11 @@ A popped message is leased until --ack answers it, or until its lease ends
 				verb = "fits"
 			}
 			fmt.Fprintf(stderr, "regent pop: %s %s one reply; more were ready (pop again for them)\n", plural(len(msgs), "message", "messages"), verb)
+		}
+		if len(pos) == 1 {
+			ictx, icancel := o.ctx()
+			tellWaiting(ictx, c, stderr, pos[0], *group, msgs)
+			icancel()
 		}
 		if *o.json {
 			return o.emit(out)

@@ -69,7 +69,7 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("pop --ack dlq: %d %s", code, out)
 	}
 	// queues, queue
-	if code, out, _ := cli(t, addr, "", "queues"); code != exitOK || !strings.Contains(out, "orders") || !strings.Contains(out, "__QUEUE_MODE__") {
+	if code, out, _ := cli(t, addr, "", "queues"); code != exitOK || !strings.Contains(out, "orders") || !strings.Contains(out, "(queue mode)") || strings.Contains(out, "__QUEUE_MODE__") {
 		t.Fatalf("queues: %d %s", code, out)
 	}
 	code, out, _ = cli(t, addr, "", "queue", "orders", "--json")

@@ -278,7 +278,28 @@ func TestHTTPConsumerGroups(t *testing.T) {
 	if code, b := h.do("POST", "/api/v1/consumer-groups/audit/queues/cg/seek", obj{}); code != 400 {
 		t.Errorf("seek without a target: %d %s", code, b)
 	}
-	// Partition seek.
+	// A seek creates no group and no queue: a group that has never read
+	// the queue, or a queue that does not exist, is not found.
+	for _, path := range []string{
+		"/api/v1/consumer-groups/other/queues/cg/partitions/p2/seek",
+		"/api/v1/consumer-groups/other/queues/cg/seek",
+		"/api/v1/consumer-groups/other/queues/typo/seek",
+	} {
+		if code, b := h.do("POST", path, obj{"toEnd": true}); code != 404 {
+			t.Errorf("%s for a group that never read the queue: %d %s", path, code, b)
+		}
+	}
+	h.call("GET", "/api/v1/consumer-groups", nil, 200, &list)
+	for _, g := range list {
+		if g["name"] == "other" {
+			t.Errorf("a seek created a group: %v", g)
+		}
+	}
+	if code, _ := h.do("GET", "/api/v1/resources/queues/typo", nil); code != 404 {
+		t.Errorf("a seek created a queue: %d", code)
+	}
+	// Partition seek, of a group that read the queue.
+	h.pop("cg/partition/p1?consumerGroup=other")
 	var ps obj
 	h.call("POST", "/api/v1/consumer-groups/other/queues/cg/partitions/p2/seek", nil, 200, &ps)
 	if ps["success"] != true || ps["updated"] != true || ps["cursorMovedTo"] != 2.0 || ps["partitionName"] != "p2" {

@@ -310,7 +310,8 @@ func (s *Server) handleSubscription(w http.ResponseWriter, r *http.Request) {
 //
 // Moves the group's cursor on every partition of the queue: past every
 // message, or past every message created at or before the timestamp. Leases
-// there are released and retry counts forgotten.
+// there are released and retry counts forgotten. A seek creates nothing: a
+// queue that does not exist, or a group that has never read it, is 404.
 func (s *Server) handleSeek(w http.ResponseWriter, r *http.Request) {
 	group, queue := r.PathValue("group"), r.PathValue("queue")
 	var req struct {

@@ -141,10 +141,25 @@ func TestHTTPLongPollWokenByPush(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("long poll not woken by the push")
 	}
-	// A long poll that times out answers 204.
+	// A long poll that times out answers 204. On a queue that does not
+	// exist it waited for the queue without creating it, or its group.
 	code, _ := h.do("GET", "/api/v1/pop/queue/lp2?wait=true&timeout=50", nil)
 	if code != 204 {
 		t.Errorf("expired long poll: %d", code)
+	}
+	code, _ = h.do("GET", "/api/v1/pop/queue/lp2?wait=true&timeout=50&consumerGroup=billing", nil)
+	if code != 204 {
+		t.Errorf("expired long poll of a group: %d", code)
+	}
+	if code, b := h.do("GET", "/api/v1/resources/queues/lp2", nil); code != 404 {
+		t.Errorf("a long poll on a missing queue created it: %d %s", code, b)
+	}
+	var groups []obj
+	h.call("GET", "/api/v1/consumer-groups", nil, 200, &groups)
+	for _, g := range groups {
+		if g["queueName"] == "lp2" {
+			t.Errorf("a long poll on a missing queue created a group: %v", g)
+		}
 	}
 }
 

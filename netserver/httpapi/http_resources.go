@@ -80,6 +80,10 @@ func lostIn(lost []engine.OffsetRange, from, to uint64) uint64 {
 // and so left out of listings.
 func internalQueue(name string) bool { return strings.HasPrefix(name, internalPrefix) }
 
+// InternalQueue reports whether a queue is Regent's own (the traces store
+// this door keeps), which listings leave out.
+func InternalQueue(name string) bool { return internalQueue(name) }
+
 const internalPrefix = "__regent_"
 
 type queueSummary struct {

@@ -124,6 +124,11 @@ func TestTCPLongPollWokenByPushFromAnotherConnection(t *testing.T) {
 	ctx := ctx5(t)
 	other := f.dial(client.WithConns(1))
 	defer other.Close()
+	// The queue exists (a poll on a missing queue creates nothing, so it
+	// could not be seen parking): the poll's first pop creates its group.
+	if _, err := other.Configure(ctx, "wake", client.DefaultQueueOptions()); err != nil {
+		t.Fatal(err)
+	}
 	got := make(chan []client.Message, 1)
 	go func() {
 		m, err := f.c.Queue("wake").Wait(true).Timeout(8 * time.Second).Pop(ctx)
