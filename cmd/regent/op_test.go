@@ -168,7 +168,7 @@ func TestTailFollowsNewMessages(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- tail(ctx, o, "events", "") }()
+	go func() { done <- tail(ctx, o, "events", tailFrom{}) }()
 	brokertest.CheckFor(t, 5*time.Second, func() error { // pushes keep coming until tail shows one
 		cli(t, addr, "", "push", "events", "new")
 		if !bytes.Contains(out.Bytes(), []byte(`"payload":"new"`)) {
