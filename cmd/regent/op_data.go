@@ -174,8 +174,9 @@ Without --group, pop is in queue mode: the queue's messages are shared by
 every pop in queue mode, and each is delivered to one of them. With --group,
 the group has its own cursor and sees every message.
 
-A popped message is leased until --ack answers it, or until its lease ends
-(the queue's lease time), when it comes back.`,
+A popped message is leased until --ack answers it, or "regent ack" with the
+lease id or transactionId printed, or until its lease ends (the queue's
+lease time), when it comes back.`,
 		Example: "  regent pop orders --group billing --batch 10 --ack completed"}
 	fs := c.Flags()
 	partition := fs.String("partition", "", "one partition (default: any)")
@@ -259,16 +260,31 @@ A popped message is leased until --ack answers it, or until its lease ends
 			fmt.Fprintln(stdout, "(no message)")
 			return exitOK
 		}
-		for _, m := range out {
-			fmt.Fprintf(stdout, "%s/%s @%d  id %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.RetryCount, m.Payload)
+		var leases []string // the leases left live, in order
+		for i, m := range out {
+			fmt.Fprintf(stdout, "%s/%s @%d  id %s  txn %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.TransactionID, m.RetryCount, m.Payload)
 			switch {
 			case m.AckError != "":
 				fmt.Fprintf(stdout, "  ack refused: %s\n", m.AckError)
 			case m.Acked != "":
 				fmt.Fprintf(stdout, "  acked %s\n", m.Acked)
 			default:
-				fmt.Fprintf(stdout, "  leased %s (comes back when the lease ends; --ack to answer)\n", m.LeaseID)
+				fmt.Fprintf(stdout, "  lease %s until %s\n", m.LeaseID, ts(msgs[i].LeaseExpires))
+				if len(leases) == 0 || leases[len(leases)-1] != m.LeaseID {
+					leases = append(leases, m.LeaseID)
+				}
 			}
+		}
+		if len(leases) > 0 {
+			// What answers them, ready to copy (by lease: all of it; by txn:
+			// one message); until then they stay leased, and come back when
+			// the lease ends.
+			grp := ""
+			if *group != "" {
+				grp = " --group " + *group
+			}
+			fmt.Fprintf(stdout, "answer all:  regent ack %s %s --status completed   (or failed, retry, dlq)\n", msgs[0].Queue, strings.Join(leases, " "))
+			fmt.Fprintf(stdout, "answer one:  regent ack %s TXN%s --status completed\n", msgs[0].Queue, grp)
 		}
 		return exitOK
 	})
