@@ -327,7 +327,7 @@ func TestOutputIsConsistent(t *testing.T) {
 		t.Errorf("dlq with every entry shown says %q", out)
 	}
 	want(do("dlq", "orders", "--redrive", "--partition", "Default"), "redriven 1 entry\n", "dlq --redrive")
-	want(do("dlq", "orders", "--purge"), "purged 2 entries\n", "dlq --purge")
+	want(do("dlq", "orders", "--purge", "--force"), "purged 2 entries\n", "dlq --purge --force")
 
 	// seek QUEUE GROUP, --to-start.
 	do("pop", "orders", "--group", "audit", "--partition", "us", "--ack", "completed")
