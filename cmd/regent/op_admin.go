@@ -489,12 +489,20 @@ func dlqSelected(group, partition string) string {
 }
 
 func groupsCmd(a *app) *cobra.Command {
-	c := &cobra.Command{Use: "groups", Short: "list the consumer groups with their lag", Args: posArgs(0, 0)}
-	c.Run = a.opRun(func(o *opCmd, _ []string) int { return groups(o) })
+	c := &cobra.Command{Use: "groups [QUEUE]", Short: "list the consumer groups with their lag (of every queue, or of QUEUE)",
+		Args: posArgs(0, 1, "QUEUE")}
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		queue := ""
+		if len(pos) == 1 {
+			queue = pos[0]
+		}
+		return groups(o, queue)
+	})
 	return c
 }
 
-func groups(o *opCmd) int {
+// groups lists the consumer groups of every queue, or of queue.
+func groups(o *opCmd, queue string) int {
 	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
@@ -503,9 +511,20 @@ func groups(o *opCmd) int {
 	defer c.Close()
 	ctx, cancel := o.ctx()
 	defer cancel()
-	qs, err := c.Queues(ctx)
-	if err != nil {
-		return o.fail(err)
+	var qs []client.QueueSummary
+	if queue == "" {
+		if qs, err = c.Queues(ctx); err != nil {
+			return o.fail(err)
+		}
+	} else {
+		qi, _, err := c.QueueInfoPage(ctx, queue, client.ID{}, 1)
+		if protocol.CodeOf(err) == protocol.CodeQueueNotFound {
+			return o.fail(fmt.Errorf("no queue %q", queue))
+		}
+		if err != nil {
+			return o.fail(err)
+		}
+		qs = []client.QueueSummary{qi.QueueSummary}
 	}
 	type row struct {
 		Group      string `json:"group"`
@@ -556,6 +575,14 @@ func groups(o *opCmd) int {
 			rows = []row{}
 		}
 		return o.emit(rows)
+	}
+	if len(rows) == 0 {
+		if queue != "" {
+			fmt.Fprintf(stdout, "no consumer group has read %s\n", queue)
+		} else {
+			fmt.Fprintln(stdout, "no consumer groups")
+		}
+		return exitOK
 	}
 	w := table(stdout)
 	fmt.Fprintln(w, "GROUP\tQUEUE\tPARTITIONS\tLAG\tLEASED")
