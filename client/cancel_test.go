@@ -19,10 +19,11 @@ func TestCancelEndsALongPollAtOnce(t *testing.T) {
 	b := newBroker(t)
 	c := dial(t, b, client.WithConns(1))
 	for _, batch := range []bool{false, true} {
+		queue := fmt.Sprintf("quiet-%v", batch) // empty: the poll parks
 		ctx, cancel := context.WithCancel(testCtx(t))
 		done := make(chan error, 1)
 		go func() {
-			q := c.Queue("quiet").Group("g").Wait(true).Timeout(10 * time.Second)
+			q := c.Queue(queue).Group("g").Wait(true).Timeout(10 * time.Second)
 			if batch {
 				var bt client.Batch
 				done <- q.PopBatch(ctx, &bt)
@@ -32,6 +33,11 @@ func TestCancelEndsALongPollAtOnce(t *testing.T) {
 			done <- err
 		}()
 		brokertest.CheckFor(t, 5*time.Second, func() error { // the poll parks at the broker
+			select {
+			case err := <-done:
+				t.Fatalf("batch %v: the poll returned before it was cancelled: %v", batch, err)
+			default:
+			}
 			if n := b.TCPInFlight(); n != 1 {
 				return fmt.Errorf("%d requests in flight at the broker, want the parked poll", n)
 			}
@@ -52,17 +58,17 @@ func TestCancelEndsALongPollAtOnce(t *testing.T) {
 		}
 		// The connection serves the next calls; the parked poll's group is
 		// deleted, which answers it at the broker.
-		if _, err := c.DeleteGroup(testCtx(t), "quiet", "g"); err != nil {
+		if _, err := c.DeleteGroup(testCtx(t), queue, "g"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Queue("quiet").Push(testCtx(t), []byte("after")); err != nil {
+		if _, err := c.Queue(queue).Push(testCtx(t), []byte("after")); err != nil {
 			t.Fatal(err)
 		}
-		m, err := c.Queue("quiet").Group("other").AutoAck(true).Pop(testCtx(t))
+		m, err := c.Queue(queue).Group("other").AutoAck(true).Pop(testCtx(t))
 		if err != nil || len(m) != 1 || string(m[0].Payload) != "after" {
 			t.Fatalf("batch %v: pop after the cancelled one: %+v %v", batch, m, err)
 		}
-		if _, err := c.DeleteGroup(testCtx(t), "quiet", "other"); err != nil {
+		if _, err := c.DeleteGroup(testCtx(t), queue, "other"); err != nil {
 			t.Fatal(err)
 		}
 	}
