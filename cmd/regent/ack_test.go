@@ -243,12 +243,3 @@ func TestAckFiftyLeasesAtOnce(t *testing.T) {
 		t.Fatalf("the ended leases again: exit %d\n%s", code, out)
 	}
 }
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}

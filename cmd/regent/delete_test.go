@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/log"
 )
 
 // runOnTerminal runs the built binary with a terminal for stdin, types
@@ -173,5 +178,56 @@ func TestDeleteAsksFirst(t *testing.T) {
 		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: exit %d, %q %q; want 2 and %q", c.args, code, out, errs, c.want)
 		}
+	}
+}
+
+// TestDeleteWhenTheBrokerGoesAwayWhileAsking: the broker stops while delete
+// waits for its answer; the answer then ends it with status 1 and the
+// reason, within --timeout, and nothing is deleted.
+func TestDeleteWhenTheBrokerGoesAwayWhileAsking(t *testing.T) {
+	_, bin := buildRegent(t)
+	dir := t.TempDir()
+	b := brokertest.Start(t, broker.Options{Journal: log.Config{Dir: dir}, Engine: engine.Config{SnapshotEveryBytes: -1}})
+	addr := b.TCPAddr().String()
+	if code, _, errs := runBin(t, bin, "", "push", "orders", "x", "--addr", addr); code != exitOK {
+		t.Fatal(errs)
+	}
+	typer, term := openPTY(t)
+	go io.Copy(io.Discard, typer)
+	cmd := exec.Command(bin, "delete", "queue", "orders", "--addr", addr, "--timeout", "1s")
+	cmd.Stdin = term
+	var errb lockedBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() { cmd.Process.Kill(); <-done }()
+	brokertest.CheckFor(t, 20*time.Second, func() error {
+		if !strings.HasSuffix(errb.String(), "Type the queue's name to confirm: ") {
+			return errors.New("not asked yet: " + errb.String())
+		}
+		return nil
+	})
+	if err := b.Exit(); err != nil {
+		t.Fatal(err)
+	}
+	answered := time.Now()
+	typer.Write([]byte("orders\n"))
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("delete still running 15 s after its answer, the broker gone")
+	}
+	took := time.Since(answered)
+	t.Logf("exit after %v: %s", took, errb.String())
+	if code := cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(errb.String(), "regent delete queue: ") || took > 5*time.Second {
+		t.Fatalf("delete with the broker gone: exit %d after %v: %s", code, took, errb.String())
+	}
+	// Back on the same journal: the queue is there.
+	b2 := brokertest.Start(t, broker.Options{Journal: log.Config{Dir: dir}, Engine: engine.Config{SnapshotEveryBytes: -1}})
+	if code, out, errs := runBin(t, bin, "", "queues", "--addr", b2.TCPAddr().String()); code != exitOK || !strings.Contains(out, "orders") {
+		t.Fatalf("after the restart: %d %s %s", code, out, errs)
 	}
 }

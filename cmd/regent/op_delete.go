@@ -56,9 +56,9 @@ func deleteQueueCmd(a *app) *cobra.Command {
 		if err != nil {
 			return o.fail(err)
 		}
-		prompt := fmt.Sprintf("Delete queue %s for good: %s in %s, %s, groups %s?\nType the queue's name to confirm: ", queue,
+		prompt := fmt.Sprintf("Delete queue %s for good: %s in %s, %s, %s?\nType the queue's name to confirm: ", queue,
 			plural(qi.Messages, "message", "messages"), plural(qi.PartitionCount, "partition", "partitions"),
-			plural(qi.DeadLetters, "dead letter", "dead letters"), listOr(qi.Groups, "none"))
+			plural(qi.DeadLetters, "dead letter", "dead letters"), groupList(qi.Groups))
 		if code := o.confirm(*force, prompt, queue); code != exitOK {
 			return code
 		}
@@ -172,10 +172,10 @@ func has(s []string, x string) bool {
 	return false
 }
 
-// listOr joins s with commas, or says none.
-func listOr(s []string, none string) string {
-	if len(s) == 0 {
-		return none
+// groupList names a queue's groups: "groups a, b", or "no groups".
+func groupList(groups []string) string {
+	if len(groups) == 0 {
+		return "no groups"
 	}
-	return strings.Join(s, ", ")
+	return "groups " + strings.Join(groups, ", ")
 }
