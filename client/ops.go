@@ -220,8 +220,7 @@ func sameAnswer(msgs []Message, status AckStatus, opt AckOptions) func(dst []byt
 // request; the broker applies them in order, per partition.
 func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) {
 	return c.ack(ctx, len(acks), func(dst []byte, i int) []byte {
-		a := &acks[i]
-		it := ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
+		it := ackOf(&acks[i])
 		return protocol.AppendAckItem(dst, &it)
 	}, nil)
 }
@@ -283,10 +282,18 @@ var ackReplies = sync.Pool{New: func() any { return new(protocol.AckReply) }}
 func ackItems(acks []Ack) []protocol.AckItem {
 	items := make([]protocol.AckItem, len(acks))
 	for i := range acks {
-		a := &acks[i]
-		items[i] = ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
+		items[i] = ackOf(&acks[i])
 	}
 	return items
+}
+
+// ackOf is a's wire item: by offset, or by transactionId.
+func ackOf(a *Ack) protocol.AckItem {
+	it := ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
+	if a.ByTransactionID {
+		it.HasOffset, it.Offset, it.MessageID, it.TransactionID = false, 0, protocol.UUID{}, a.Message.TransactionID
+	}
+	return it
 }
 
 func ackItem(m *Message, group string, status AckStatus, errText string) protocol.AckItem {

@@ -192,6 +192,13 @@ type Ack struct {
 	Message Message
 	Status  AckStatus
 	Error   string
+	// ByTransactionID names the message by Message.TransactionID (for a
+	// message pushed without one: its id, in text) inside its lease
+	// (Message.PartitionID, LeaseID and Group), not by its offset: for a
+	// caller that has the ids a pop printed rather than the message. The
+	// broker refuses it (not in flight) when no message of that lease has
+	// that transactionId.
+	ByTransactionID bool
 }
 
 // SubscriptionMode decides where a group that never read a queue starts

@@ -56,7 +56,8 @@ func TestCommandLine(t *testing.T) {
 		t.Fatalf("--help: %d", code)
 	}
 	uses := map[string]string{"serve": "", "bench": "", "version": "", "queues": "", "queue": "QUEUE", "configure": "QUEUE",
-		"dlq": "QUEUE", "groups": "", "seek": "QUEUE GROUP", "stats": "", "push": "QUEUE [PAYLOAD | -]", "pop": "[QUEUE", "tail": "QUEUE", "completion": ""}
+		"dlq": "QUEUE", "groups": "", "seek": "QUEUE GROUP", "stats": "", "push": "QUEUE [PAYLOAD | -]", "pop": "[QUEUE", "tail": "QUEUE", "completion": "",
+		"ack": "QUEUE LEASE|TXN...", "delete": "queue|group NAME"}
 	for name, use := range uses {
 		if !strings.Contains(out, "\n  "+name+" ") {
 			t.Errorf("regent --help does not list %s:\n%s", name, out)

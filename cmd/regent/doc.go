@@ -19,9 +19,14 @@
 //     connection caps below it (fds.go), then broker.New, Main, and Exit on
 //     SIGINT or SIGTERM or when a door dies.
 //   - the operator commands (queues, queue, configure, dlq, groups, seek,
-//     stats, push, pop, tail: op*.go) are clients of a running broker over
-//     the binary protocol (package client), like any user; --json prints
-//     what scripts read.
+//     stats, push, pop, ack, tail, delete: op*.go) are clients of a running broker
+//     over the binary protocol (package client), like any user; --json
+//     prints what scripts read. ack answers leases by the ids pop printed:
+//     queue info names each partition's live lease and the group's cursor
+//     (not the lease's end), so it answers from the cursor on and the
+//     broker's "not in this lease" marks the end. What destroys (delete
+//     queue, delete group, dlq --purge) asks on a terminal and needs
+//     --force without one (confirm in op.go).
 //   - bench (bench*.go) runs the load-test harness (package bench), with the
 //     broker as a child process, in this process (broker.New), or at an
 //     address.

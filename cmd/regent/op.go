@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/regentmq/regent/client"
@@ -105,13 +107,14 @@ func (o *opCmd) emit(v any) int {
 	return exitOK
 }
 
-// isTerminal reports whether w is a terminal (live, redrawn output).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether f (stdout, or stdin) is a terminal: live,
+// redrawn output; a question that a person answers.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
+	st, err := file.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
@@ -128,4 +131,34 @@ func (o *opCmd) emitLine(v any) {
 	if err == nil {
 		fmt.Fprintf(o.stdout, "%s\n", b)
 	}
+}
+
+// confirm asks on the terminal before something is destroyed: prompt (on
+// stderr), then a line on stdin that must be want, or y or yes when want is
+// empty. force skips it. Without a terminal (and without force) it is a
+// usage mistake: a script says --force. It returns exitOK to go on, or the
+// exit code to end with (1: the answer was no).
+func (o *opCmd) confirm(force bool, prompt, want string) int {
+	if force {
+		return exitOK
+	}
+	if !isTerminal(o.stdin) {
+		return o.usageErr("stdin is not a terminal to confirm on: give --force to go ahead without asking")
+	}
+	fmt.Fprint(o.stderr, prompt)
+	line, err := bufio.NewReader(o.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(o.stderr)
+		return o.usageErr("no answer on stdin: give --force to go ahead without asking")
+	}
+	line = strings.TrimSpace(line)
+	ok := line == want
+	if want == "" {
+		ok = strings.EqualFold(line, "y") || strings.EqualFold(line, "yes")
+	}
+	if !ok {
+		fmt.Fprintf(o.stderr, "regent %s: not confirmed: nothing done\n", o.name)
+		return exitFailure
+	}
+	return exitOK
 }

@@ -298,17 +298,52 @@ func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, one, many string)
 }
 
 func dlqCmd(a *app) *cobra.Command {
-	c := &cobra.Command{Use: "dlq QUEUE", Short: "list the dead-letter queue (--redrive, --purge)", Args: posArgs(1, 1, "QUEUE")}
+	c := &cobra.Command{Use: "dlq QUEUE [ENTRY...]", Short: "list the dead-letter queue, with each entry's id (--redrive, --purge)",
+		Args: posArgs(1, -1, "QUEUE"),
+		Long: `List QUEUE's dead-letter entries, each with its ENTRY id, group, partition,
+retries, error and payload (--group, --partition and --limit select).
+
+--redrive puts entries back at the end of their partitions as new messages;
+--purge drops them for good (on a terminal it asks first; without one it
+needs --force). Both act on the ENTRY ids given after QUEUE, or, without
+any, on every entry --group and --partition select.`,
+		Example: `  regent dlq orders
+  regent dlq orders --redrive 01a2...e7 01a2...f0     # these two entries
+  regent dlq orders --redrive --group billing          # all of billing's
+  regent dlq orders --purge --force                    # all, from a script`}
 	fs := c.Flags()
 	group := fs.String("group", "", "only this consumer group's entries")
 	partition := fs.String("partition", "", "only this partition's entries")
 	limit := fs.Int("limit", 100, "entries to list")
-	redrive := fs.Bool("redrive", false, "put the matching entries back at the end of their partitions")
-	purge := fs.Bool("purge", false, "drop the matching entries")
+	redrive := fs.Bool("redrive", false, "put the entries (the ENTRY ids given, or all that match) back at the end of their partitions")
+	purge := fs.Bool("purge", false, "drop the entries (the ENTRY ids given, or all that match) for good")
+	force := fs.Bool("force", false, "with --purge: do not ask (needed when stdin is not a terminal)")
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
 		stdout := o.stdout
+		queue := pos[0]
 		if *redrive && *purge {
 			return o.usageErr("--redrive and --purge exclude each other")
+		}
+		var ids []client.ID
+		seen := map[client.ID]bool{}
+		for _, s := range pos[1:] {
+			id, err := client.ParseID(s)
+			if err != nil {
+				return o.usageErr("ENTRY %q is not an entry id (the ENTRY column of regent dlq %s)", s, queue)
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 && !*redrive && !*purge {
+			return o.usageErr("ENTRY ids go with --redrive or --purge")
+		}
+		if *force && !*purge {
+			return o.usageErr("--force goes with --purge")
+		}
+		if *purge && !*force && !isTerminal(o.stdin) {
+			return o.confirm(false, "", "")
 		}
 		c, err := o.dial(context.Background())
 		if err != nil {
@@ -320,13 +355,13 @@ func dlqCmd(a *app) *cobra.Command {
 		// The broker filters by queue (a queue it does not know has no
 		// entries); a queue that does not exist is a mistake here, as for
 		// regent queue.
-		if _, _, err := c.QueueInfoPage(ctx, pos[0], client.ID{}, 1); err != nil {
+		if _, _, err := c.QueueInfoPage(ctx, queue, client.ID{}, 1); err != nil {
 			return o.fail(err)
 		}
-		f := client.DLQFilter{Queue: pos[0], Group: *group, Partition: *partition, Limit: *limit}
+		f := client.DLQFilter{Queue: queue, Group: *group, Partition: *partition, Limit: *limit}
 		switch {
 		case *redrive:
-			red, err := c.Redrive(ctx, f)
+			red, err := c.Redrive(ctx, f, ids...)
 			if err != nil {
 				return o.fail(err)
 			}
@@ -335,19 +370,53 @@ func dlqCmd(a *app) *cobra.Command {
 				for i, r := range red {
 					out[i] = map[string]any{"entryId": r.Entry.String(), "messageId": r.MessageID.String(), "partition": r.Partition}
 				}
-				return o.emit(map[string]any{"redriven": len(red), "messages": out})
+				if code := o.emit(map[string]any{"redriven": len(red), "messages": out}); code != exitOK {
+					return code
+				}
+			} else {
+				fmt.Fprintf(stdout, "redriven %s\n", plural(len(red), "entry", "entries"))
+				for _, r := range red {
+					fmt.Fprintf(stdout, "  %s -> %s/%s  message %s\n", r.Entry, queue, r.Partition, r.MessageID)
+				}
 			}
-			fmt.Fprintf(stdout, "redriven %s\n", plural(len(red), "entry", "entries"))
+			if missing := missingIDs(ids, red); len(missing) > 0 {
+				return o.fail(fmt.Errorf("not in the dead-letter queue of %s%s: %s", queue, dlqSelected(*group, *partition), strings.Join(missing, " ")))
+			}
 			return exitOK
 		case *purge:
-			n, err := c.PurgeDLQ(ctx, f)
+			what := fmt.Sprintf("%s of %s", plural(len(ids), "dead letter", "dead letters"), queue)
+			if len(ids) == 0 && !*force {
+				cf := f
+				cf.Limit = 1
+				_, total, err := c.DLQ(ctx, cf)
+				if err != nil {
+					return o.fail(err)
+				}
+				if total == 0 {
+					fmt.Fprintf(stdout, "purged 0 entries\n") // nothing to ask about
+					return exitOK
+				}
+				what = fmt.Sprintf("all %s of %s%s", plural(total, "dead letter", "dead letters"), queue, dlqSelected(*group, *partition))
+			}
+			if code := o.confirm(*force, fmt.Sprintf("Purge %s, for good? [y/N] ", what), ""); code != exitOK {
+				return code
+			}
+			pctx, pcancel := o.ctx() // the answer may have taken a while
+			defer pcancel()
+			n, err := c.PurgeDLQ(pctx, f, ids...)
 			if err != nil {
 				return o.fail(err)
 			}
 			if *o.json {
-				return o.emit(map[string]any{"purged": n})
+				if code := o.emit(map[string]any{"purged": n}); code != exitOK {
+					return code
+				}
+			} else {
+				fmt.Fprintf(stdout, "purged %s\n", plural(n, "entry", "entries"))
 			}
-			fmt.Fprintf(stdout, "purged %s\n", plural(n, "entry", "entries"))
+			if len(ids) > 0 && n < len(ids) {
+				return o.fail(fmt.Errorf("%d of the %d ENTRY ids given were not in the dead-letter queue of %s%s", len(ids)-n, len(ids), queue, dlqSelected(*group, *partition)))
+			}
 			return exitOK
 		}
 		// A page may come back shorter than asked (the broker fills one reply
@@ -379,13 +448,13 @@ func dlqCmd(a *app) *cobra.Command {
 		}
 		fmt.Fprintln(stdout)
 		w := table(stdout)
-		fmt.Fprintln(w, "FAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
+		fmt.Fprintln(w, "ENTRY\tFAILED AT\tGROUP\tPARTITION\tRETRIES\tERROR\tPAYLOAD")
 		for _, e := range entries {
 			pl := string(e.Message.Payload)
 			if len(pl) > 60 {
 				pl = pl[:57] + "..."
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", ts(e.FailedAt), groupLabel(e.Message.Group), e.Message.Partition, e.RetryCount, e.Error, pl)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, ts(e.FailedAt), groupLabel(e.Message.Group), e.Message.Partition, e.RetryCount, e.Error, pl)
 		}
 		w.Flush()
 		return exitOK
@@ -393,13 +462,55 @@ func dlqCmd(a *app) *cobra.Command {
 	return c
 }
 
+// missingIDs are the ids that were not redriven.
+func missingIDs(ids []client.ID, red []client.Redriven) []string {
+	done := map[client.ID]bool{}
+	for _, r := range red {
+		done[r.Entry] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !done[id] {
+			out = append(out, id.String())
+		}
+	}
+	return out
+}
+
+// dlqSelected names the --group and --partition given, for messages.
+func dlqSelected(group, partition string) string {
+	s := ""
+	if group != "" {
+		s += " (group " + group
+	}
+	if partition != "" {
+		if s == "" {
+			s += " (partition " + partition
+		} else {
+			s += ", partition " + partition
+		}
+	}
+	if s != "" {
+		s += ")"
+	}
+	return s
+}
+
 func groupsCmd(a *app) *cobra.Command {
-	c := &cobra.Command{Use: "groups", Short: "list the consumer groups with their lag", Args: posArgs(0, 0)}
-	c.Run = a.opRun(func(o *opCmd, _ []string) int { return groups(o) })
+	c := &cobra.Command{Use: "groups [QUEUE]", Short: "list the consumer groups with their lag (of every queue, or of QUEUE)",
+		Args: posArgs(0, 1, "QUEUE")}
+	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		queue := ""
+		if len(pos) == 1 {
+			queue = pos[0]
+		}
+		return groups(o, queue)
+	})
 	return c
 }
 
-func groups(o *opCmd) int {
+// groups lists the consumer groups of every queue, or of queue.
+func groups(o *opCmd, queue string) int {
 	stdout := o.stdout
 	c, err := o.dial(context.Background())
 	if err != nil {
@@ -408,9 +519,20 @@ func groups(o *opCmd) int {
 	defer c.Close()
 	ctx, cancel := o.ctx()
 	defer cancel()
-	qs, err := c.Queues(ctx)
-	if err != nil {
-		return o.fail(err)
+	var qs []client.QueueSummary
+	if queue == "" {
+		if qs, err = c.Queues(ctx); err != nil {
+			return o.fail(err)
+		}
+	} else {
+		qi, _, err := c.QueueInfoPage(ctx, queue, client.ID{}, 1)
+		if protocol.CodeOf(err) == protocol.CodeQueueNotFound {
+			return o.fail(fmt.Errorf("no queue %q", queue))
+		}
+		if err != nil {
+			return o.fail(err)
+		}
+		qs = []client.QueueSummary{qi.QueueSummary}
 	}
 	type row struct {
 		Group      string `json:"group"`
@@ -463,6 +585,14 @@ func groups(o *opCmd) int {
 			rows = []row{}
 		}
 		return o.emit(rows)
+	}
+	if len(rows) == 0 {
+		if queue != "" {
+			fmt.Fprintf(stdout, "no consumer group has read %s\n", queue)
+		} else {
+			fmt.Fprintln(stdout, "no consumer groups")
+		}
+		return exitOK
 	}
 	w := table(stdout)
 	fmt.Fprintln(w, "GROUP\tQUEUE\tPARTITIONS\tLAG\tLEASED")

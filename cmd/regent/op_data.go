@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -129,8 +131,9 @@ partition is leased to one consumer of a group at a time. When messages
 are left waiting (beyond --batch, or in partitions that other consumers
 hold), pop says so on stderr.
 
-A popped message is leased until --ack answers it, or until its lease ends
-(the queue's lease time), when it comes back.
+A popped message is leased until --ack answers it, or "regent ack" with the
+lease id or transactionId printed, or until its lease ends (the queue's
+lease time), when it comes back.
 
 Popping creates no queue: a queue that does not exist has no message, and
 with --wait pop waits for it to be created (by a push or configure).`,
@@ -229,16 +232,31 @@ with --wait pop waits for it to be created (by a push or configure).`,
 			fmt.Fprintln(stdout, "(no message)")
 			return exitOK
 		}
-		for _, m := range out {
-			fmt.Fprintf(stdout, "%s/%s @%d  id %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.RetryCount, m.Payload)
+		var leases []string // the leases left live, in order
+		for i, m := range out {
+			fmt.Fprintf(stdout, "%s/%s @%d  id %s  txn %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.TransactionID, m.RetryCount, m.Payload)
 			switch {
 			case m.AckError != "":
 				fmt.Fprintf(stdout, "  ack refused: %s\n", m.AckError)
 			case m.Acked != "":
 				fmt.Fprintf(stdout, "  acked %s\n", m.Acked)
 			default:
-				fmt.Fprintf(stdout, "  leased %s (comes back when the lease ends; --ack to answer)\n", m.LeaseID)
+				fmt.Fprintf(stdout, "  lease %s until %s\n", m.LeaseID, ts(msgs[i].LeaseExpires))
+				if len(leases) == 0 || leases[len(leases)-1] != m.LeaseID {
+					leases = append(leases, m.LeaseID)
+				}
 			}
+		}
+		if len(leases) > 0 {
+			// What answers them, ready to copy (by lease: all of it; by txn:
+			// one message); until then they stay leased, and come back when
+			// the lease ends.
+			grp := ""
+			if *group != "" {
+				grp = " --group " + *group
+			}
+			fmt.Fprintf(stdout, "answer all:  regent ack %s %s --status completed   (or failed, retry, dlq)\n", msgs[0].Queue, strings.Join(leases, " "))
+			fmt.Fprintf(stdout, "answer one:  regent ack %s TXN%s --status completed\n", msgs[0].Queue, grp)
 		}
 		return exitOK
 	})
@@ -246,60 +264,178 @@ with --wait pop waits for it to be created (by a push or configure).`,
 }
 
 func tailCmd(a *app) *cobra.Command {
-	c := &cobra.Command{Use: "tail QUEUE", Short: "follow new messages as a throwaway group", Args: posArgs(1, 1, "QUEUE")}
-	partition := c.Flags().String("partition", "", "one partition (default: all)")
+	c := &cobra.Command{Use: "tail QUEUE", Short: "follow new messages as a throwaway group", Args: posArgs(1, 1, "QUEUE"),
+		Long: `Follow QUEUE's messages as they come, as a throwaway consumer group that
+takes them at delivery (autoAck: other groups are not affected) and is
+deleted when tail ends (Ctrl-C).
+
+Without a flag tail starts at the end: only messages pushed from now on.
+--from-start prints every message the queue holds first; --last N the N
+newest (by creation time), then both follow. --last reads the queue from its
+oldest message to find them, which takes a while on a queue of millions.`,
+		Example: `  regent tail orders
+  regent tail orders --last 20 --partition customer-42
+  regent tail orders --from-start --json | jq .payload`}
+	fs := c.Flags()
+	partition := fs.String("partition", "", "one partition (default: all)")
+	fromStart := fs.Bool("from-start", false, "print every message the queue holds first, then follow")
+	last := fs.Int("last", 0, "print the N newest messages first, then follow")
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		if *fromStart && fs.Changed("last") {
+			return o.usageErr("--from-start and --last exclude each other")
+		}
+		if fs.Changed("last") && *last < 1 {
+			return o.usageErr("--last must be at least 1")
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return tail(ctx, o, pos[0], *partition)
+		return tail(ctx, o, pos[0], tailFrom{partition: *partition, fromStart: *fromStart, last: *last})
 	})
 	return c
 }
 
-// tail follows a queue as a throwaway group that starts at its end and acks
-// at delivery; the group is deleted when tail ends.
-func tail(ctx context.Context, o *opCmd, queue, partition string) int {
+// tailFrom says what tail shows before it follows.
+type tailFrom struct {
+	partition string
+	fromStart bool // every message the queue holds
+	last      int  // the newest last messages (0: none)
+}
+
+// tail follows a queue as a throwaway group that acks at delivery (from the
+// end, or from the start with fromStart or last); the group is deleted when
+// tail ends. Every pop waits under ctx: cancelling it (Ctrl-C) ends tail at
+// once. A long poll abandoned on the broker then is answered or withdrawn
+// when the group is deleted and the connection closes; what it might still
+// take went to the throwaway group, which nobody else reads.
+func tail(ctx context.Context, o *opCmd, queue string, from tailFrom) int {
 	c, err := o.dial(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return exitOK
+		}
 		return o.fail(err)
 	}
 	defer c.Close()
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	group := "tail-" + hex.EncodeToString(rnd[:])
+	lost := false // the connection broke: deleting the group waits less
 	defer func() {
-		dctx, cancel := o.ctx()
+		wait := *o.timeout
+		if lost {
+			wait = min(wait, time.Second)
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
-		c.DeleteGroup(dctx, queue, group)
+		if _, err := c.DeleteGroup(dctx, queue, group); err != nil {
+			fmt.Fprintf(o.stderr, "regent tail: the throwaway group %s is left on %s (%v): regent delete group %s --queue %s --force\n",
+				group, queue, err, group, queue)
+		}
 	}()
 	if !*o.json {
 		fmt.Fprintf(o.stderr, "following %s as group %s (Ctrl-C to stop)\n", queue, group)
 	}
-	q := c.Queue(queue).Partition(partition).Group(group).SubscriptionMode(client.FromNew).
-		Batch(100).Partitions(16).AutoAck(true).Wait(true).Timeout(2 * time.Second)
+	mode := client.FromNew
+	if from.fromStart || from.last > 0 {
+		mode = client.FromOldest
+	}
+	q := c.Queue(queue).Partition(from.partition).Group(group).SubscriptionMode(mode).
+		Batch(100).Partitions(16).AutoAck(true)
+	show := func(m *client.Message) {
+		if *o.json {
+			o.emitLine(toMessageJSON(m))
+		} else {
+			fmt.Fprintf(o.stdout, "%s %s/%s @%d  %s\n", ts(m.CreatedAt), m.Queue, m.Partition, m.Offset, m.Payload)
+		}
+	}
+	// failed ends tail on a pop's error: none when ctx ended (Ctrl-C).
+	failed := func(err error) int {
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		lost = errors.Is(err, client.ErrConnLost) || errors.Is(err, context.DeadlineExceeded)
+		return o.fail(err)
+	}
+	if from.last > 0 {
+		// Read what the queue holds, keeping the newest, then show them.
+		var keep newest
+		keep.n = from.last
+		cq := q.Batch(1000).Partitions(64)
+		for {
+			pctx, cancel := context.WithTimeout(ctx, *o.timeout)
+			msgs, err := cq.Pop(pctx)
+			cancel()
+			if err != nil {
+				return failed(err)
+			}
+			if len(msgs) == 0 {
+				break
+			}
+			for i := range msgs {
+				keep.add(msgs[i])
+			}
+		}
+		for _, m := range keep.sorted() {
+			show(&m)
+		}
+	}
+	const poll = 2 * time.Second
+	q = q.Wait(true).Timeout(poll)
 	for ctx.Err() == nil {
-		// Not cancelled by ctx: a poll abandoned here could still take
-		// messages on the broker; it ends by its own timeout.
-		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+*o.timeout)
+		pctx, cancel := context.WithTimeout(ctx, poll+*o.timeout)
 		msgs, err := q.Pop(pctx)
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return o.fail(err)
+			return failed(err)
 		}
 		for i := range msgs {
-			m := &msgs[i]
-			if *o.json {
-				o.emitLine(toMessageJSON(m))
-			} else {
-				fmt.Fprintf(o.stdout, "%s %s/%s @%d  %s\n", ts(m.CreatedAt), m.Queue, m.Partition, m.Offset, m.Payload)
-			}
+			show(&msgs[i])
 		}
 	}
-	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return o.fail(err)
-	}
 	return exitOK
+}
+
+// newest keeps the n newest messages it is given (by creation time, then
+// partition and offset).
+type newest struct {
+	n    int
+	msgs []client.Message // a min-heap on older
+}
+
+func older(a, b *client.Message) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	if a.Partition != b.Partition {
+		return a.Partition < b.Partition
+	}
+	return a.Offset < b.Offset
+}
+
+func (k *newest) Len() int           { return len(k.msgs) }
+func (k *newest) Less(i, j int) bool { return older(&k.msgs[i], &k.msgs[j]) }
+func (k *newest) Swap(i, j int)      { k.msgs[i], k.msgs[j] = k.msgs[j], k.msgs[i] }
+func (k *newest) Push(x any)         { k.msgs = append(k.msgs, x.(client.Message)) }
+func (k *newest) Pop() any {
+	m := k.msgs[len(k.msgs)-1]
+	k.msgs = k.msgs[:len(k.msgs)-1]
+	return m
+}
+
+func (k *newest) add(m client.Message) {
+	if len(k.msgs) < k.n {
+		heap.Push(k, m)
+		return
+	}
+	if older(&k.msgs[0], &m) {
+		k.msgs[0] = m
+		heap.Fix(k, 0)
+	}
+}
+
+// sorted returns the messages kept, oldest first.
+func (k *newest) sorted() []client.Message {
+	out := append([]client.Message(nil), k.msgs...)
+	sort.Slice(out, func(i, j int) bool { return older(&out[i], &out[j]) })
+	return out
 }

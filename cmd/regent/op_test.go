@@ -168,7 +168,7 @@ func TestTailFollowsNewMessages(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- tail(ctx, o, "events", "") }()
+	go func() { done <- tail(ctx, o, "events", tailFrom{}) }()
 	brokertest.CheckFor(t, 5*time.Second, func() error { // pushes keep coming until tail shows one
 		cli(t, addr, "", "push", "events", "new")
 		if !bytes.Contains(out.Bytes(), []byte(`"payload":"new"`)) {
@@ -327,7 +327,7 @@ func TestOutputIsConsistent(t *testing.T) {
 		t.Errorf("dlq with every entry shown says %q", out)
 	}
 	want(do("dlq", "orders", "--redrive", "--partition", "Default"), "redriven 1 entry\n", "dlq --redrive")
-	want(do("dlq", "orders", "--purge"), "purged 2 entries\n", "dlq --purge")
+	want(do("dlq", "orders", "--purge", "--force"), "purged 2 entries\n", "dlq --purge --force")
 
 	// seek QUEUE GROUP, --to-start.
 	do("pop", "orders", "--group", "audit", "--partition", "us", "--ack", "completed")

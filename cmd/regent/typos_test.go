@@ -55,7 +55,7 @@ func TestTyposLeaveNoState(t *testing.T) {
 	*o.addr = addr
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(500*time.Millisecond, cancel) // as Ctrl-C
-	if code := tail(ctx, o, "typo-tail", ""); code != exitOK {
+	if code := tail(ctx, o, "typo-tail", tailFrom{}); code != exitOK {
 		t.Errorf("tail of a missing queue: exit %d", code)
 	}
 	for _, c := range []struct {
