@@ -230,4 +230,3 @@ func requestBytes(items []client.Item) int {
 	}
 	return n
 }
-
