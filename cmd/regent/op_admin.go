@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -106,17 +105,7 @@ func queue(o *opCmd, pos []string) int {
 		if page == 0 && !*o.json {
 			fmt.Fprintf(stdout, "queue %s: %s in %s, %s\n", qi.Name, plural(qi.Messages, "message", "messages"),
 				plural(qi.PartitionCount, "partition", "partitions"), plural(qi.DeadLetters, "dead letter", "dead letters"))
-			ops := optionsJSON(&qi.Options)
-			keys := make([]string, 0, len(ops))
-			for k := range ops {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var kv []string
-			for _, k := range keys {
-				kv = append(kv, fmt.Sprintf("%s=%v", k, ops[k]))
-			}
-			fmt.Fprintf(stdout, "options: %s\n\n", strings.Join(kv, " "))
+			fmt.Fprintf(stdout, "options: %s\n\n", optionsText(&qi.Options))
 			w = table(stdout)
 			fmt.Fprintln(w, "PARTITION\tMESSAGES\tGROUP\tCURSOR\tLAG\tLEASED")
 		}
@@ -182,6 +171,36 @@ func queue(o *opCmd, pos []string) int {
 	}
 }
 
+// optionsText writes a queue's options as configure's flags name them,
+// each duration with its unit (lease-time=5m0s retry-delay=2s), the
+// options left at zero or off only when they mean something there.
+func optionsText(o *client.QueueOptions) string {
+	secs := func(n int64) time.Duration { return time.Duration(n) * time.Second }
+	kv := []string{
+		"lease-time=" + o.LeaseTime.String(),
+		fmt.Sprintf("retry-limit=%d", o.RetryLimit),
+		"retry-delay=" + o.RetryDelay.String(),
+	}
+	add := func(on bool, k string, v any) {
+		if on {
+			kv = append(kv, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	add(o.DelayedProcessing > 0, "delayed-processing", o.DelayedProcessing)
+	add(o.WindowBuffer > 0, "window-buffer", o.WindowBuffer)
+	add(o.MaxSize > 0, "max-size", o.MaxSize)
+	add(o.TTL > 0, "ttl", o.TTL)
+	add(o.RetentionEnabled && o.RetentionSeconds > 0, "retention", secs(o.RetentionSeconds))
+	add(o.RetentionEnabled && o.CompletedRetentionSeconds > 0, "completed-retention", secs(o.CompletedRetentionSeconds))
+	add(o.MaxWaitTimeSeconds > 0, "max-wait-time", secs(o.MaxWaitTimeSeconds))
+	add(o.Priority != 0, "priority", o.Priority)
+	add(o.EncryptionEnabled, "encryption", true)
+	add(o.MaxPartitions > 0, "max-partitions", o.MaxPartitions)
+	add(o.Namespace != "", "namespace", o.Namespace)
+	add(o.Task != "", "task", o.Task)
+	return strings.Join(kv, " ")
+}
+
 // optionsJSON names a queue's options as Queen does (seconds and ms).
 func optionsJSON(o *client.QueueOptions) map[string]any {
 	return map[string]any{
@@ -214,10 +233,11 @@ With --reset the options not given go back to their defaults.`,
 	fs.DurationVar(&v.WindowBuffer, "window-buffer", 0, "serve a partition only once its newest message is that old")
 	fs.Int64Var(&v.MaxSize, "max-size", 0, "messages the queue may hold for its slowest group (0: unlimited)")
 	fs.DurationVar(&v.TTL, "ttl", d.TTL, "Queen's ttl option (kept and echoed)")
-	fs.BoolVar(&v.RetentionEnabled, "retention", false, "enable retention (--retention-seconds, --completed-retention-seconds)")
-	fs.Int64Var(&v.RetentionSeconds, "retention-seconds", 0, "with --retention: remove messages older than this")
-	fs.Int64Var(&v.CompletedRetentionSeconds, "completed-retention-seconds", 0, "with --retention: remove messages every group passed, once this old")
-	fs.Int64Var(&v.MaxWaitTimeSeconds, "max-wait-time-seconds", 0, "evict messages nobody consumed within this time")
+	// Queen keeps these three in whole seconds; the flags are durations.
+	var retention, completedRetention, maxWait time.Duration
+	fs.DurationVar(&retention, "retention", 0, "remove messages older than this, e.g. 24h (0: off, unless --completed-retention)")
+	fs.DurationVar(&completedRetention, "completed-retention", 0, "remove messages every group passed, once this old (0: off)")
+	fs.DurationVar(&maxWait, "max-wait-time", 0, "evict messages nobody consumed within this time (0: never)")
 	fs.IntVar(&v.Priority, "priority", 0, "higher is served first by pops by namespace/task")
 	fs.BoolVar(&v.EncryptionEnabled, "encryption", false, "seal payloads at rest (the broker needs --encryption-key)")
 	fs.IntVar(&v.MaxPartitions, "max-partitions", 0, "partitions the queue may have (0: unlimited)")
@@ -226,24 +246,34 @@ With --reset the options not given go back to their defaults.`,
 	reset := fs.Bool("reset", false, "set the options not given back to their defaults (without it they are kept)")
 	// apply copies one flag's value into the options to write.
 	apply := map[string]func(o *client.QueueOptions){
-		"lease-time":                  func(o *client.QueueOptions) { o.LeaseTime = v.LeaseTime },
-		"retry-limit":                 func(o *client.QueueOptions) { o.RetryLimit = v.RetryLimit },
-		"retry-delay":                 func(o *client.QueueOptions) { o.RetryDelay = v.RetryDelay },
-		"delayed-processing":          func(o *client.QueueOptions) { o.DelayedProcessing = v.DelayedProcessing },
-		"window-buffer":               func(o *client.QueueOptions) { o.WindowBuffer = v.WindowBuffer },
-		"max-size":                    func(o *client.QueueOptions) { o.MaxSize = v.MaxSize },
-		"ttl":                         func(o *client.QueueOptions) { o.TTL = v.TTL },
-		"retention":                   func(o *client.QueueOptions) { o.RetentionEnabled = v.RetentionEnabled },
-		"retention-seconds":           func(o *client.QueueOptions) { o.RetentionSeconds = v.RetentionSeconds },
-		"completed-retention-seconds": func(o *client.QueueOptions) { o.CompletedRetentionSeconds = v.CompletedRetentionSeconds },
-		"max-wait-time-seconds":       func(o *client.QueueOptions) { o.MaxWaitTimeSeconds = v.MaxWaitTimeSeconds },
-		"priority":                    func(o *client.QueueOptions) { o.Priority = v.Priority },
-		"encryption":                  func(o *client.QueueOptions) { o.EncryptionEnabled = v.EncryptionEnabled },
-		"max-partitions":              func(o *client.QueueOptions) { o.MaxPartitions = v.MaxPartitions },
-		"namespace":                   func(o *client.QueueOptions) { o.Namespace = v.Namespace },
-		"task":                        func(o *client.QueueOptions) { o.Task = v.Task },
+		"lease-time":         func(o *client.QueueOptions) { o.LeaseTime = v.LeaseTime },
+		"retry-limit":        func(o *client.QueueOptions) { o.RetryLimit = v.RetryLimit },
+		"retry-delay":        func(o *client.QueueOptions) { o.RetryDelay = v.RetryDelay },
+		"delayed-processing": func(o *client.QueueOptions) { o.DelayedProcessing = v.DelayedProcessing },
+		"window-buffer":      func(o *client.QueueOptions) { o.WindowBuffer = v.WindowBuffer },
+		"max-size":           func(o *client.QueueOptions) { o.MaxSize = v.MaxSize },
+		"ttl":                func(o *client.QueueOptions) { o.TTL = v.TTL },
+		"retention": func(o *client.QueueOptions) {
+			o.RetentionSeconds = int64(retention / time.Second)
+			o.RetentionEnabled = o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0
+		},
+		"completed-retention": func(o *client.QueueOptions) {
+			o.CompletedRetentionSeconds = int64(completedRetention / time.Second)
+			o.RetentionEnabled = o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0
+		},
+		"max-wait-time":  func(o *client.QueueOptions) { o.MaxWaitTimeSeconds = int64(maxWait / time.Second) },
+		"priority":       func(o *client.QueueOptions) { o.Priority = v.Priority },
+		"encryption":     func(o *client.QueueOptions) { o.EncryptionEnabled = v.EncryptionEnabled },
+		"max-partitions": func(o *client.QueueOptions) { o.MaxPartitions = v.MaxPartitions },
+		"namespace":      func(o *client.QueueOptions) { o.Namespace = v.Namespace },
+		"task":           func(o *client.QueueOptions) { o.Task = v.Task },
 	}
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
+		for name, d := range map[string]time.Duration{"retention": retention, "completed-retention": completedRetention, "max-wait-time": maxWait} {
+			if d < 0 || d%time.Second != 0 {
+				return o.usageErr("--%s %v: want whole seconds, 0 or more (such as 90s or 24h)", name, d)
+			}
+		}
 		cl, err := o.dial(context.Background())
 		if err != nil {
 			return o.fail(err)

@@ -81,7 +81,7 @@ func TestOperatorCommands(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &qi) != nil || qi.Messages != 4 || qi.DeadLetters != 1 || len(qi.Partitions) != 3 {
 		t.Fatalf("queue: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, addr, "", "queue", "orders"); code != exitOK || !strings.Contains(out, "PARTITION") || !strings.Contains(out, "leaseTime=30") {
+	if code, out, _ := cli(t, addr, "", "queue", "orders"); code != exitOK || !strings.Contains(out, "PARTITION") || !strings.Contains(out, "lease-time=30s") {
 		t.Fatalf("queue (text): %d %s", code, out)
 	}
 	// dlq list, redrive
@@ -351,5 +351,42 @@ func TestOutputIsConsistent(t *testing.T) {
 	}
 	if code, out, _ := cli(t, addr, "", "queues"); code != exitOK || strings.Contains(out, "nosuchqueue") {
 		t.Errorf("a seek on no queue left one: %s", out)
+	}
+}
+
+// TestConfigureDurations: retention and the wait time are durations on the
+// command line (kept in whole seconds, as Queen does), and `queue` prints
+// every option with its unit, under configure's flag names.
+func TestConfigureDurations(t *testing.T) {
+	addr := testBroker(t)
+	if code, out, errs := cli(t, addr, "", "configure", "keep", "--retention", "24h", "--max-wait-time", "90s", "--retry-delay", "2s"); code != exitOK {
+		t.Fatalf("configure: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ := cli(t, addr, "", "queue", "keep")
+	for _, want := range []string{"lease-time=5m0s", "retry-delay=2s", "retention=24h0m0s", "max-wait-time=1m30s"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Fatalf("queue keep: exit %d, no %q in\n%s", code, want, out)
+		}
+	}
+	code, out, _ = cli(t, addr, "", "queue", "keep", "--json")
+	var q struct {
+		Options map[string]any `json:"options"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &q) != nil || q.Options["retentionSeconds"] != 86400.0 ||
+		q.Options["retentionEnabled"] != true || q.Options["maxWaitTimeSeconds"] != 90.0 || q.Options["retryDelay"] != 2000.0 {
+		t.Fatalf("queue keep --json: exit %d\n%s", code, out)
+	}
+	// --retention 0 turns retention off; the wait time stays.
+	if code, out, errs := cli(t, addr, "", "configure", "keep", "--retention", "0"); code != exitOK {
+		t.Fatalf("configure --retention 0: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = cli(t, addr, "", "queue", "keep", "--json")
+	if code != exitOK || json.Unmarshal([]byte(out), &q) != nil || q.Options["retentionEnabled"] != false || q.Options["maxWaitTimeSeconds"] != 90.0 {
+		t.Fatalf("after --retention 0: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"--retention", "1500ms"}, {"--max-wait-time", "-1s"}, {"--completed-retention", "1x"}, {"--retention-seconds", "60"}} {
+		if code, out, errs := cli(t, addr, "", append([]string{"configure", "keep"}, bad...)...); code != exitUsage {
+			t.Errorf("configure keep %v: exit %d, want 2\n%s%s", bad, code, out, errs)
+		}
 	}
 }
