@@ -20,6 +20,11 @@ func TestCancelEndsALongPollAtOnce(t *testing.T) {
 	c := dial(t, b, client.WithConns(1))
 	for _, batch := range []bool{false, true} {
 		queue := fmt.Sprintf("quiet-%v", batch) // empty: the poll parks
+		// The queue exists (a poll on a missing one creates nothing, so
+		// there would be no group for DeleteGroup to answer below).
+		if _, err := c.Configure(testCtx(t), queue, client.DefaultQueueOptions()); err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(testCtx(t))
 		done := make(chan error, 1)
 		go func() {
