@@ -67,7 +67,7 @@ func TestTyposLeaveNoState(t *testing.T) {
 		{[]string{"seek", "orders", "nosuchgroup", "--to-end", "--partition", "Default"}, "group_not_found"},
 		{[]string{"dlq", "nosuchqueue"}, "queue_not_found"},
 		{[]string{"dlq", "nosuchqueue", "--json"}, "queue_not_found"},
-		{[]string{"dlq", "nosuchqueue", "--purge"}, "queue_not_found"},
+		{[]string{"dlq", "nosuchqueue", "--purge", "--force"}, "queue_not_found"},
 		{[]string{"queue", "nosuchqueue"}, "queue_not_found"},
 	} {
 		if code, out, errs := run(c.args...); code != exitFailure || !strings.Contains(errs, c.want) || out != "" {
