@@ -68,7 +68,7 @@ func (e *Engine) resolveAckTarget(it *AckItem) (*partition, *group, error) {
 	}
 	g := p.q.group(name)
 	if g == nil {
-		return nil, nil, fmt.Errorf("%w: group %q has never read queue %q", ErrNotInFlight, name, p.q.name)
+		return nil, nil, fmt.Errorf("%w: %s has never read queue %q", ErrNotInFlight, groupLabel(name), p.q.name)
 	}
 	if it.Status < Completed || it.Status > DLQ {
 		return nil, nil, fmt.Errorf("%w: unknown ack status %d", ErrInvalid, it.Status)
@@ -158,7 +158,7 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 			return false, fmt.Errorf("%w: name the lease the pop returned (the server checks leases)", ErrLeaseRequired)
 		}
 		if !live {
-			return false, fmt.Errorf("%w: no live lease of group %q on %s/%s", ErrNotInFlight, g.name, p.q.name, p.name)
+			return false, fmt.Errorf("%w: no live lease of %s on %s/%s", ErrNotInFlight, groupLabel(g.name), p.q.name, p.name)
 		}
 	} else if !live || l.id != it.LeaseID {
 		old := p.st().ended.get(it.LeaseID, p)
@@ -173,7 +173,7 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 				return false, nil // repeated: it took effect before
 			}
 		}
-		return false, fmt.Errorf("%w: lease %s is not the live lease of group %q on %s/%s", ErrLeaseInvalid, it.LeaseID, g.name, p.q.name, p.name)
+		return false, fmt.Errorf("%w: lease %s is not the live lease of %s on %s/%s", ErrLeaseInvalid, it.LeaseID, groupLabel(g.name), p.q.name, p.name)
 	}
 	off, ok := e.findInLease(p, l, it, cache)
 	if !ok {

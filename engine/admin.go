@@ -154,7 +154,7 @@ func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string
 	}
 	g := q.group(groupName)
 	if g == nil {
-		return 0, fmt.Errorf("%w: %q has never read %q", ErrGroupNotFound, groupName, queueName)
+		return 0, fmt.Errorf("%w: %s has never read %q", ErrGroupNotFound, groupLabel(groupName), queueName)
 	}
 	var parts []*partition
 	q.mu.RLock()
@@ -183,7 +183,7 @@ func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string
 	}
 	if g.deleted.Load() {
 		unlock()
-		return 0, fmt.Errorf("%w: %q was deleted from %q", ErrGroupNotFound, groupName, queueName)
+		return 0, fmt.Errorf("%w: %s was deleted from %q", ErrGroupNotFound, groupLabel(groupName), queueName)
 	}
 	ts := to.Time.UnixNano()
 	cursors := make([]uint64, len(parts))

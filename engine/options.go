@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -90,6 +91,15 @@ const MaxNameBytes = 255
 // QueueModeGroup is the group of pops that name none: competing consumers
 // sharing one cursor.
 const QueueModeGroup = "__QUEUE_MODE__"
+
+// groupLabel names a group in an error text: `group "g"`, or "queue mode"
+// for QueueModeGroup, whose name is internal and never shown to a user.
+func groupLabel(name string) string {
+	if name == QueueModeGroup {
+		return "queue mode"
+	}
+	return "group " + strconv.Quote(name)
+}
 
 // DefaultPartition is the partition of pushes that name none.
 const DefaultPartition = "Default"

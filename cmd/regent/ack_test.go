@@ -104,7 +104,7 @@ func TestAckFromTheCommandLine(t *testing.T) {
 	}
 	run(exitOK, "pop", "orders", "--partition", "us") // queue mode: leased
 	out, _ = run(exitFailure, "ack", "orders", "no-such-txn", pushed[0].MessageID, "--status", "dlq", "--error", "bad data")
-	if out != "refused   no-such-txn: no live lease of group __QUEUE_MODE__ on any partition of orders holds it\n"+
+	if out != "refused   no-such-txn: no live lease of queue mode on any partition of orders holds it\n"+
 		"dlq       orders/us @0  txn "+pushed[0].MessageID+"  (dead-lettered; lease ended)\n" {
 		t.Fatalf("ack of an unknown txn and of a message pushed without one (by its id): %q", out)
 	}

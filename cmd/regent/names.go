@@ -22,6 +22,14 @@ func groupLabel(name string) string {
 	return name
 }
 
+// groupPhrase names a group in a sentence: "group billing", or "queue mode".
+func groupPhrase(name string) string {
+	if name == engine.QueueModeGroup || name == "" {
+		return "queue mode"
+	}
+	return "group " + name
+}
+
 // groupLabels is groupLabel of each name.
 func groupLabels(names []string) []string {
 	if names == nil {

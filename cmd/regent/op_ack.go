@@ -220,8 +220,8 @@ func ackIDs(o *opCmd, cl *client.Client, queue string, ids []string, how ackHow)
 				case protocol.CodeOf(r.Err) == protocol.CodeLeaseInvalid:
 					// An answer before this one released or ended that
 					// lease: whether it held the message is not known.
-					tg.refusal = fmt.Sprintf("group %s's lease %s on partition %s ended or was released by an answer before this one (its messages not answered come back)",
-						l.group.Group, l.group.LeaseID, l.partition.Name)
+					tg.refusal = fmt.Sprintf("%s's lease %s on partition %s ended or was released by an answer before this one (its messages not answered come back)",
+						groupPhrase(l.group.Group), l.group.LeaseID, l.partition.Name)
 				default:
 					tg.refusal = r.Err.Error() // in that lease, but refused: answered otherwise
 				}
@@ -277,7 +277,7 @@ func ackIDs(o *opCmd, cl *client.Client, queue string, ids []string, how ackHow)
 			if how.partition != "" {
 				where = "partition " + how.partition
 			}
-			why = fmt.Sprintf("no live lease of group %s on %s of %s holds it", wantGroup, where, queue)
+			why = fmt.Sprintf("no live lease of %s on %s of %s holds it", groupPhrase(wantGroup), where, queue)
 			if _, err := client.ParseID(tg.id); err == nil {
 				why = fmt.Sprintf("not a live lease of %s, and %s as a transactionId (a lease ends when all its messages are answered, when it expires, or on a failed or retry answer)", queue, why)
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/protocol"
 	"github.com/spf13/cobra"
 )
 
@@ -101,6 +102,34 @@ func toMessageJSON(m *client.Message) messageJSON {
 	return j
 }
 
+// ackOutcomes fills out's Acked and AckError from a batch ack's results and
+// counts the acks refused and the messages released. A failed or retry ack
+// releases its lease at once (SEMANTICS.md): the acks after it for the rest
+// of that lease are refused by the broker as lease_invalid, and those
+// messages come back after the one answered, in order. That is the
+// documented outcome of a batch --ack failed (or retry), not a refusal: it
+// is shown as "released" and counts as success. Any other refusal counts.
+func ackOutcomes(msgs []client.Message, res []client.AckResult, status client.AckStatus, out []messageJSON) (refused, released int) {
+	releasedBy := map[client.ID]bool{} // leases released by an answer of this batch
+	for i, r := range res {
+		lease := msgs[i].LeaseID
+		switch {
+		case r.Err == nil:
+			out[i].Acked = status.String()
+			if r.LeaseReleased {
+				releasedBy[lease] = true
+			}
+		case releasedBy[lease] && protocol.CodeOf(r.Err) == protocol.CodeLeaseInvalid:
+			out[i].Acked = "released"
+			released++
+		default:
+			out[i].Acked, out[i].AckError = "refused", r.Err.Error()
+			refused++
+		}
+	}
+	return refused, released
+}
+
 func parseAck(s string) (client.AckStatus, error) {
 	switch strings.ToLower(s) {
 	case "completed", "complete", "ok":
@@ -133,7 +162,11 @@ hold), pop says so on stderr.
 
 A popped message is leased until --ack answers it, or "regent ack" with the
 lease id or transactionId printed, or until its lease ends (the queue's
-lease time), when it comes back.
+lease time), when it comes back. --ack answers each message of the batch
+in order and exits 1 if the broker refuses one; but failed and retry
+release the lease at once, so after the first of them the rest of its
+lease is "released": those messages come back after it, in order (one line
+says how many), which is their documented outcome and exits 0.
 
 Popping creates no queue: a queue that does not exist has no message, and
 with --wait pop waits for it to be created (by a push or configure).`,
@@ -194,6 +227,7 @@ with --wait pop waits for it to be created (by a push or configure).`,
 			return o.fail(err)
 		}
 		msgs := b.Messages
+		var refused, released int
 		out := make([]messageJSON, len(msgs))
 		for i := range msgs {
 			out[i] = toMessageJSON(&msgs[i])
@@ -205,12 +239,7 @@ with --wait pop waits for it to be created (by a push or configure).`,
 			if err != nil {
 				return o.fail(err)
 			}
-			for i, r := range res {
-				out[i].Acked = status.String()
-				if r.Err != nil {
-					out[i].Acked, out[i].AckError = "refused", r.Err.Error()
-				}
-			}
+			refused, released = ackOutcomes(msgs, res, status, out)
 		}
 		if b.Cut {
 			// stderr, so that --json's output stays one JSON value.
@@ -226,7 +255,10 @@ with --wait pop waits for it to be created (by a push or configure).`,
 			icancel()
 		}
 		if *o.json {
-			return o.emit(out)
+			if code := o.emit(out); code != exitOK || refused == 0 {
+				return code
+			}
+			return exitFailure
 		}
 		if len(out) == 0 {
 			fmt.Fprintln(stdout, "(no message)")
@@ -236,6 +268,8 @@ with --wait pop waits for it to be created (by a push or configure).`,
 		for i, m := range out {
 			fmt.Fprintf(stdout, "%s/%s @%d  id %s  txn %s  retries %d\n  %s\n", m.Queue, m.Partition, m.Offset, m.ID, m.TransactionID, m.RetryCount, m.Payload)
 			switch {
+			case m.Acked == "released":
+				fmt.Fprintf(stdout, "  released (comes back after the %s one)\n", status)
 			case m.AckError != "":
 				fmt.Fprintf(stdout, "  ack refused: %s\n", m.AckError)
 			case m.Acked != "":
@@ -257,6 +291,13 @@ with --wait pop waits for it to be created (by a push or configure).`,
 			}
 			fmt.Fprintf(stdout, "answer all:  regent ack %s %s --status completed   (or failed, retry, dlq)\n", msgs[0].Queue, strings.Join(leases, " "))
 			fmt.Fprintf(stdout, "answer one:  regent ack %s TXN%s --status completed\n", msgs[0].Queue, grp)
+		}
+		if released > 0 {
+			fmt.Fprintf(stdout, "%d released: they come back after the %s one, in order\n", released, status)
+		}
+		if refused > 0 {
+			fmt.Fprintf(stderr, "regent pop: %s refused\n", plural(refused, "ack", "acks"))
+			return exitFailure
 		}
 		return exitOK
 	})
