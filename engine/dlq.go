@@ -44,8 +44,17 @@ func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errTe
 	return d
 }
 
-// fileDead adds journaled dead-letter entries to the queue's DLQ.
+// fileDead adds journaled dead-letter entries, filed by a change of this
+// run, to the queue's DLQ, and counts them in Stats.DeadLettered.
 func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
+	e.refileDead(p, g, dead)
+	e.stats.deadLettered.Add(uint64(len(dead)))
+}
+
+// refileDead adds dead-letter entries that recovery brought back (from a
+// snapshot or the journal) to the queue's DLQ: they were filed before this
+// start, so Stats, which counts since start, does not count them again.
+func (e *Engine) refileDead(p *partition, g *group, dead []deadEntry) {
 	if len(dead) == 0 {
 		return
 	}
@@ -54,7 +63,6 @@ func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
 		p.q.dlq = append(p.q.dlq, dlqItem{deadEntry: dead[i], p: p, group: g.name})
 	}
 	p.q.dlqMu.Unlock()
-	e.stats.deadLettered.Add(uint64(len(dead)))
 }
 
 // Listing.

@@ -341,7 +341,7 @@ func (e *Engine) replayEffect(ef *effect) {
 		pg.act.blockedUntil = 0
 		relax(pg)
 	}
-	e.fileDead(p, g, ef.dead)
+	e.refileDead(p, g, ef.dead)
 }
 
 // afterRecovery arms retry delays, builds the ready lists and trims caches.

@@ -142,6 +142,11 @@ func payloadsOf(ms []engine.Message) string {
 func verifyState(n *node) {
 	t := n.t
 	t.Helper()
+	// Stats count since this start: the dead letter recovery brought back
+	// was filed before it (it is in the DLQ, not in the count).
+	if st := n.e.Stats(); st.DeadLettered != 0 {
+		t.Fatalf("Stats().DeadLettered = %d right after recovery, want 0 (filed before this start)", st.DeadLettered)
+	}
 	billing := n.pop(engine.PopRequest{Queue: "orders", Partition: "p1", Group: "billing", Batch: 10})
 	if got := payloadsOf(billing); got != "m5,m6,m7,m8,m9" {
 		t.Fatalf("billing resumes with %q, want m5..m9 (cursor and released lease)", got)
@@ -175,6 +180,9 @@ func verifyState(n *node) {
 	// The retry count is still spent: the second failure dead-letters m5.
 	if r := n.ack(billing[0], engine.FailedAck, "again"); !r.DeadLettered {
 		t.Fatalf("m5's second failure was not dead-lettered (retry count lost)")
+	}
+	if st := n.e.Stats(); st.DeadLettered != 1 {
+		t.Fatalf("Stats().DeadLettered = %d after one filing since start, want 1", st.DeadLettered)
 	}
 }
 

@@ -292,7 +292,7 @@ func (e *Engine) loadSnapshot(data []byte) error {
 				g = &group{q: q, name: gname}
 			}
 			if p := q.partAt(seq); p != nil {
-				e.fileDead(p, g, []deadEntry{d})
+				e.refileDead(p, g, []deadEntry{d})
 			}
 		}
 		if r.err == nil {

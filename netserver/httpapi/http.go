@@ -155,11 +155,6 @@ type Server struct {
 	conns          atomic.Int64
 	open           atomic.Int64 // connections admitted by the MaxConns listener
 	refusing       atomic.Int32 // refusals being written
-
-	// deadAtStart is the engine's dead-letter count when the bridge was
-	// built: the engine counts the filings its recovery replays too, so
-	// "since start" figures subtract it (deadLetteredSinceStart).
-	deadAtStart uint64
 }
 
 // New returns an HTTP bridge over e.
@@ -171,7 +166,7 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, e: e, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now(),
-		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight), deadAtStart: e.Stats().DeadLettered}
+		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight)}
 	if cfg.Auth.Enabled {
 		a, err := netserver.NewAuthenticator(cfg.Auth)
 		if err != nil {
@@ -192,13 +187,6 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 		ConnState:         s.connState,
 	}
 	return s, nil
-}
-
-// deadLetteredSinceStart is how many messages were filed to a dead-letter
-// queue since this broker started (st is the engine's Stats), not counting
-// the entries recovery brought back from the journal.
-func (s *Server) deadLetteredSinceStart(st engine.Stats) uint64 {
-	return st.DeadLettered - min(st.DeadLettered, s.deadAtStart)
 }
 
 // Handler returns the bridge's handler (CORS, auth and every route), for

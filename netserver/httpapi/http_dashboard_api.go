@@ -53,7 +53,7 @@ func (s *Server) handleDashSystem(w http.ResponseWriter, r *http.Request) {
 		"uptimeSeconds": time.Since(s.started).Seconds(),
 		"healthy":       s.e.Healthy() == nil,
 		"counters": map[string]uint64{"pushed": st.Pushed, "popped": st.Popped, "acked": st.Acked,
-			"deadLettered": s.deadLetteredSinceStart(st)},
+			"deadLettered": st.DeadLettered},
 		"rates":       map[string]float64{"pushPerSecond": rt.push, "popPerSecond": rt.pop, "ackPerSecond": rt.ack},
 		"queues":      len(vs),
 		"partitions":  parts,

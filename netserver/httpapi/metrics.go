@@ -116,7 +116,7 @@ func (m *httpMetrics) write(w io.Writer) {
 	p.counter("regent_messages_pushed_total", "Messages stored by pushes since the broker started.", st.Pushed)
 	p.counter("regent_messages_popped_total", "Messages delivered by pops since the broker started.", st.Popped)
 	p.counter("regent_messages_acked_total", "Messages acknowledged since the broker started.", st.Acked)
-	p.counter("regent_messages_dead_lettered_total", "Messages filed to a dead-letter queue since the broker started.", m.s.deadLetteredSinceStart(st))
+	p.counter("regent_messages_dead_lettered_total", "Messages filed to a dead-letter queue since the broker started.", st.DeadLettered)
 	p.counter("regent_journal_read_errors_total", "Messages the journal could not read back (damaged) since the broker started.", st.ReadErrors)
 	rt := m.rates()
 	p.gaugeF("regent_push_messages_per_second", "Messages pushed per second over the last 10 to 60 seconds.", rt.push)
