@@ -86,6 +86,21 @@ func TestDashboardFindMessage(t *testing.T) {
 	br.find("orders", "asia", "", "dup-1")
 	br.expectContains(`[data-col="payload"]`, `"copy": "asia"`)
 
+	// The older address, #/message/PARTITION_ID/TXN, still opens the
+	// message: it becomes the search by transaction id, in that partition.
+	for _, p := range []string{"eu", "asia"} {
+		m := byPart[p][0]
+		br.eval(`document.querySelector('main').dataset.rev = '0'`)
+		br.open(fmt.Sprintf("message/%s/dup-1", m["partitionId"]), 1)
+		br.expectContains(`[data-col="payload"]`, `"copy": "`+p+`"`)
+		if h := evalAs[string](br, `location.hash`); h != "#/message?transactionId=dup-1" {
+			t.Errorf("the older address became %q, want #/message?transactionId=dup-1", h)
+		}
+		if v := evalAs[string](br, `document.querySelector('form input[name="transactionId"]').value`); v != "dup-1" {
+			t.Errorf("the form of the older address shows transaction id %q", v)
+		}
+	}
+
 	// Nothing there: the page says so, with the broker's words.
 	var next float64
 	for _, p := range q["partitions"].([]any) {

@@ -10,6 +10,7 @@
 //   #/dlq                dead-letter queue
 //   #/message?queue=Q&partition=P&offset=N, #/message?transactionId=T
 //                        one message, found by its place or its transaction id
+//   #/message/PARTITION_ID/TXN  (the older form) the same, by transaction id
 //
 // This file routes, runs the polling loop, and wires the top bar.
 

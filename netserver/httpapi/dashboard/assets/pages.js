@@ -492,6 +492,13 @@ pages.message = {
   mount(root, ctx, args, query) {
     ctx.by = {};
     for (const k of ['queue', 'partition', 'offset', 'transactionId']) if (query.get(k)) ctx.by[k] = query.get(k);
+    if (args.length === 2 && !ctx.by.transactionId) {
+      // An address of the dashboard before the finder: #/message/PARTITION_ID/TXN.
+      // It is the search by transaction id, narrowed to that partition.
+      ctx.by.transactionId = args[1];
+      ctx.partitionId = args[0];
+      history.replaceState(null, '', messageLink(ctx.by));
+    }
     const field = (label, name, attrs) => {
       const el = h('input', { name, value: ctx.by[name] || '', 'aria-label': label, ...attrs });
       return [el, h('div', { class: 'field' }, h('label', null, label), el)];
@@ -526,6 +533,10 @@ pages.message = {
       const f = await api('api/v1/dashboard/messages?' + p);
       ctx.found = f.messages;
       ctx.more = !f.complete;
+      if (ctx.partitionId) {
+        const there = ctx.found.filter(m => m.partitionId === ctx.partitionId);
+        if (there.length) { ctx.found = there; ctx.more = false; }
+      }
       ctx.err = null;
       if (ctx.found.length !== 1) { ctx.m = null; return; }
       const one = ctx.found[0];
