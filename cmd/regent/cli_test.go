@@ -109,6 +109,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"serve", "extra-arg"}, `unexpected argument "extra-arg"`},
 		{[]string{"serve", "--bogus"}, "flag provided but not defined"},
 		{[]string{"bench", "push", "--bogus"}, "flag provided but not defined"},
+		// Before the command: the mistake is named, not blamed on a word
+		// taken for its value (cobra made "--bogus bench push" a push).
+		{[]string{"--bogus", "bench", "push"}, "regent bench"},
+		{[]string{"--bogus", "push", "q", "x"}, "regent: unknown flag --bogus"},
+		{[]string{"--bogus=1", "queues"}, "regent: unknown flag --bogus"},
+		{[]string{"-x", "queues"}, "regent: unknown flag -x"},
 	} {
 		code, out, errs := runBin(t, bin, "", append(c.args, "--addr", addr)...)
 		if c.args == nil {
@@ -127,6 +133,10 @@ func TestCommandLine(t *testing.T) {
 	}
 	if code, _, errs := runBin(t, bin, "", "--batch", "x", "bench", "push"); code != exitUsage || !strings.Contains(errs, "--batch") {
 		t.Errorf("--batch x bench push: %d %q", code, errs)
+	}
+	// A command's own flag before it is that command's.
+	if code, out, errs := runBin(t, bin, "", "--partition", "eu", "--addr", addr, "push", "early", "x"); code != exitOK || !strings.Contains(out, "partition eu, offset 0") {
+		t.Errorf("--partition eu push early x: %d %q %q", code, out, errs)
 	}
 	// A failure: exit 1.
 	if code, _, errs := runBin(t, bin, "", "queue", "nosuchqueue", "--addr", addr); code != exitFailure || !strings.Contains(errs, "queue_not_found") {

@@ -63,7 +63,12 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-v") {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	root.SetArgs(flagsLast(root, longFlags(root, args)))
+	args, err := leadingArgs(root, longFlags(root, args))
+	if err != nil {
+		fmt.Fprintf(stderr, "regent: %v\nRun 'regent --help' for the commands.\n", err)
+		return exitUsage
+	}
+	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err != nil {
 		if cmd == nil || cmd == root {
@@ -140,30 +145,93 @@ func longFlags(root *cobra.Command, args []string) []string {
 	return out
 }
 
-// flagsLast moves the flags given before a command that parses its own
-// (serve, bench) to after its leading arguments (bench's SCENARIO), where
-// its flag set reads them: `regent --json bench push` is `regent bench push
-// --json`.
-func flagsLast(root *cobra.Command, args []string) []string {
-	cmd, _, err := root.Find(args)
-	if err != nil || cmd == root || !cmd.DisableFlagParsing {
-		return args
+// leadingArgs reads the arguments before the command: flags, global ones
+// or a command's own, which may come first ("regent --json queues"). Cobra
+// would take a flag it does not know there to hold the next argument as
+// its value, so that "regent --bogus bench push" ran push and blamed it
+// for --bogus; here the command is the first argument that names one (an
+// unknown flag's value is an argument that names none: "--sync always
+// serve"). A command that parses its own flags (serve, bench) gets the
+// flags before it moved after its leading arguments (bench's SCENARIO),
+// where its flag set reads them: "regent --json bench push" is "regent
+// bench push --json". For any other command, a flag that no command has is
+// a usage mistake, named.
+func leadingArgs(root *cobra.Command, args []string) ([]string, error) {
+	long, short := map[string]*pflag.Flag{}, map[string]*pflag.Flag{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				long[f.Name] = f
+				if f.Shorthand != "" {
+					short[f.Shorthand] = f
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
 	}
+	walk(root)
+	command := func(arg string) *cobra.Command {
+		for _, c := range root.Commands() {
+			if c.Name() == arg || c.HasAlias(arg) {
+				return c
+			}
+		}
+		return nil
+	}
+	var unknown []string
 	i := 0
-	for i < len(args) && args[i] != cmd.Name() {
-		i++
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break // the command (or the end of the flags)
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var f *pflag.Flag
+		switch {
+		case strings.HasPrefix(a, "--"):
+			f = long[name]
+		case len(name) == 1:
+			f = short[name]
+		}
+		switch {
+		case f == nil && (name == "help" || name == "h"):
+			return args, nil
+		case f == nil:
+			unknown = append(unknown, strings.SplitN(a, "=", 2)[0])
+			if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && command(args[i+1]) == nil {
+				i++ // its value, as far as can be told
+			}
+		case !hasValue && f.NoOptDefVal == "":
+			i++ // its value is the next argument
+		}
 	}
-	if i == 0 || i == len(args) {
-		return args
+	if i >= len(args) || args[i] == "--" || command(args[i]) == nil {
+		if len(unknown) > 0 {
+			return nil, fmt.Errorf("unknown flag %s", unknown[0])
+		}
+		return args, nil // no command named: cobra says what is wrong
+	}
+	cmd := command(args[i])
+	if !cmd.DisableFlagParsing {
+		if len(unknown) > 0 {
+			return nil, fmt.Errorf("unknown flag %s", unknown[0])
+		}
+		return args, nil
+	}
+	if i == 0 {
+		return args, nil
 	}
 	rest := args[i+1:]
 	k := 0
 	if lead := leadArgs[cmd.Name()]; lead != nil {
 		k = min(lead(rest), len(rest))
 	}
-	out := append([]string{cmd.Name()}, rest[:k]...)
+	out := append([]string{args[i]}, rest[:k]...)
 	out = append(out, args[:i]...)
-	return append(out, rest[k:]...)
+	return append(out, rest[k:]...), nil
 }
 
 // leadArgs says, for a command that parses its own flags, how many of its
