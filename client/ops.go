@@ -339,7 +339,39 @@ func (c *Client) Configure(ctx context.Context, queue string, o QueueOptions) (Q
 	if err != nil {
 		return QueueConfig{}, err
 	}
-	return QueueConfig{QueueID: ID(reply.QueueID), DefaultPartitionID: ID(reply.PartitionID), Created: reply.Created, Options: optionsFromWire(&reply.Options)}, nil
+	return queueConfig(&reply), nil
+}
+
+func queueConfig(r *protocol.ConfigureReply) QueueConfig {
+	return QueueConfig{QueueID: ID(r.QueueID), DefaultPartitionID: ID(r.PartitionID), Created: r.Created, Options: optionsFromWire(&r.Options)}
+}
+
+// ErrUpdateUnsupported: the broker speaks protocol 1.3 or older, whose
+// Configure replaces every option; UpdateQueue refuses rather than read and
+// write in two steps (which could undo another client's change).
+var ErrUpdateUnsupported = protocol.NewError(protocol.CodeInvalid, "the broker speaks protocol 1.3 or older, which cannot change some options and keep the others in one step: upgrade it, or use Configure")
+
+// UpdateQueue changes the options of queue that set names to o's values
+// and keeps the others as they are (a queue that does not exist is created
+// with the defaults for them). The broker reads and writes them in one
+// step, so two updates of different options never undo each other. It
+// needs a broker of protocol 1.4 or later (ErrUpdateUnsupported).
+func (c *Client) UpdateQueue(ctx context.Context, queue string, o QueueOptions, set OptionSet) (QueueConfig, error) {
+	w := o.wire()
+	w.Set = protocol.OptionMask(set)&protocol.OptAll | protocol.OptKeepUnset
+	req := protocol.ConfigureRequest{Queue: queue, Options: w}
+	cn, err := c.conn(ctx)
+	if err != nil {
+		return QueueConfig{}, err
+	}
+	if cn.minor < 4 {
+		return QueueConfig{}, ErrUpdateUnsupported // it would refuse the bit as malformed
+	}
+	var reply protocol.ConfigureReply
+	if err := c.do(ctx, protocol.OpConfigure, func(dst []byte, id uint64) []byte { return protocol.AppendConfigureRequest(dst, id, &req) }, &reply); err != nil {
+		return QueueConfig{}, err
+	}
+	return queueConfig(&reply), nil
 }
 
 // Queues lists every queue, by name. From a broker that speaks protocol

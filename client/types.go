@@ -216,8 +216,34 @@ const (
 	FromTime = SubscriptionMode(protocol.SubFrom)
 )
 
+// OptionSet names fields of QueueOptions, for UpdateQueue.
+type OptionSet uint32
+
+// One bit per QueueOptions field.
+const (
+	SetLeaseTime                 = OptionSet(protocol.OptLeaseTime)
+	SetRetryLimit                = OptionSet(protocol.OptRetryLimit)
+	SetRetryDelay                = OptionSet(protocol.OptRetryDelay)
+	SetDelayedProcessing         = OptionSet(protocol.OptDelayedProcessing)
+	SetWindowBuffer              = OptionSet(protocol.OptWindowBuffer)
+	SetMaxSize                   = OptionSet(protocol.OptMaxSize)
+	SetTTL                       = OptionSet(protocol.OptTTL)
+	SetRetentionEnabled          = OptionSet(protocol.OptRetentionEnabled)
+	SetRetentionSeconds          = OptionSet(protocol.OptRetentionSeconds)
+	SetCompletedRetentionSeconds = OptionSet(protocol.OptCompletedRetentionSeconds)
+	SetMaxWaitTimeSeconds        = OptionSet(protocol.OptMaxWaitTimeSeconds)
+	SetPriority                  = OptionSet(protocol.OptPriority)
+	SetEncryptionEnabled         = OptionSet(protocol.OptEncryptionEnabled)
+	SetDeadLetterQueue           = OptionSet(protocol.OptDeadLetterQueue)
+	SetDLQAfterMaxRetries        = OptionSet(protocol.OptDLQAfterMaxRetries)
+	SetMaxPartitions             = OptionSet(protocol.OptMaxPartitions)
+	SetNamespace                 = OptionSet(protocol.OptNamespace)
+	SetTask                      = OptionSet(protocol.OptTask)
+)
+
 // QueueOptions are a queue's settings. Configure replaces all of them:
-// start from DefaultQueueOptions.
+// start from DefaultQueueOptions (UpdateQueue changes some and keeps the
+// others).
 type QueueOptions struct {
 	LeaseTime                 time.Duration
 	RetryLimit                int

@@ -31,18 +31,51 @@ func (e *Engine) Configure(ctx context.Context, name string, o QueueOptions) (Co
 		return ConfigureResult{}, err
 	}
 	ch := make(chan error, 1)
-	res, err := e.configure(name, &o, func(err error) { ch <- err })
+	res, err := e.configure(name, func(opts *QueueOptions) { *opts = o }, func(err error) { ch <- err })
 	if err != nil {
 		return ConfigureResult{}, err
 	}
 	return res, waitDurable(ctx, ch)
 }
 
-// configure journals and applies a Configure; done runs once it is durable.
-func (e *Engine) configure(name string, o *QueueOptions, done func(error)) (ConfigureResult, error) {
+// UpdateQueue changes some of queue name's options and keeps the others:
+// change gets the queue's options as they are (a queue that does not exist
+// yet: DefaultQueueOptions, and it is created) and changes what it sets.
+// Read and write are one step under the engine's lock, so two updates of
+// different options never undo each other (a read, then a Configure, can).
+// change runs under that lock: it must not call the engine. The result is
+// checked as Configure's is, and journaled the same way.
+func (e *Engine) UpdateQueue(ctx context.Context, name string, change func(*QueueOptions)) (ConfigureResult, error) {
+	if err := e.check(); err != nil {
+		return ConfigureResult{}, err
+	}
+	if err := checkName("queue", name, true); err != nil {
+		return ConfigureResult{}, err
+	}
+	ch := make(chan error, 1)
+	res, err := e.configure(name, change, func(err error) { ch <- err })
+	if err != nil {
+		return ConfigureResult{}, err
+	}
+	return res, waitDurable(ctx, ch)
+}
+
+// configure journals and applies a Configure: set makes the new options
+// from the queue's current ones (DefaultQueueOptions for a new queue); done
+// runs once it is durable.
+func (e *Engine) configure(name string, set func(*QueueOptions), done func(error)) (ConfigureResult, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queues[name]
+	opts := DefaultQueueOptions()
+	if q != nil {
+		opts = *q.options()
+	}
+	set(&opts)
+	if err := opts.Validate(); err != nil {
+		return ConfigureResult{}, err
+	}
+	o := &opts
 	created := q == nil
 	if created {
 		q = e.newQueue(name, newQueueID(), e.newStamp(), o) // known to nobody until journaled

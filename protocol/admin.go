@@ -24,14 +24,23 @@ const (
 	OptNamespace
 	OptTask
 
-	// OptAll has every defined bit.
+	// OptAll has every option's bit.
 	OptAll = OptTask<<1 - 1
+
+	// OptKeepUnset (1.4), in a Configure, keeps the options whose bit is
+	// clear at the queue's current values (a new queue: the defaults)
+	// instead of setting them back to the defaults: an update of the
+	// options given, read and written in one step on the server. Sent
+	// only to a server that said 1.4 or later in its Hello reply (an older
+	// one refuses the request as malformed).
+	OptKeepUnset OptionMask = 1 << 31
 )
 
 // QueueOptions are a queue's settings, one explicit field per engine option.
 // Configure replaces all of a queue's options: a field whose bit is clear in
-// Set goes back to the server's default (its value is sent but ignored).
-// Replies that echo options set every bit.
+// Set goes back to the server's default (its value is sent but ignored),
+// or, with OptKeepUnset in Set, keeps the queue's current value. Replies
+// that echo options set every option's bit (OptAll).
 //
 //	uv set | uv leaseTimeMs | uv retryLimit | uv retryDelayMs |
 //	uv delayedProcessingMs | uv windowBufferMs | uv maxSize | uv ttlMs |
@@ -87,7 +96,7 @@ func appendOptions(dst []byte, o *QueueOptions) []byte {
 
 func decodeOptions(d *dec, o *QueueOptions) {
 	set := d.uv32()
-	if OptionMask(set)&^OptAll != 0 {
+	if OptionMask(set)&^(OptAll|OptKeepUnset) != 0 {
 		d.fail("undefined option bits")
 	}
 	o.Set = OptionMask(set)

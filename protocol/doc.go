@@ -182,12 +182,15 @@
 //	                8 retentionSeconds, 9 completedRetentionSeconds,
 //	                10 maxWaitTimeSeconds, 11 priority, 12 encryptionEnabled,
 //	                13 deadLetterQueue, 14 dlqAfterMaxRetries, 15 maxPartitions,
-//	                16 namespace, 17 task (bits above 17 are malformed)
+//	                16 namespace, 17 task, 31 keepUnset (1.4: in a
+//	                Configure, the options whose bit is clear keep their
+//	                values); any other bit is malformed
 //
 // Decoders check structure only: an undefined status or mode decodes, and
 // the receiver refuses it (CodeInvalid) with the Valid methods. In a
 // Configure, an option whose set bit is clear goes back to the server's
-// default; replies that echo options set every bit.
+// default, or keeps its value when keepUnset is set; replies that echo
+// options set every option's bit.
 //
 // # Error codes
 //

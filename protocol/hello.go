@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 3
+	VersionMinor uint16 = 4
 )
 
 // Minor versions and what they added:
@@ -24,6 +24,9 @@ const (
 //	1.3  the Browse opcode (messages read without a lease; sent only to a
 //	     server that said 1.3 or later in its Hello reply: an older one
 //	     answers unknown_op and closes the connection)
+//	1.4  OptKeepUnset in a Configure's option set: the options not set
+//	     keep their values (sent only to a server that said 1.4 or later
+//	     in its Hello reply: an older one refuses the bit as malformed)
 
 // HelloRequest is the first frame a client sends on a connection.
 //

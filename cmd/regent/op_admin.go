@@ -217,9 +217,10 @@ func configureCmd(a *app) *cobra.Command {
 	c := &cobra.Command{Use: "configure QUEUE", Short: "create a queue, or change the options given (--reset: the others to defaults)",
 		Args: posArgs(1, 1, "QUEUE"),
 		Long: `Create QUEUE with the options given (the others at their defaults), or change
-the options given of an existing queue and keep the others: configure reads
-the queue's options, sets the flags given on top, and writes them back.
-With --reset the options not given go back to their defaults.`,
+the options given of an existing queue and keep the others: the broker
+changes them in one step, so a change of other options made meanwhile (by
+another configure) stays. With --reset the options not given go back to
+their defaults.`,
 		Example: `  regent configure orders --lease-time 30s --retry-limit 5 --retry-delay 2s
   regent configure orders --retry-limit 1            # the lease time and retry delay stay
   regent configure orders --retry-limit 1 --reset    # the others back to their defaults`}
@@ -244,30 +245,46 @@ With --reset the options not given go back to their defaults.`,
 	fs.StringVar(&v.Namespace, "namespace", "", "namespace label")
 	fs.StringVar(&v.Task, "task", "", "task label")
 	reset := fs.Bool("reset", false, "set the options not given back to their defaults (without it they are kept)")
-	// apply copies one flag's value into the options to write.
-	apply := map[string]func(o *client.QueueOptions){
-		"lease-time":         func(o *client.QueueOptions) { o.LeaseTime = v.LeaseTime },
-		"retry-limit":        func(o *client.QueueOptions) { o.RetryLimit = v.RetryLimit },
-		"retry-delay":        func(o *client.QueueOptions) { o.RetryDelay = v.RetryDelay },
-		"delayed-processing": func(o *client.QueueOptions) { o.DelayedProcessing = v.DelayedProcessing },
-		"window-buffer":      func(o *client.QueueOptions) { o.WindowBuffer = v.WindowBuffer },
-		"max-size":           func(o *client.QueueOptions) { o.MaxSize = v.MaxSize },
-		"ttl":                func(o *client.QueueOptions) { o.TTL = v.TTL },
-		"retention": func(o *client.QueueOptions) {
-			o.RetentionSeconds = int64(retention / time.Second)
-			o.RetentionEnabled = o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0
-		},
-		"completed-retention": func(o *client.QueueOptions) {
-			o.CompletedRetentionSeconds = int64(completedRetention / time.Second)
-			o.RetentionEnabled = o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0
-		},
-		"max-wait-time":  func(o *client.QueueOptions) { o.MaxWaitTimeSeconds = int64(maxWait / time.Second) },
-		"priority":       func(o *client.QueueOptions) { o.Priority = v.Priority },
-		"encryption":     func(o *client.QueueOptions) { o.EncryptionEnabled = v.EncryptionEnabled },
-		"max-partitions": func(o *client.QueueOptions) { o.MaxPartitions = v.MaxPartitions },
-		"namespace":      func(o *client.QueueOptions) { o.Namespace = v.Namespace },
-		"task":           func(o *client.QueueOptions) { o.Task = v.Task },
+	// apply copies one flag's value into the options to write, and names
+	// the options it sets.
+	type option struct {
+		set  client.OptionSet
+		copy func(o *client.QueueOptions)
 	}
+	// --retention or --completed-retention above 0 turns retention on
+	// (Queen's retentionEnabled); one of them at 0 leaves that switch as it
+	// is, for the other may use it (with both at 0 nothing is removed), and
+	// both given at 0 turn it off.
+	retain := func(o *client.QueueOptions, secs int64, field *int64) client.OptionSet {
+		*field = secs
+		if secs > 0 {
+			o.RetentionEnabled = true
+			return client.SetRetentionEnabled
+		}
+		return 0
+	}
+	apply := map[string]option{
+		"lease-time":         {client.SetLeaseTime, func(o *client.QueueOptions) { o.LeaseTime = v.LeaseTime }},
+		"retry-limit":        {client.SetRetryLimit, func(o *client.QueueOptions) { o.RetryLimit = v.RetryLimit }},
+		"retry-delay":        {client.SetRetryDelay, func(o *client.QueueOptions) { o.RetryDelay = v.RetryDelay }},
+		"delayed-processing": {client.SetDelayedProcessing, func(o *client.QueueOptions) { o.DelayedProcessing = v.DelayedProcessing }},
+		"window-buffer":      {client.SetWindowBuffer, func(o *client.QueueOptions) { o.WindowBuffer = v.WindowBuffer }},
+		"max-size":           {client.SetMaxSize, func(o *client.QueueOptions) { o.MaxSize = v.MaxSize }},
+		"ttl":                {client.SetTTL, func(o *client.QueueOptions) { o.TTL = v.TTL }},
+		"max-wait-time":      {client.SetMaxWaitTimeSeconds, func(o *client.QueueOptions) { o.MaxWaitTimeSeconds = int64(maxWait / time.Second) }},
+		"priority":           {client.SetPriority, func(o *client.QueueOptions) { o.Priority = v.Priority }},
+		"encryption":         {client.SetEncryptionEnabled, func(o *client.QueueOptions) { o.EncryptionEnabled = v.EncryptionEnabled }},
+		"max-partitions":     {client.SetMaxPartitions, func(o *client.QueueOptions) { o.MaxPartitions = v.MaxPartitions }},
+		"namespace":          {client.SetNamespace, func(o *client.QueueOptions) { o.Namespace = v.Namespace }},
+		"task":               {client.SetTask, func(o *client.QueueOptions) { o.Task = v.Task }},
+	}
+	var retentionSet client.OptionSet // the switch, when a retention flag turns it on
+	apply["retention"] = option{client.SetRetentionSeconds, func(o *client.QueueOptions) {
+		retentionSet |= retain(o, int64(retention/time.Second), &o.RetentionSeconds)
+	}}
+	apply["completed-retention"] = option{client.SetCompletedRetentionSeconds, func(o *client.QueueOptions) {
+		retentionSet |= retain(o, int64(completedRetention/time.Second), &o.CompletedRetentionSeconds)
+	}}
 	c.Run = a.opRun(func(o *opCmd, pos []string) int {
 		for name, d := range map[string]time.Duration{"retention": retention, "completed-retention": completedRetention, "max-wait-time": maxWait} {
 			if d < 0 || d%time.Second != 0 {
@@ -281,26 +298,27 @@ With --reset the options not given go back to their defaults.`,
 		defer cl.Close()
 		ctx, cancel := o.ctx()
 		defer cancel()
-		// The queue's options as they are (a new queue: the defaults), then
-		// the flags given on top. Between the read and the write another
-		// client's change to an option not given here would be undone.
+		// The flags given, over the defaults. Without --reset the broker
+		// changes only the options they set and keeps the others, read and
+		// written in one step (no other client's change is undone).
 		opts := client.DefaultQueueOptions()
-		if !*reset {
-			qi, _, err := cl.QueueInfoPage(ctx, pos[0], client.ID{}, 1)
-			switch {
-			case err == nil:
-				opts = qi.Options
-			case protocol.CodeOf(err) == protocol.CodeQueueNotFound:
-			default:
-				return o.fail(err)
-			}
-		}
+		var set client.OptionSet
 		fs.Visit(func(f *pflag.Flag) {
-			if set := apply[f.Name]; set != nil {
-				set(&opts)
+			if op, ok := apply[f.Name]; ok {
+				op.copy(&opts)
+				set |= op.set
 			}
 		})
-		res, err := cl.Configure(ctx, pos[0], opts)
+		set |= retentionSet
+		if fs.Changed("retention") && fs.Changed("completed-retention") && retention == 0 && completedRetention == 0 {
+			opts.RetentionEnabled, set = false, set|client.SetRetentionEnabled // both off: the switch too
+		}
+		var res client.QueueConfig
+		if *reset {
+			res, err = cl.Configure(ctx, pos[0], opts)
+		} else {
+			res, err = cl.UpdateQueue(ctx, pos[0], opts, set)
+		}
 		if err != nil {
 			return o.fail(err)
 		}

@@ -379,13 +379,32 @@ func TestConfigureDurations(t *testing.T) {
 		q.Options["retentionEnabled"] != true || q.Options["maxWaitTimeSeconds"] != 90.0 || q.Options["retryDelay"] != 2000.0 {
 		t.Fatalf("queue keep --json: exit %d\n%s", code, out)
 	}
-	// --retention 0 turns retention off; the wait time stays.
+	// --retention 0 turns age retention off; the wait time stays. Queen's
+	// switch stays on (--completed-retention may use it) until both are 0.
 	if code, out, errs := cli(t, addr, "", "configure", "keep", "--retention", "0"); code != exitOK {
 		t.Fatalf("configure --retention 0: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = cli(t, addr, "", "queue", "keep", "--json")
-	if code != exitOK || json.Unmarshal([]byte(out), &q) != nil || q.Options["retentionEnabled"] != false || q.Options["maxWaitTimeSeconds"] != 90.0 {
+	if code != exitOK || json.Unmarshal([]byte(out), &q) != nil || q.Options["retentionSeconds"] != 0.0 || q.Options["maxWaitTimeSeconds"] != 90.0 {
 		t.Fatalf("after --retention 0: exit %d\n%s", code, out)
+	}
+	if code, out, _ = cli(t, addr, "", "queue", "keep"); code != exitOK || strings.Contains(out, "retention=") || !strings.Contains(out, "max-wait-time=1m30s") {
+		t.Fatalf("queue keep after --retention 0: exit %d\n%s", code, out)
+	}
+	if code, out, errs := cli(t, addr, "", "configure", "keep", "--completed-retention", "1h"); code != exitOK {
+		t.Fatalf("configure --completed-retention 1h: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = cli(t, addr, "", "queue", "keep", "--json")
+	if code != exitOK || json.Unmarshal([]byte(out), &q) != nil || q.Options["retentionEnabled"] != true || q.Options["completedRetentionSeconds"] != 3600.0 ||
+		q.Options["retentionSeconds"] != 0.0 {
+		t.Fatalf("after --completed-retention 1h: exit %d\n%s", code, out)
+	}
+	if code, out, errs := cli(t, addr, "", "configure", "keep", "--retention", "0", "--completed-retention", "0"); code != exitOK {
+		t.Fatalf("configure --retention 0 --completed-retention 0: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = cli(t, addr, "", "queue", "keep", "--json")
+	if code != exitOK || json.Unmarshal([]byte(out), &q) != nil || q.Options["retentionEnabled"] != false || q.Options["maxWaitTimeSeconds"] != 90.0 {
+		t.Fatalf("after both retentions at 0: exit %d\n%s", code, out)
 	}
 	for _, bad := range [][]string{{"--retention", "1500ms"}, {"--max-wait-time", "-1s"}, {"--completed-retention", "1x"}, {"--retention-seconds", "60"}} {
 		if code, out, errs := cli(t, addr, "", append([]string{"configure", "keep"}, bad...)...); code != exitUsage {

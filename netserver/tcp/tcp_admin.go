@@ -66,7 +66,13 @@ func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, erro
 	e := s.e
 	switch r := req.(type) {
 	case *protocol.ConfigureRequest:
-		res, err := e.Configure(context.Background(), r.Queue, toEngineOptions(&r.Options))
+		var res engine.ConfigureResult
+		var err error
+		if r.Options.Set&protocol.OptKeepUnset != 0 {
+			res, err = e.UpdateQueue(context.Background(), r.Queue, func(o *engine.QueueOptions) { applyOptions(o, &r.Options) })
+		} else {
+			res, err = e.Configure(context.Background(), r.Queue, toEngineOptions(&r.Options))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -111,6 +111,12 @@ func fromEngineMessage(m *engine.Message) protocol.Message {
 // toEngineOptions applies the options a Configure sets over the defaults.
 func toEngineOptions(o *protocol.QueueOptions) engine.QueueOptions {
 	e := engine.DefaultQueueOptions()
+	applyOptions(&e, o)
+	return e
+}
+
+// applyOptions sets the options whose bit o.Set has, and leaves the others.
+func applyOptions(e *engine.QueueOptions, o *protocol.QueueOptions) {
 	ms := func(v uint64) time.Duration {
 		return time.Duration(min(v, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
 	}
@@ -169,7 +175,6 @@ func toEngineOptions(o *protocol.QueueOptions) engine.QueueOptions {
 	if set&protocol.OptTask != 0 {
 		e.Task = o.Task
 	}
-	return e
 }
 
 func fromEngineOptions(e *engine.QueueOptions) protocol.QueueOptions {
