@@ -160,7 +160,10 @@ func (e *Engine) ackOne(p *partition, g *group, pg *pgState, it *AckItem, now in
 		if !live {
 			return false, fmt.Errorf("%w: no live lease of %s on %s/%s", ErrNotInFlight, groupLabel(g.name), p.q.name, p.name)
 		}
-	} else if !live || l.id != it.LeaseID {
+	} else if !live || l.id != it.LeaseID || (it.live && l.expires <= now) {
+		if it.live {
+			return false, fmt.Errorf("%w: lease %s is not the live lease of %s on %s/%s", ErrLeaseInvalid, it.LeaseID, groupLabel(g.name), p.q.name, p.name)
+		}
 		old := p.st().ended.get(it.LeaseID, p)
 		if l != nil && l.id == it.LeaseID {
 			old = l

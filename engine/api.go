@@ -224,6 +224,10 @@ type AckItem struct {
 	Group         string
 	Status        AckStatus
 	Error         string // kept with a dead-letter entry
+	// live asks for the live lease LeaseID, unexpired: a repeat of an ack
+	// that took effect under a lease that has ended is refused (a streams
+	// cycle must not apply twice).
+	live bool
 }
 
 // AckResult answers one AckItem. Err is nil when the ack took effect (or

@@ -174,6 +174,7 @@ type Engine struct {
 	labelWaiting atomic.Int64 // how many: notify looks only when some wait
 	labelTurn    atomic.Uint64
 	absent       absentWaiters // parked pops on queues that do not exist yet (absent.go)
+	streams      streams       // streams queries and their state (streams.go)
 }
 
 type counters struct {

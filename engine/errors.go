@@ -42,4 +42,9 @@ var (
 	// ErrTxnAborted: a transaction was not applied because one of its
 	// operations was refused.
 	ErrTxnAborted = errors.New("transaction aborted")
+	// ErrConflict: the request contradicts what is there (a streams query
+	// registered again with another config hash, without reset).
+	ErrConflict = errors.New("conflict")
+	// ErrQueryNotFound: no streams query is registered with that id.
+	ErrQueryNotFound = errors.New("query not found")
 )

@@ -25,7 +25,7 @@ import "time"
 //	               | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
 //	group   (5)  = queueID u64 | name str | mode u8 | from varint | created varint
 //	groupDel(6)  = queueID u64 | name str
-//	txn     (7)  = n uvarint | n × bytes (each a queue, push, effect or dlqDel record,
+//	txn     (7)  = n uvarint | n × bytes (each a queue, push, effect, dlqDel or streamState record,
 //	               applied in order; a record refused or lost is all of them)
 //	barrier (8)  = (nothing)
 //	move    (9)  = as push: messages already stored, copied forward out of an old segment
@@ -34,6 +34,8 @@ import "time"
 //	forget (12)  = queueID u64 | seq uvarint   (an empty, idle partition is forgotten)
 //	tomb   (13)  = queueID u64 | seq uvarint | offset uvarint   (one message deleted)
 //	keys   (14)  = key u64   (the id of the key that seals from here on: recorded at start, keys.go)
+//	streamQuery (15), streamState (16): a streams query's registration, and a cycle's state
+//	               changes (inside the cycle's txn record); streams.go draws them
 //
 // str and bytes are uvarint-length-prefixed; integers in varint are signed.
 const (
@@ -51,6 +53,9 @@ const (
 	recForget   = 12
 	recTomb     = 13
 	recKeys     = 14
+	// streams.go
+	recStreamQuery = 15
+	recStreamState = 16
 )
 
 func appendOptions(b []byte, o *QueueOptions) []byte {

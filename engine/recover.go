@@ -220,6 +220,8 @@ func (e *Engine) applyRecord(pos uint64, rec []byte) error {
 		}
 	case recKeys:
 		return e.replayKeys(&r)
+	case recStreamQuery, recStreamState:
+		return e.replayStream(kind, &r)
 	case recBarrier:
 	default:
 		return fmt.Errorf("%w: unknown record kind %d", errCorruptRecord, kind)

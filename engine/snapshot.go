@@ -13,6 +13,7 @@ import (
 // loads it and replays only what follows.
 //
 //	snapshot   = version u8 (1) | stamp varint | nq uvarint | nq × queue | [keys (keys.go)]
+//	             | [streams (streams.go)]
 //	queue      = id u64 | name str | created varint | options | ngroups uvarint | ngroups × group
 //	             | nparts uvarint | nparts × partition | ndead uvarint | ndead × dead
 //	group      = idx uvarint | name str | mode u8 | from varint | created varint   (slots = max idx+1)
@@ -184,6 +185,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 		q.dlqMu.Unlock()
 	}
 	b = e.appendKeySection(b)
+	b = e.appendStreamsSection(b)
 	return b, pos, minLive
 }
 
@@ -302,6 +304,9 @@ func (e *Engine) loadSnapshot(data []byte) error {
 	}
 	if r.err == nil && len(r.b) > 0 {
 		e.readKeySection(&r)
+	}
+	if r.err == nil && len(r.b) > 0 {
+		e.readStreamsSection(&r) // snapshots written before streams end before it
 	}
 	return r.err
 }

@@ -35,6 +35,8 @@ var errorCodes = []struct {
 	{engine.ErrEncryption, protocol.CodeEncryption},
 	{engine.ErrUnreadable, protocol.CodeDamaged},
 	{engine.ErrBadUUID, protocol.CodeInvalid},
+	{engine.ErrConflict, protocol.CodeConflict},
+	{engine.ErrQueryNotFound, protocol.CodeQueryNotFound},
 	{context.DeadlineExceeded, protocol.CodeOverloaded},
 }
 

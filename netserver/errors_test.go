@@ -29,7 +29,7 @@ func TestEveryEngineErrorHasACode(t *testing.T) {
 		"ErrQueueFull": engine.ErrQueueFull, "ErrClosed": engine.ErrClosed, "ErrJournal": engine.ErrJournal,
 		"ErrOverloaded": engine.ErrOverloaded, "ErrTxnAborted": engine.ErrTxnAborted,
 		"ErrEncryption": engine.ErrEncryption, "ErrBadUUID": engine.ErrBadUUID,
-		"ErrUnreadable": engine.ErrUnreadable,
+		"ErrUnreadable": engine.ErrUnreadable, "ErrConflict": engine.ErrConflict, "ErrQueryNotFound": engine.ErrQueryNotFound,
 	}
 	files, err := filepath.Glob("../engine/*.go")
 	if err != nil || len(files) == 0 {

@@ -39,6 +39,8 @@ const (
 	CodeUnauthenticated   Code = 22 // no valid token: none given, expired, or refused (1.2)
 	CodeForbidden         Code = 23 // the token's role does not allow the operation (1.2)
 	CodeDamaged           Code = 24 // a message cannot be read back: its stored data went bad (that partition only; 1.2)
+	CodeConflict          Code = 25 // the request contradicts what is there: a streams query's config hash changed (1.4)
+	CodeQueryNotFound     Code = 26 // no streams query is registered with that id (1.4)
 )
 
 // codeInfo is one row of the code table.
@@ -82,6 +84,8 @@ var codeTable = [...]codeInfo{
 	CodeUnauthenticated:   {"unauthenticated", 401},
 	CodeForbidden:         {"forbidden", 403},
 	CodeDamaged:           {"damaged", 500},
+	CodeConflict:          {"conflict", 409},
+	CodeQueryNotFound:     {"query_not_found", 404},
 }
 
 // Known reports whether c is in the code table.

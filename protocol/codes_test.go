@@ -38,6 +38,8 @@ func TestCodeTable(t *testing.T) {
 		{CodeUnauthenticated, "unauthenticated", 401},
 		{CodeForbidden, "forbidden", 403},
 		{CodeDamaged, "damaged", 500},
+		{CodeConflict, "conflict", 409},
+		{CodeQueryNotFound, "query_not_found", 404},
 	}
 	if len(Codes()) != len(want) {
 		t.Fatalf("%d codes, the test knows %d", len(Codes()), len(want))

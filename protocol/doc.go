@@ -219,6 +219,9 @@
 //	21    encryption           500   a sealed payload cannot be sealed or opened
 //	22    unauthenticated      401   no valid token (none, expired, refused)   (1.2)
 //	23    forbidden            403   the token's role does not allow it        (1.2)
+//	24    damaged              500   stored data of a message went bad          (1.2)
+//	25    conflict             409   a streams query's config hash changed      (1.4)
+//	26    query_not_found      404   no streams query with that id              (1.4)
 //
 // Refused acks keep their 409 here, but the HTTP bridge answers an ack
 // request with 200 and the refusals inside (Queen's API does). QueueFull is
