@@ -149,7 +149,7 @@ func (e *Engine) register(r QueryRegistration, done func(error)) (RegisterResult
 	case q.hash == r.ConfigHash:
 		rec.id, rec.created = q.id, q.created
 	case !r.Reset:
-		return RegisterResult{Query: q.public()}, fmt.Errorf("%w: config_hash mismatch: operator chain changed for queryId '%s'. Pass reset:true to wipe existing state, or use a new queryId.", ErrConflict, r.Name)
+		return RegisterResult{Query: q.public()}, fmt.Errorf("%w: config_hash mismatch: operator chain changed for queryId '%s'. pass reset:true to wipe its state, or use a new queryId", ErrConflict, r.Name)
 	default:
 		rec.id, rec.created, rec.reset = q.id, q.created, true
 		res.Reset = true
