@@ -81,6 +81,10 @@ var accessTable = []access{
 	{LevelReadWrite, []protocol.Op{protocol.OpTransaction}, []string{"POST /api/v1/transaction"}},
 	{LevelReadWrite, []protocol.Op{protocol.OpLeaseExtend}, []string{"POST /api/v1/lease/{leaseId}/extend"}},
 
+	// Streams (Queen 0.15): a query's registration and cycles write, its state is read.
+	{LevelReadWrite, nil, []string{"POST /streams/v1/queries", "POST /streams/v1/cycle"}},
+	{LevelReadOnly, nil, []string{"POST /streams/v1/state/get"}},
+
 	// Queues.
 	{LevelReadWrite, []protocol.Op{protocol.OpConfigure}, []string{"POST /api/v1/configure"}},
 	{LevelAdmin, []protocol.Op{protocol.OpDeleteQueue}, []string{"DELETE /api/v1/resources/queues/{queue}"}},

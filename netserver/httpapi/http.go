@@ -437,6 +437,10 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/traces/names", s.handleTraceNames)
 	s.handle("GET /api/v1/traces/by-name/{traceName}", s.handleTracesByName)
 	s.handle("GET /api/v1/traces/{partitionId}/{transactionId}", s.handleTraces)
+	// Streams (Queen 0.15).
+	s.handle("POST /streams/v1/queries", s.handleStreamQueries)
+	s.handle("POST /streams/v1/cycle", s.handleStreamCycle)
+	s.handle("POST /streams/v1/state/get", s.handleStreamState)
 	// Maintenance.
 	s.handle("GET /api/v1/system/maintenance", s.handleMaintenance)
 	s.handle("POST /api/v1/system/maintenance", s.handleMaintenance)
