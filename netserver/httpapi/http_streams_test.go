@@ -127,8 +127,8 @@ func TestStreamsCycleOverHTTP(t *testing.T) {
 			{"type": "upsert", "key": "empty"},
 			{"type": "upsert", "key": "nothing", "value": nil},
 			{"type": "delete", "key": "never-there"}},
-		"push_items": []obj{{"queue": "sink", "partition": "Default", "payload": obj{"sum": 3}}, {"queue": "sink", "payload": 7}},
-		"ack":        obj{"transactionId": ms[2]["transactionId"], "leaseId": lease, "status": "completed", "count": 3},
+		"push_items":    []obj{{"queue": "sink", "partition": "Default", "payload": obj{"sum": 3}}, {"queue": "sink", "payload": 7}},
+		"ack":           obj{"transactionId": ms[2]["transactionId"], "leaseId": lease, "status": "completed", "count": 3},
 		"release_lease": false})
 	if c["success"] != true || c["state_ops_applied"] != 5.0 || c["queueName"] != "src" || c["partition_id"] != part {
 		t.Fatalf("cycle: %v", c)
