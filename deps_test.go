@@ -50,6 +50,7 @@ var rules = map[string]rule{
 	"client":            {may: []string{"protocol"}},
 	"bench":             {may: []string{"client", "protocol", "github.com/nats-io/nats.go"}},
 	"crash":             {may: []string{"client", "protocol"}},
+	"examples/tumbling": {may: []string{"client"}},
 	"cmd/regent":        {may: []string{"*"}},
 }
 

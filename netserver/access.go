@@ -82,8 +82,9 @@ var accessTable = []access{
 	{LevelReadWrite, []protocol.Op{protocol.OpLeaseExtend}, []string{"POST /api/v1/lease/{leaseId}/extend"}},
 
 	// Streams (Queen 0.15): a query's registration and cycles write, its state is read.
-	{LevelReadWrite, nil, []string{"POST /streams/v1/queries", "POST /streams/v1/cycle"}},
-	{LevelReadOnly, nil, []string{"POST /streams/v1/state/get"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpQueryRegister}, []string{"POST /streams/v1/queries"}},
+	{LevelReadWrite, []protocol.Op{protocol.OpCycle}, []string{"POST /streams/v1/cycle"}},
+	{LevelReadOnly, []protocol.Op{protocol.OpStateGet}, []string{"POST /streams/v1/state/get"}},
 
 	// Queues.
 	{LevelReadWrite, []protocol.Op{protocol.OpConfigure}, []string{"POST /api/v1/configure"}},

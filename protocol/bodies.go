@@ -43,6 +43,12 @@ func NewRequest(op Op) Body {
 		return &DLQPurgeRequest{}
 	case OpBrowse:
 		return &BrowseRequest{}
+	case OpQueryRegister:
+		return &QueryRegisterRequest{}
+	case OpCycle:
+		return &CycleRequest{}
+	case OpStateGet:
+		return &StateGetRequest{}
 	}
 	return nil
 }
@@ -89,6 +95,12 @@ func NewReply(op Op) Body {
 		return &DLQPurgeReply{}
 	case OpBrowse:
 		return &BrowseReply{}
+	case OpQueryRegister:
+		return &QueryRegisterReply{}
+	case OpCycle:
+		return &CycleReply{}
+	case OpStateGet:
+		return &StateGetReply{}
 	}
 	return nil
 }

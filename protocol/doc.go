@@ -60,6 +60,9 @@
 //	0x28  dlq_redrive   DLQRedriveRequest           DLQRedriveReply
 //	0x29  dlq_purge     DLQPurgeRequest             DLQPurgeReply
 //	0x2A  browse        BrowseRequest               BrowseReply           (1.3)
+//	0x2B  query_register QueryRegisterRequest       QueryRegisterReply    (1.4)
+//	0x2C  cycle         CycleRequest                CycleReply            (1.4)
+//	0x2D  state_get     StateGetRequest             StateGetReply         (1.4)
 //
 // An unknown opcode is answered with CodeUnknownOp (the Regent server then
 // closes the connection: a client that sends one speaks something else). A frame above the cap, or a header no version sends
@@ -165,6 +168,18 @@
 //	                    uuid partitionId | uv offset | uv size | bytes payload | str payloadError
 //	  BrowseGap         uv before | uuid partitionId | str partition | uv first | uv last | u8 reason
 //
+//	QueryRegisterRequest str name | str sourceQueue | str sinkQueue | str configHash | bool reset (1.4)
+//	QueryRegisterReply  uuid queryId | bool fresh | bool reset
+//	CycleRequest        uuid queryId | uuid partitionId | str group | StateOp... | PushItem... |
+//	                    bool hasAck | str ackTransactionId | uuid ackLeaseId | bool deadLetter |
+//	                    str ackError | uv ackCount | bool releaseLease                 (1.4)
+//	  StateOp           u8 kind | str key | bytes value | bool hasWindowEnd | sv windowEnd
+//	CycleReply          str queue | uv stateOpsApplied | PushResult... | bool hasAck |
+//	                    uv ackCount | bool leaseReleased | bool deadLettered
+//	StateGetRequest     uuid queryId | uuid partitionId | str... keys | str prefix |
+//	                    bool hasRipe | sv ripeAtOrBefore                               (1.4)
+//	StateGetReply       (str key | bytes value | i64 updatedAt)...
+//
 //	StatsRequest        (empty)
 //	StatsReply          uv queues | uv pushed | uv popped | uv acked | uv deadLettered |
 //	                    sv cacheBytes | uv connections | uv fsyncs | uv fsyncNanos |
@@ -177,6 +192,7 @@
 //	subscription    0 all, 1 new, 2 from
 //	browse start    0 from offset n, 1 the last n messages of each partition
 //	gap reason      1 retention, 2 lost (journal damage), 3 unreadable, 4 deleted
+//	state op kind   1 upsert, 2 delete
 //	option set bit  0 leaseTime, 1 retryLimit, 2 retryDelay, 3 delayedProcessing,
 //	                4 windowBuffer, 5 maxSize, 6 ttl, 7 retentionEnabled,
 //	                8 retentionSeconds, 9 completedRetentionSeconds,
@@ -255,9 +271,9 @@
 // HTTP route that does the same thing, from one table in the server:
 //
 //	public      hello, ping, auth
-//	read-only   queue_info, queue_list, dlq_list, stats, browse
+//	read-only   queue_info, queue_list, dlq_list, stats, browse, state_get
 //	read-write  push, pop, ack, lease_extend, transaction, configure, seek,
-//	            dlq_redrive
+//	            dlq_redrive, query_register, cycle
 //	admin       delete_queue, delete_group, dlq_purge
 //
 // (Configure is read-write, as POST /api/v1/configure is in Queen: a

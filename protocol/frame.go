@@ -33,28 +33,35 @@ const (
 	OpDLQRedrive  Op = 0x28
 	OpDLQPurge    Op = 0x29
 	OpBrowse      Op = 0x2A // 1.3
+	// Streams (1.4).
+	OpQueryRegister Op = 0x2B
+	OpCycle         Op = 0x2C
+	OpStateGet      Op = 0x2D
 )
 
 var opNames = [256]string{
-	OpHello:       "hello",
-	OpPing:        "ping",
-	OpAuth:        "auth",
-	OpPush:        "push",
-	OpPop:         "pop",
-	OpAck:         "ack",
-	OpLeaseExtend: "lease_extend",
-	OpTransaction: "transaction",
-	OpConfigure:   "configure",
-	OpQueueInfo:   "queue_info",
-	OpQueueList:   "queue_list",
-	OpDeleteQueue: "delete_queue",
-	OpSeek:        "seek",
-	OpDeleteGroup: "delete_group",
-	OpDLQList:     "dlq_list",
-	OpStats:       "stats",
-	OpDLQRedrive:  "dlq_redrive",
-	OpDLQPurge:    "dlq_purge",
-	OpBrowse:      "browse",
+	OpHello:         "hello",
+	OpPing:          "ping",
+	OpAuth:          "auth",
+	OpPush:          "push",
+	OpPop:           "pop",
+	OpAck:           "ack",
+	OpLeaseExtend:   "lease_extend",
+	OpTransaction:   "transaction",
+	OpConfigure:     "configure",
+	OpQueueInfo:     "queue_info",
+	OpQueueList:     "queue_list",
+	OpDeleteQueue:   "delete_queue",
+	OpSeek:          "seek",
+	OpDeleteGroup:   "delete_group",
+	OpDLQList:       "dlq_list",
+	OpStats:         "stats",
+	OpDLQRedrive:    "dlq_redrive",
+	OpDLQPurge:      "dlq_purge",
+	OpBrowse:        "browse",
+	OpQueryRegister: "query_register",
+	OpCycle:         "cycle",
+	OpStateGet:      "state_get",
 }
 
 // Known reports whether op is an opcode of this protocol version.

@@ -26,7 +26,10 @@ const (
 //	     answers unknown_op and closes the connection)
 //	1.4  OptKeepUnset in a Configure's option set: the options not set
 //	     keep their values (sent only to a server that said 1.4 or later
-//	     in its Hello reply: an older one refuses the bit as malformed)
+//	     in its Hello reply: an older one refuses the bit as malformed);
+//	     the streams opcodes QueryRegister, Cycle and StateGet, and the
+//	     error codes conflict and query_not_found (sent only to a server
+//	     that said 1.4 or later)
 
 // HelloRequest is the first frame a client sends on a connection.
 //

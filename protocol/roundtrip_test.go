@@ -237,6 +237,12 @@ func TestNamedEncoders(t *testing.T) {
 		{AppendDLQPurgeReply(nil, 5, &DLQPurgeReply{Purged: 2}), &DLQPurgeReply{Purged: 2}},
 		{AppendBrowseRequest(nil, 5, &BrowseRequest{Queue: "q", N: 3}), &BrowseRequest{Queue: "q", N: 3}},
 		{AppendBrowseReply(nil, 5, &BrowseReply{Queue: "q"}), &BrowseReply{Queue: "q"}},
+		{AppendQueryRegisterRequest(nil, 5, &QueryRegisterRequest{Name: "n"}), &QueryRegisterRequest{Name: "n"}},
+		{AppendQueryRegisterReply(nil, 5, &QueryRegisterReply{Fresh: true}), &QueryRegisterReply{Fresh: true}},
+		{AppendCycleRequest(nil, 5, &CycleRequest{HasAck: true}), &CycleRequest{HasAck: true}},
+		{AppendCycleReply(nil, 5, &CycleReply{Queue: "q"}), &CycleReply{Queue: "q"}},
+		{AppendStateGetRequest(nil, 5, &StateGetRequest{Prefix: "p"}), &StateGetRequest{Prefix: "p"}},
+		{AppendStateGetReply(nil, 5, &StateGetReply{}), &StateGetReply{}},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -276,7 +282,7 @@ func TestRegistry(t *testing.T) {
 	if NewRequest(0) != nil || NewReply(0xff) != nil {
 		t.Error("unknown opcodes give bodies")
 	}
-	if n := len(Ops()); n != 19 {
+	if n := len(Ops()); n != 22 {
 		t.Errorf("%d opcodes", n)
 	}
 }

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
 	if !j.begin(tc, op, id, decoded) {
 		return true
 	}
-	peer := adminPeer{minor: tc.minor, maxReply: tc.maxReply}
+	peer := adminPeer{minor: tc.minor, maxReply: tc.maxReply, sub: tc.producerSub()}
 	go func() {
 		j.reply, j.err = tc.s.adminOp(req, peer)
 		j.finish(j)
@@ -44,6 +45,7 @@ func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
 type adminPeer struct {
 	minor    uint16
 	maxReply int
+	sub      string // the producer subject its pushes carry (auth on)
 }
 
 // adminJob is one operator request, served on a goroutine of its own.
@@ -137,6 +139,32 @@ func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, erro
 		return &protocol.DLQPurgeReply{Purged: uint64(n)}, nil
 	case *protocol.BrowseRequest:
 		return s.browse(r, peer)
+	case *protocol.QueryRegisterRequest:
+		res, err := e.RegisterQuery(context.Background(), engine.QueryRegistration{Name: r.Name, SourceQueue: r.SourceQueue,
+			SinkQueue: r.SinkQueue, ConfigHash: r.ConfigHash, Reset: r.Reset})
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.QueryRegisterReply{QueryID: protocol.UUID(res.Query.ID), Fresh: res.Fresh, Reset: res.Reset}, nil
+	case *protocol.CycleRequest:
+		return s.cycle(r, peer)
+	case *protocol.StateGetRequest:
+		rows, err := e.State(engine.UUID(r.QueryID), engine.UUID(r.PartitionID),
+			engine.StateFilter{Keys: r.Keys, Prefix: r.Prefix, HasRipe: r.HasRipe, RipeAtOrBefore: r.RipeAtOrBefore})
+		if err != nil {
+			return nil, err
+		}
+		out := &protocol.StateGetReply{Rows: make([]protocol.StateRow, len(rows))}
+		size := 0
+		for i, row := range rows {
+			size += len(row.Key) + len(row.Value) + 32
+			out.Rows[i] = protocol.StateRow{Key: row.Key, Value: row.Value, UpdatedAt: row.UpdatedAt.UnixNano()}
+		}
+		if size > peer.maxReply {
+			return nil, fmt.Errorf("%w: the shard's %d rows (%d bytes) do not fit the %d-byte frame the client reads: filter by keys or prefix",
+				engine.ErrTooLarge, len(rows), size, peer.maxReply)
+		}
+		return out, nil
 	case *protocol.StatsRequest:
 		st := e.Stats()
 		out := &protocol.StatsReply{
@@ -244,6 +272,36 @@ func (s *Server) browse(r *protocol.BrowseRequest, peer adminPeer) (protocol.Bod
 	for i, g := range pg.Gaps {
 		out.Gaps[i] = protocol.BrowseGap{Before: uint32(g.Before), PartitionID: protocol.UUID(g.PartitionID), Partition: g.Partition,
 			First: g.First, Last: g.Last, Reason: protocol.GapReason(g.Reason)}
+	}
+	return out, nil
+}
+
+// cycle commits a streams cycle (engine.Cycle).
+func (s *Server) cycle(r *protocol.CycleRequest, peer adminPeer) (protocol.Body, error) {
+	c := engine.StreamCycle{QueryID: engine.UUID(r.QueryID), PartitionID: engine.UUID(r.PartitionID), Group: r.Group,
+		Pushes: toEnginePush(nil, r.Pushes)}
+	for i := range c.Pushes {
+		c.Pushes[i].ProducerSub = peer.sub
+	}
+	for i := range r.State {
+		op := &r.State[i]
+		if !op.Kind.Valid() {
+			return nil, fmt.Errorf("%w: state op %d of kind %d (want 1 upsert or 2 delete)", engine.ErrInvalid, i, op.Kind)
+		}
+		c.State = append(c.State, engine.StateOp{Key: op.Key, Delete: op.Kind == protocol.StateDelete, Value: op.Value,
+			WindowEnd: op.WindowEnd, HasWindowEnd: op.HasWindowEnd})
+	}
+	if r.HasAck {
+		c.Ack = &engine.StreamAck{TransactionID: r.AckTransactionID, LeaseID: engine.UUID(r.AckLeaseID), DeadLetter: r.DeadLetter,
+			Error: r.AckError, Count: int(min(r.AckCount, 1<<31)), ReleaseLease: r.ReleaseLease}
+	}
+	res, err := s.e.Cycle(context.Background(), c)
+	if err != nil {
+		return nil, err
+	}
+	out := &protocol.CycleReply{Queue: res.Queue, StateOpsApplied: uint64(res.StateOpsApplied), Pushes: fromEnginePushResults(nil, res.Pushes)}
+	if a := res.Ack; a != nil {
+		out.HasAck, out.AckCount, out.LeaseReleased, out.DeadLettered = true, uint64(a.Count), a.LeaseReleased, a.DeadLettered
 	}
 	return out, nil
 }
