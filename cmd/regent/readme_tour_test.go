@@ -17,15 +17,18 @@ import (
 
 // tourLines returns the commands of the README's "A five-minute tour"
 // block, as written: one shell line each, comment lines left out.
-func tourLines(t *testing.T) []string {
+func tourLines(t *testing.T) []string { return readmeBlock(t, "## A five-minute tour") }
+
+// readmeBlock returns the commands of the first sh block after heading.
+func readmeBlock(t *testing.T, heading string) []string {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tour, ok := strings.Cut(string(readme), "## A five-minute tour")
+	_, tour, ok := strings.Cut(string(readme), heading)
 	if !ok {
-		t.Fatal("README has no five-minute tour")
+		t.Fatalf("README has no %q", heading)
 	}
 	_, block, ok := strings.Cut(tour, "```sh\n")
 	block, _, ok2 := strings.Cut(block, "```")
@@ -42,7 +45,8 @@ func tourLines(t *testing.T) []string {
 }
 
 // TestREADMETourRuns runs the README's tour top to bottom as a reader
-// pastes it into a shell beside a running broker (the broker's addresses
+// pastes it into a shell beside a running broker, then the Streams
+// section's example (the broker's addresses
 // are the only change: REGENT_ADDR, and the HTTP port in the curl line).
 // Every line must exit 0 with nothing to fill in by hand; tail, which
 // follows until Ctrl-C, gets a SIGINT once it has printed the messages it
@@ -113,6 +117,18 @@ func TestREADMETourRuns(t *testing.T) {
 		if strings.HasPrefix(line, "curl") {
 			outputs["curl"] += out.String()
 		}
+	}
+	// The Streams section's example, from the repository's root, against
+	// the same broker.
+	for _, line := range readmeBlock(t, "## Streams") {
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "REGENT_ADDR="+b.TCPAddr().String())
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "sensor-a  window  0s-10s  sum   6  (3 readings)") {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+		t.Logf("$ %s\n%s", line, out)
 	}
 	// What the tour's comments promise.
 	for cmd, want := range map[string]string{
