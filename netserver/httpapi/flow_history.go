@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ type flowHistory struct {
 
 const (
 	historyMinutes = 1440    // 24 hours
-	historyRows    = 1 << 16 // per-queue rows, all minutes together (~8 MiB at most)
+	historyRows    = 1 << 16 // per-queue rows, all minutes together (112 bytes each: 7 MiB at most)
 	// sampleEvery is the least time between two samples.
 	sampleEvery = time.Second
 )
@@ -232,6 +233,9 @@ func (h *flowHistory) store(rec minuteRec) {
 		sort.SliceStable(rec.queues, func(i, j int) bool { return busy(&rec.queues[i]) > busy(&rec.queues[j]) })
 		rec.queues = rec.queues[:h.rowBudget]
 		sort.Slice(rec.queues, func(i, j int) bool { return rec.queues[i].name < rec.queues[j].name })
+	}
+	if rec.queues != nil {
+		rec.queues = slices.Clone(rec.queues) // without append's spare room: the budget counts rows
 	}
 	*slot = rec
 	h.rows += len(rec.queues)
