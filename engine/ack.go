@@ -126,7 +126,7 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, 
 			break
 		}
 		e.fileDead(p, g, dead)
-		e.stats.acked.Add(uint64(i + 1 - start))
+		e.countAcks(p.q, items[start:i+1])
 		kept = true
 		if i < len(items)-1 {
 			before, changed, dead, deadBytes, start = save(pg), false, nil, 0, i+1

@@ -49,6 +49,7 @@ func (e *Engine) deadFor(p *partition, off uint64, retries int, now int64, errTe
 func (e *Engine) fileDead(p *partition, g *group, dead []deadEntry) {
 	e.refileDead(p, g, dead)
 	e.stats.deadLettered.Add(uint64(len(dead)))
+	p.q.flow.deadLettered.Add(uint64(len(dead)))
 }
 
 // refileDead adds dead-letter entries that recovery brought back (from a

@@ -181,6 +181,8 @@ type counters struct {
 	pushed, popped, acked, deadLettered atomic.Uint64
 	retained, evicted                   atomic.Uint64 // removed by retention; of them, never consumed by some group
 	readErrors                          atomic.Uint64 // messages that could not be read back from the journal (damage.go)
+	ackFailed, retentionCuts            atomic.Uint64 // flow.go
+	lag                                 popLag
 }
 
 // New returns an engine that writes through j, after recovering the state

@@ -147,6 +147,15 @@ type Stats struct {
 	Evicted      uint64 // of them, messages some group never consumed
 	CacheBytes   int64
 	ReadErrors   uint64 // messages that could not be read back from the journal (damage found after start)
+	// AckFailed counts, of Acked, the acks other than completed (failed,
+	// retry, dlq); RetentionCuts the removals by retention (one partition's
+	// oldest messages each); PopLag* how long popped messages had waited
+	// since their createdAt (flow.go; QueueFlows has them per queue).
+	AckFailed     uint64
+	RetentionCuts uint64
+	PopLagCount   uint64
+	PopLagSumMs   uint64
+	PopLagMax     LagMaxes
 }
 
 // Stats returns the engine's counters.
@@ -154,17 +163,21 @@ func (e *Engine) Stats() Stats {
 	e.mu.RLock()
 	n := len(e.queues)
 	e.mu.RUnlock()
-	return Stats{
-		Queues:       n,
-		Pushed:       e.stats.pushed.Load(),
-		Popped:       e.stats.popped.Load(),
-		Acked:        e.stats.acked.Load(),
-		DeadLettered: e.stats.deadLettered.Load(),
-		Retained:     e.stats.retained.Load(),
-		Evicted:      e.stats.evicted.Load(),
-		CacheBytes:   e.cacheBytes.Load(),
-		ReadErrors:   e.stats.readErrors.Load(),
+	st := Stats{
+		Queues:        n,
+		Pushed:        e.stats.pushed.Load(),
+		Popped:        e.stats.popped.Load(),
+		Acked:         e.stats.acked.Load(),
+		DeadLettered:  e.stats.deadLettered.Load(),
+		Retained:      e.stats.retained.Load(),
+		Evicted:       e.stats.evicted.Load(),
+		CacheBytes:    e.cacheBytes.Load(),
+		ReadErrors:    e.stats.readErrors.Load(),
+		AckFailed:     e.stats.ackFailed.Load(),
+		RetentionCuts: e.stats.retentionCuts.Load(),
 	}
+	st.PopLagCount, st.PopLagSumMs, st.PopLagMax = e.stats.lag.read()
+	return st
 }
 
 // QueueEncrypted reports whether the named queue seals its payloads at rest.

@@ -305,10 +305,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 	}
 	e.wake(wakes)
 	if len(out) > 0 {
-		e.stats.popped.Add(uint64(len(out)))
-		if c.req.AutoAck {
-			e.stats.acked.Add(uint64(len(out))) // completed on delivery
-		}
+		e.countPop(c.q, out, now, c.req.AutoAck) // autoAck: completed on delivery
 	}
 	if len(out) == 0 && pend != nil {
 		pend = nil // nothing was appended: its hold count is 1 and nothing waits on it

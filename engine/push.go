@@ -213,6 +213,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 		q.depth.Add(int64(n)) // with a maxSize, reserve counted them
 	}
 	e.stats.pushed.Add(uint64(n))
+	q.flow.pushed.Add(uint64(n))
 	return pushTouch{p: p, end: p.next}, nil, false
 }
 

@@ -152,9 +152,12 @@ func (e *Engine) RetentionSweep() (removed uint64, err error) {
 					st.mu.Unlock()
 					return removed, fmt.Errorf("engine: retention: %w", err)
 				}
-				if ev := e.applyLow(p, cut); ev > 0 {
-					e.stats.evicted.Add(ev)
-				}
+				ev := e.applyLow(p, cut)
+				e.stats.evicted.Add(ev)
+				e.stats.retentionCuts.Add(1)
+				q.flow.evicted.Add(ev)
+				q.flow.retained.Add(cut - low)
+				q.flow.retentionCuts.Add(1)
 				removed += cut - low
 			}
 			st.mu.Unlock()

@@ -15,6 +15,7 @@ type queue struct {
 	opts    atomic.Pointer[QueueOptions]
 	deleted atomic.Bool
 	depth   atomic.Int64 // messages still to be done by the slowest group (see depth.go)
+	flow    flow         // what went through it since start (flow.go)
 
 	mu     sync.RWMutex
 	byName nameIndex

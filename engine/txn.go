@@ -362,6 +362,7 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		}
 		touched = append(touched, pushTouch{p: s.p, end: s.p.next})
 		e.stats.pushed.Add(uint64(len(prec.refs)))
+		s.p.q.flow.pushed.Add(uint64(len(prec.refs)))
 	}
 	if extra != nil {
 		extra.apply()
@@ -371,7 +372,14 @@ func (t *txn) run(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(
 		e.fileDead(pr.p, pr.g, dead[pr])
 		e.settle(pr.p, pr.g, &pr.p.groups[pr.g.idx], now, &wakes)
 	}
-	e.stats.acked.Add(uint64(len(acks)))
+	for i := 0; i < len(acks); {
+		j := i + 1
+		for j < len(acks) && t.ackT[j].p.q == t.ackT[i].p.q {
+			j++
+		}
+		e.countAcks(t.ackT[i].p.q, acks[i:j])
+		i = j
+	}
 	unlock()
 	for _, p := range t.made {
 		e.dropUnused(p) // if it kept nothing in p (duplicates only)

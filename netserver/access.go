@@ -117,6 +117,10 @@ var accessTable = []access{
 		"GET /api/v1/status/analytics", "GET /api/v1/status/buffers",
 		"GET /api/v1/dashboard/system", "GET /api/v1/dashboard/queues", "GET /api/v1/dashboard/queues/{queue}",
 		"GET /api/v1/dashboard/messages"}},
+	// Queen's analytics (read-only, as Queen has them).
+	{LevelReadOnly, nil, []string{"GET /api/v1/analytics/system-metrics", "GET /api/v1/analytics/worker-metrics",
+		"GET /api/v1/analytics/postgres-stats", "GET /api/v1/analytics/queue-lag", "GET /api/v1/analytics/queue-ops",
+		"GET /api/v1/analytics/queue-parked-replicas", "GET /api/v1/analytics/retention"}},
 
 	// Traces.
 	{LevelReadWrite, nil, []string{"POST /api/v1/traces"}},

@@ -432,6 +432,14 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/status/queues/{queue}/messages", s.handleStatusQueueMessages)
 	s.handle("GET /api/v1/status/analytics", s.handleAnalytics)
 	s.handle("GET /api/v1/status/buffers", s.handleBuffers)
+	// Analytics (http_analytics.go).
+	s.handle("GET /api/v1/analytics/system-metrics", s.handleSystemMetrics)
+	s.handle("GET /api/v1/analytics/worker-metrics", s.handleWorkerMetrics)
+	s.handle("GET /api/v1/analytics/postgres-stats", s.handlePostgresStats)
+	s.handle("GET /api/v1/analytics/queue-lag", s.handleQueueLag)
+	s.handle("GET /api/v1/analytics/queue-ops", s.handleQueueOps)
+	s.handle("GET /api/v1/analytics/queue-parked-replicas", s.handleQueueParkedReplicas)
+	s.handle("GET /api/v1/analytics/retention", s.handleRetention)
 	// Traces.
 	s.handle("POST /api/v1/traces", s.handleAddTrace)
 	s.handle("GET /api/v1/traces/names", s.handleTraceNames)

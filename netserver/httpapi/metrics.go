@@ -29,6 +29,7 @@ type httpMetrics struct {
 	// MaxBodyBytesInFlight.
 	bodyRefusals atomic.Uint64
 	smp          sampler
+	hist         *flowHistory // per minute, for the analytics routes (flow_history.go)
 }
 
 func newHTTPMetrics(s *Server) *httpMetrics {
@@ -38,6 +39,7 @@ func newHTTPMetrics(s *Server) *httpMetrics {
 	metrics.ExposeMetadata(true)
 	m := &httpMetrics{s: s, set: metrics.NewSet()}
 	m.smp.e = s.e
+	m.hist = newFlowHistory(s.e)
 	m.set.RegisterMetricsWriter(m.write)
 	return m
 }
@@ -56,6 +58,7 @@ func (m *httpMetrics) startSampler() (stop func()) {
 				return
 			case <-t.C:
 				m.smp.sample()
+				m.hist.sample()
 			}
 		}
 	}()
