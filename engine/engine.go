@@ -41,8 +41,12 @@ type Config struct {
 	DefaultPopTimeout time.Duration
 	MaxPopTimeout     time.Duration
 	// UncheckedAcks accepts acks that name no lease for any message in flight
-	// (Queen's behaviour). Off by default: an ack without a lease id is
-	// refused with ErrLeaseRequired.
+	// for their group, whichever lease holds it (Queen's behaviour: no
+	// ownership check, so a worker whose lease expired can ack a message
+	// now leased by another). A message that no live lease holds is still
+	// refused, as it is coming back (Queen would move the cursor to it). Off
+	// by default: an ack without a lease id is refused with
+	// ErrLeaseRequired.
 	UncheckedAcks bool
 	// SnapshotEveryBytes makes the engine snapshot its state once that many
 	// bytes were journaled since the last snapshot (and on Close), so that
@@ -509,3 +513,7 @@ func (e *Engine) partitionByID(id UUID) *partition {
 // MaxPayloadBytes is the largest message payload a push accepts (see
 // Config.MaxPayloadBytes).
 func (e *Engine) MaxPayloadBytes() int { return e.cfg.MaxPayloadBytes }
+
+// UncheckedAcks reports whether acks that name no lease are accepted (see
+// Config.UncheckedAcks).
+func (e *Engine) UncheckedAcks() bool { return e.cfg.UncheckedAcks }

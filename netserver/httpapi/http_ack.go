@@ -277,7 +277,7 @@ func (s *Server) runAcks(w http.ResponseWriter, c *ackCall) {
 func ackErrText(err error) string {
 	switch {
 	case errors.Is(err, engine.ErrLeaseRequired):
-		return "Lease required: this server checks leases, send the leaseId the pop returned (" + err.Error() + ")"
+		return "Lease required: this server checks leases, send the leaseId the pop returned (regent serve --unchecked-acks takes acks without one, as Queen does): " + err.Error()
 	case errors.Is(err, engine.ErrLeaseInvalid):
 		return "Invalid or expired lease: " + err.Error()
 	case errors.Is(err, engine.ErrMessageNotFound):

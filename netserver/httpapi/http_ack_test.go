@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver/httpapi"
 )
 
@@ -135,6 +136,78 @@ func TestHTTPUncheckedAcks(t *testing.T) {
 	h.call("POST", "/api/v1/ack", obj{"transactionId": ms[0]["transactionId"], "partitionId": ms[0]["partitionId"]}, 200, &res)
 	if res[0]["success"] != true {
 		t.Errorf("unchecked ack: %v", res)
+	}
+}
+
+// Queen takes a lease-less ack for any message of its partition, whoever
+// holds it (lib/schema/procedures/003_ack.sql and 004_transaction.sql check
+// a lease only when one is named; requiredLeases is never read). With
+// UncheckedAcks the three doors of acks agree on Queen's clients' case: a
+// worker whose lease expired acks, lease-less, what another worker now
+// holds; a transaction that lists the expired lease in requiredLeases (as
+// Queen's TransactionBuilder does) goes through too. Checked (the default),
+// each of them is refused and nothing changes.
+func TestHTTPUncheckedAcksOfAnotherWorkersLease(t *testing.T) {
+	for _, unchecked := range []bool{false, true} {
+		clock := engine.NewFakeClock(time.Now())
+		h := newHarness(t, func(_ *httpapi.Config, ec *engineConfig) { ec.Clock, ec.UncheckedAcks = clock, unchecked })
+		h.configure("mig", obj{"leaseTime": 10})
+		h.pushN("mig", "Default", 3)
+		a := h.pop("mig?consumerGroup=g&batch=3") // worker A
+		clock.Advance(11 * time.Second)           // A's lease runs out
+		var b obj                                 // worker B
+		brokertest.CheckFor(t, 10*time.Second, func() error {
+			if b = h.pop("mig?consumerGroup=g&batch=3"); b == nil {
+				return errors.New("worker A's lease has not expired yet")
+			}
+			return nil
+		})
+		am := msgsOf(a)
+		lessOf := func(m obj) obj { // A's ack, without its (expired) lease
+			return obj{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "consumerGroup": "g", "status": "completed"}
+		}
+		var one []obj
+		h.call("POST", "/api/v1/ack", lessOf(am[0]), 200, &one)
+		batch := h.ackBatch("g", lessOf(am[1]))
+		var tx obj
+		h.call("POST", "/api/v1/transaction", obj{
+			"operations":     []obj{{"type": "ack", "transactionId": am[2]["transactionId"], "partitionId": am[2]["partitionId"], "consumerGroup": "g", "status": "completed"}, {"type": "push", "items": []obj{{"queue": "mig-out", "payload": 1}}}},
+			"requiredLeases": []any{a["leaseId"]},
+		}, 200, &tx)
+		// A's own lease, named, is refused in both modes (as in Queen).
+		named := h.ackBatch("g", ackOf(am[0], "completed"))
+		if named[0]["success"] != false || !strings.Contains(named[0]["error"].(string), "Invalid or expired lease") {
+			t.Errorf("unchecked=%v: an ack naming an expired lease: %v", unchecked, named)
+		}
+		if !unchecked {
+			if one[0]["success"] != false || !strings.Contains(one[0]["error"].(string), "Lease required") ||
+				batch[0]["success"] != false || !strings.Contains(batch[0]["error"].(string), "Lease required") {
+				t.Errorf("checked: lease-less acks of another worker's messages: %v %v", one, batch)
+			}
+			if tx["success"] != false || !strings.Contains(tx["error"].(string), "Invalid or expired lease") {
+				t.Errorf("checked: transaction under an expired requiredLease: %v", tx)
+			}
+			if r := h.ackBatch("g", ackOf(msgsOf(b)[0], "completed"), ackOf(msgsOf(b)[1], "completed"), ackOf(msgsOf(b)[2], "completed")); r[0]["success"] != true || r[2]["success"] != true {
+				t.Errorf("checked: worker B's acks after the refusals: %v", r)
+			}
+			continue
+		}
+		if one[0]["success"] != true || batch[0]["success"] != true || batch[0]["queueName"] != "mig" {
+			t.Errorf("unchecked: lease-less acks of another worker's messages: %v %v", one, batch)
+		}
+		if tx["success"] != true {
+			t.Fatalf("unchecked: transaction under an expired requiredLease: %v", tx)
+		}
+		// A finished B's lease for it: B's own acks repeat what took effect.
+		if r := h.ackBatch("g", ackOf(msgsOf(b)[0], "completed")); r[0]["success"] != true {
+			t.Errorf("unchecked: worker B's ack of a message A finished: %v", r)
+		}
+		if p := h.pop("mig?consumerGroup=g&batch=3"); p != nil {
+			t.Errorf("unchecked: acked messages delivered again: %v", p)
+		}
+		if ms := msgsOf(h.pop("mig-out")); len(ms) != 1 {
+			t.Errorf("unchecked: the transaction's push: %v", ms)
+		}
 	}
 }
 

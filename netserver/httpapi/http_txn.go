@@ -23,7 +23,10 @@ import (
 // list the leases in requiredLeases. An ack without a leaseId is checked
 // against the live lease of its (group, partition) when that lease is in
 // requiredLeases (or against the only lease listed), so the lease rule of
-// SEMANTICS.md holds for transactions too.
+// SEMANTICS.md holds for transactions too. On a server with unchecked acks
+// (engine.Config.UncheckedAcks) requiredLeases is ignored, as Queen ignores
+// it: such an ack stays lease-less and is taken for a message in flight
+// under any live lease of its group, like a lease-less POST /api/v1/ack.
 
 type txnOp struct {
 	push  bool
@@ -233,9 +236,10 @@ func txnAckItem(a *ackFields) (engine.AckItem, string) {
 
 // requiredLease picks the lease an ack without a leaseId is checked against:
 // the live lease of its (group, partition) when the transaction listed it,
-// otherwise the transaction's only listed lease.
+// otherwise the transaction's only listed lease; none on a server with
+// unchecked acks.
 func (s *Server) requiredLease(it *engine.AckItem, required []engine.UUID) engine.UUID {
-	if len(required) == 0 {
+	if len(required) == 0 || s.e.UncheckedAcks() {
 		return engine.UUID{}
 	}
 	if live, ok := s.e.LiveLease(it.PartitionID, it.Group); ok {
