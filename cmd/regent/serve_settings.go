@@ -35,6 +35,7 @@ var serveSettings = []setting{
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "REGENT_SHUTDOWN_TIMEOUT", "30s", "how long a stop may take: requests in flight are answered within it, and past it the process exits anyway (status 1), even with its disk stuck"},
+	{"unchecked-acks", "REGENT_UNCHECKED_ACKS", "false", "true: take an ack that names no lease for any message in flight for its group, whoever holds it, as Queen does (for clients moving from Queen; a worker whose lease expired can then ack a message now leased to another); false: such an ack is refused (lease_required)"},
 }
 
 func init() {
@@ -109,6 +110,9 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	}
 	if o.ShutdownTimeout, err = time.ParseDuration(s.get("shutdown-timeout")); err != nil || o.ShutdownTimeout <= 0 {
 		return usage("--shutdown-timeout: want a positive duration such as 30s")
+	}
+	if o.Engine.UncheckedAcks, err = strconv.ParseBool(s.get("unchecked-acks")); err != nil {
+		return usage("--unchecked-acks: want true or false")
 	}
 	if err = parseLimits(s, o); err != nil {
 		return usage(err)
@@ -196,15 +200,24 @@ func (c *serveConfig) banner(w io.Writer, b *broker.Broker) error {
 			Auth                 bool   `json:"auth"`
 			TLS                  bool   `json:"tls"`
 			MetricsNeedAuthToken bool   `json:"metricsAuth"`
+			UncheckedAcks        bool   `json:"uncheckedAcks"`
 		}{version, dir, c.sync, b.TCPAddr().String(), b.HTTPAddr().String(),
 			e.MaxPayloadBytes(), c.opts.MaxFrameBytes, c.opts.MaxBodyBytes, c.opts.MaxBodyBytesInFlight,
-			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth})
+			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth, e.UncheckedAcks()})
 	}
 	_, err = fmt.Fprintf(w, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n"+
-		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s",
+		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s",
 		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
-		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner())
+		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()))
 	return err
+}
+
+// acksBanner is what serve prints of its ack check at start.
+func acksBanner(unchecked bool) string {
+	if unchecked {
+		return "  acks    UNCHECKED (--unchecked-acks): an ack naming no lease is taken for any message in flight for its group, whoever holds it (as Queen)\n"
+	}
+	return "  acks    checked: an ack names the lease its pop returned\n"
 }
 
 // sizeText writes a byte count in the largest binary unit that divides it
