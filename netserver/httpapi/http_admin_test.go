@@ -331,8 +331,14 @@ func TestHTTPConsumerGroups(t *testing.T) {
 	if del["queueName"] != "cg" || del["deletedPartitions"] != 2.0 {
 		t.Errorf("delete group on a queue: %v", del)
 	}
-	if code, _ := h.do("DELETE", "/api/v1/consumer-groups/other/queues/nope", nil); code != 404 {
-		t.Errorf("delete group on an unknown queue: %d", code)
+	// A queue that does not exist: Queen deletes no row and says so.
+	h.call("DELETE", "/api/v1/consumer-groups/other/queues/nope?deleteMetadata=false", nil, 200, &del)
+	if len(del) != 5 || del["success"] != true || del["consumerGroup"] != "other" || del["queueName"] != "nope" ||
+		del["deletedPartitions"] != 0.0 || del["metadataDeleted"] != false {
+		t.Errorf("delete group on an unknown queue: %v", del)
+	}
+	if code, _ := h.do("GET", "/api/v1/resources/queues/nope", nil); code != 404 {
+		t.Errorf("deleting a group of an unknown queue created it: %d", code)
 	}
 }
 

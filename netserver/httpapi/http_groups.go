@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -233,12 +234,16 @@ func (s *Server) groupPartitions(group, queue string) int {
 //
 // Removes the group (cursors, leases, retry counts, parked pops) from one
 // queue or from all. Regent keeps no other metadata: deleteMetadata is
-// echoed.
+// echoed. Like Queen (delete_consumer_group_for_queue_v1 deletes no row),
+// a queue that does not exist is no error: 200 with deletedPartitions 0.
 func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	group, queue := r.PathValue("group"), r.PathValue("queue")
 	meta := queryParam(r.URL.RawQuery, "deleteMetadata") != "false"
 	parts := s.groupPartitions(group, queue)
-	if _, err := s.e.DeleteGroup(r.Context(), queue, group); err != nil {
+	switch _, err := s.e.DeleteGroup(r.Context(), queue, group); {
+	case errors.Is(err, engine.ErrQueueNotFound):
+		parts = 0 // as in Queen: nothing to delete is no error
+	case err != nil:
 		s.writeErr(w, err)
 		return
 	}
