@@ -72,9 +72,11 @@ type pushTouch struct {
 	end uint64
 }
 
-func (e *Engine) failRun(res []PushResult, err error) {
+// failRun answers every item of a run Failed with err (each result keeps
+// the item's transactionId, as pushed).
+func (e *Engine) failRun(items []PushItem, res []PushResult, err error) {
 	for i := range res {
-		res[i] = PushResult{Status: Failed, Err: err}
+		res[i] = PushResult{Status: Failed, TransactionID: items[i].TransactionID, Err: err}
 	}
 }
 
@@ -88,7 +90,7 @@ func (e *Engine) failRun(res []PushResult, err error) {
 func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pushTouch, error) {
 	q, err := e.queueOrCreate(items[0].Queue)
 	if err != nil {
-		e.failRun(res, err)
+		e.failRun(items, res, err)
 		if isRefusal(err) {
 			return pushTouch{}, err
 		}
@@ -101,7 +103,7 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 	for {
 		p, created, err := e.partitionOrCreate(q, pname)
 		if err != nil {
-			e.failRun(res, err)
+			e.failRun(items, res, err)
 			return pushTouch{}, nil
 		}
 		t, jerr, again := e.pushTo(q, p, items, res, pend)
@@ -120,12 +122,12 @@ func (e *Engine) pushRun(items []PushItem, res []PushResult, pend *pending) (pus
 func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResult, pend *pending) (_ pushTouch, _ error, again bool) {
 	flags, key, err := e.sealing(q)
 	if err != nil {
-		e.failRun(res, err)
+		e.failRun(items, res, err)
 		return pushTouch{}, nil, false
 	}
 	sub := items[0].ProducerSub
 	if len(sub) > MaxNameBytes {
-		e.failRun(res, fmt.Errorf("%w: producer subject longer than %d bytes", ErrInvalid, MaxNameBytes))
+		e.failRun(items, res, fmt.Errorf("%w: producer subject longer than %d bytes", ErrInvalid, MaxNameBytes))
 		return pushTouch{}, nil, false
 	}
 	st := p.st()
@@ -135,7 +137,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 		return pushTouch{}, nil, true
 	}
 	if q.deleted.Load() {
-		e.failRun(res, fmt.Errorf("%w: %q was deleted", ErrQueueNotFound, q.name))
+		e.failRun(items, res, fmt.Errorf("%w: %q was deleted", ErrQueueNotFound, q.name))
 		return pushTouch{}, nil, false
 	}
 	ts := e.pushStamp(p)
@@ -195,7 +197,7 @@ func (e *Engine) pushTo(q *queue, p *partition, items []PushItem, res []PushResu
 	if err != nil {
 		for i := range res {
 			if res[i].Status == Queued {
-				res[i] = PushResult{Status: Failed, Err: err}
+				res[i] = PushResult{Status: Failed, TransactionID: res[i].TransactionID, Err: err}
 			}
 		}
 		if d.maxSize > 0 {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -332,6 +334,37 @@ func TestBadPushItemDoesNotFailNeighbours(t *testing.T) {
 		t.Fatalf("results = %+v", res)
 	}
 	wantPayloads(t, f.pop(PopRequest{Queue: "q", Batch: 10}), "ok,ok2")
+}
+
+// TestFailedPushKeepsTransactionID: an item answered Failed keeps the
+// transactionId it was pushed with, whatever failed it (its own size, its
+// queue's name or encryption, the journal refusing its record), so a door
+// can tell the producer which of its messages was not stored.
+func TestFailedPushKeepsTransactionID(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxPayloadBytes = 8 })
+	f.configure("sealed", func(o *QueueOptions) { o.EncryptionEnabled = true })
+	f.push("q", "b", "b0")
+	res := f.pushItems(
+		PushItem{Queue: "q", TransactionID: "t-ok", Payload: []byte("ok")},
+		PushItem{Queue: "q", TransactionID: "t-big", Payload: []byte("far too large")},
+		PushItem{Queue: "", TransactionID: "t-noqueue", Payload: []byte("x")},
+		PushItem{Queue: "sealed", TransactionID: "t-sealed", Payload: []byte("x")},
+		PushItem{Queue: "q", Payload: []byte("no txn")},
+	)
+	for i, want := range []string{"t-ok", "t-big", "t-noqueue", "t-sealed", ""} {
+		if res[i].TransactionID != want || (i > 0 && i < 4) != (res[i].Status == Failed) {
+			t.Errorf("item %d: %+v, want transactionId %q", i, res[i], want)
+		}
+	}
+	// The journal takes the first run's record and refuses the second's.
+	f.j.mu.Lock()
+	f.j.appendErr, f.j.allow = fmt.Errorf("memjournal: %w", syscall.EAGAIN), 1
+	f.j.mu.Unlock()
+	res = f.pushItems(PushItem{Queue: "q", TransactionID: "t-a", Payload: []byte("a")}, PushItem{Queue: "q", Partition: "b", TransactionID: "t-b", Payload: []byte("b")})
+	f.j.refuse(nil)
+	if res[0].Status != Queued || res[1].Status != Failed || res[1].TransactionID != "t-b" {
+		t.Errorf("a push whose second record the journal refused: %+v", res)
+	}
 }
 
 func TestTransactionWithRefusedAckChangesNothing(t *testing.T) {

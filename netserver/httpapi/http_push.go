@@ -13,8 +13,9 @@ import (
 //
 // answers 201 with one result per item, in order, with Queen's snake_case
 // keys: queued (durable under the journal's sync policy), duplicate (naming
-// the existing message) or failed (with the reason). One bad item does not
-// fail its neighbours; a body that is not that shape is a 400.
+// the existing message) or failed (with the reason, and like every result
+// the transactionId sent, as Queen's failed results carry it). One bad item
+// does not fail its neighbours; a body that is not that shape is a 400.
 //
 // The payload travels as the raw JSON text the client sent (any JSON value:
 // objects, arrays, strings, numbers, null), byte for byte: it is never

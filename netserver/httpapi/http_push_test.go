@@ -21,6 +21,7 @@ func TestHTTPPushShape(t *testing.T) {
 		obj{"queue": "orders", "partition": "p1", "payload": obj{"a": 2}, "transactionId": "tx-1"}, // intra-batch duplicate
 		obj{"queue": "orders", "payload": obj{"a": 3}, "traceId": "0190f1e2-7c3b-7d4e-8f90-123456789abc"},
 		obj{"queue": "orders", "partition": "bad\x01name", "payload": 1}, // invalid: failed alone
+		obj{"queue": "orders", "partition": "bad\x02name", "payload": 1, "transactionId": "tx-bad"},
 	)
 	q := res[0]
 	for _, k := range []string{"index", "transaction_id", "status", "message_id", "partition_id", "trace_id", "queueName"} {
@@ -44,8 +45,13 @@ func TestHTTPPushShape(t *testing.T) {
 	if r := res[2]; r["status"] != "queued" || r["transaction_id"] != r["message_id"] || r["trace_id"] != "0190f1e2-7c3b-7d4e-8f90-123456789abc" {
 		t.Errorf("result without transactionId %v", r)
 	}
-	if r := res[3]; r["status"] != "failed" || r["error"] == nil || r["error"] == "" {
+	if r := res[3]; r["status"] != "failed" || r["error"] == nil || r["error"] == "" || r["transaction_id"] != nil {
 		t.Errorf("invalid item %v", r)
+	}
+	// A failed item echoes the transactionId it was sent with, as Queen's
+	// per-item results do ({"transaction_id","status":"failed","error"}).
+	if r := res[4]; r["status"] != "failed" || r["transaction_id"] != "tx-bad" || r["error"] == nil || r["index"] != 4.0 || r["queueName"] != "orders" {
+		t.Errorf("invalid item with a transactionId %v", r)
 	}
 	// A later push with the same transactionId on the same partition is a
 	// duplicate naming the first message; on another partition it is not.
