@@ -9,7 +9,7 @@ import (
 
 // ConfigureResult answers Configure.
 type ConfigureResult struct {
-	QueueID     UUID // the queue's id (a partition id with sequence 0's queue half)
+	QueueID     UUID // the queue's id: none of its partitions' ids (queueUUID)
 	PartitionID UUID // the id of the queue's Default partition
 	Options     QueueOptions
 	Created     bool
@@ -114,7 +114,7 @@ func (e *Engine) configure(name string, set func(*QueueOptions), done func(error
 		e.queuesID[q.id] = q
 		e.queueBorn(q.name)
 	}
-	return ConfigureResult{QueueID: partitionID(q.id, 0), PartitionID: p.id(), Options: *o, Created: created}, nil
+	return ConfigureResult{QueueID: queueUUID(q.id), PartitionID: p.id(), Options: *o, Created: created}, nil
 }
 
 // waitDurable waits for a journal commit's answer, or for ctx.

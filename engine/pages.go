@@ -87,7 +87,7 @@ func (e *Engine) sortedQueues() []*queue {
 }
 
 func (e *Engine) queueHead(q *queue) QueueView {
-	v := QueueView{Name: q.name, ID: partitionID(q.id, 0), Created: q.created, Options: *q.options()}
+	v := QueueView{Name: q.name, ID: queueUUID(q.id), Created: q.created, Options: *q.options()}
 	for _, g := range q.groupList() {
 		if g != nil {
 			v.Groups = append(v.Groups, GroupMeta{Name: g.name, Mode: g.mode, From: g.from, Created: g.created})

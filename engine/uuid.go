@@ -11,7 +11,8 @@ import (
 
 // UUID is a 16-byte identifier: message ids and lease ids are UUIDv7 (time
 // ordered), partition ids are UUIDv8 built from the queue id and the
-// partition's sequence number inside the queue.
+// partition's sequence number inside the queue, and a queue's own UUID is
+// built the same way from a sequence number no partition gets (queueSeq).
 type UUID [16]byte
 
 // IsZero reports whether u is the zero UUID (no id given).
@@ -108,18 +109,34 @@ func partitionID(queueID uint64, seq uint64) UUID {
 	return u
 }
 
-// maxPartitionSeq is the highest partition number a partition id holds (62
-// bits: the rest of its half carries the UUID variant).
-const maxPartitionSeq = 1<<62 - 1
+// queueSeq is the sequence number of a queue's own UUID (queueUUID): the
+// highest a UUID's second half holds (62 bits: the rest carries the UUID
+// variant), which no partition gets, so a queue's UUID is none of its
+// partitions' ids (nor another queue's: the first half is the queue's).
+const queueSeq = 1<<62 - 1
+
+// maxPartitionSeq is the highest partition number a partition id holds.
+const maxPartitionSeq = queueSeq - 1
+
+// queueUUID is the UUID of the queue with the given 8-byte id, as doors show
+// it (queueId): partitionID(queueID, queueSeq), xxxxxxxx-xxxx-8xxx-bfff-
+// ffffffffffff. Derived from the id the journal and snapshots keep, it
+// survives restarts; splitPartitionID refuses it, so it never names a
+// partition.
+func queueUUID(queueID uint64) UUID { return partitionID(queueID, queueSeq) }
 
 // splitPartitionID is the inverse of partitionID: the queue id (with its
-// version nibble) and the sequence number.
+// version nibble) and the sequence number. A queue's UUID is not a
+// partition's: ok is false.
 func splitPartitionID(u UUID) (queueID uint64, seq uint64, ok bool) {
 	if u[6]>>4 != 8 || u[8]>>6 != 2 {
 		return 0, 0, false
 	}
 	queueID = binary.BigEndian.Uint64(u[0:8])
 	seq = binary.BigEndian.Uint64(u[8:16]) & (1<<62 - 1)
+	if seq > maxPartitionSeq {
+		return 0, 0, false
+	}
 	return queueID, seq, true
 }
 

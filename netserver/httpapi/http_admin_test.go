@@ -24,8 +24,13 @@ func TestHTTPConfigureEcho(t *testing.T) {
 	var res obj
 	h.call("POST", "/api/v1/configure", obj{"queue": "orders", "namespace": "billing", "task": "invoice", "options": opts}, 200, &res)
 	if res["configured"] != true || res["queue"] != "orders" || res["namespace"] != "billing" || res["task"] != "invoice" ||
-		!uuidRE.MatchString(res["queueId"].(string)) || !uuidRE.MatchString(res["partitionId"].(string)) {
+		!uuidRE.MatchString(res["queueId"].(string)) || !uuidRE.MatchString(res["partitionId"].(string)) || res["queueId"] == res["partitionId"] {
 		t.Errorf("configure answer %v", res)
+	}
+	var qr obj
+	h.call("GET", "/api/v1/resources/queues/orders", nil, 200, &qr)
+	if qr["id"] != res["queueId"] {
+		t.Errorf("the queue's resource says id %v, configure said %v", qr["id"], res["queueId"])
 	}
 	if got := res["options"].(obj); !reflect.DeepEqual(got, opts) {
 		t.Errorf("options echoed\n got %v\nwant %v", got, opts)
