@@ -252,7 +252,7 @@ func TestHTTPConsumerGroups(t *testing.T) {
 	}
 
 	// Seek to the end: nothing left for the group; a new push arrives.
-	var sk obj
+	var sk, ps obj
 	h.call("POST", "/api/v1/consumer-groups/audit/queues/cg/seek", obj{"toEnd": true}, 200, &sk)
 	if sk["success"] != true || sk["seekToEnd"] != true || sk["partitionsUpdated"] != 2.0 {
 		t.Errorf("seek: %v", sk)
@@ -283,15 +283,30 @@ func TestHTTPConsumerGroups(t *testing.T) {
 	if code, b := h.do("POST", "/api/v1/consumer-groups/audit/queues/cg/seek", obj{}); code != 400 {
 		t.Errorf("seek without a target: %d %s", code, b)
 	}
-	// A seek creates no group and no queue: a group that has never read
-	// the queue, or a queue that does not exist, is not found.
+	// A seek creates no group and no queue. A group that has never read
+	// the queue, or a queue that does not exist, has no cursor to move: as
+	// in Queen, success with nothing moved.
+	for _, c := range []struct {
+		queue string
+		body  obj
+	}{{"cg", obj{"toEnd": true}}, {"cg", obj{"timestamp": "2000-01-01T00:00:00Z"}}, {"typo", obj{"toEnd": true}}} {
+		var res obj
+		h.call("POST", "/api/v1/consumer-groups/other/queues/"+c.queue+"/seek", c.body, 200, &res)
+		if res["success"] != true || res["partitionsUpdated"] != 0.0 || res["consumerGroup"] != "other" || res["queueName"] != c.queue ||
+			res["seekToEnd"] != (c.body["toEnd"] == true) {
+			t.Errorf("seek of %s %v by a group that never read it: %v", c.queue, c.body, res)
+		}
+	}
+	h.call("POST", "/api/v1/consumer-groups/other/queues/cg/partitions/p2/seek", nil, 200, &ps)
+	if ps["success"] != true || ps["updated"] != false || ps["partitionName"] != "p2" {
+		t.Errorf("partition seek by a group that never read the queue: %v", ps)
+	}
 	for _, path := range []string{
-		"/api/v1/consumer-groups/other/queues/cg/partitions/p2/seek",
-		"/api/v1/consumer-groups/other/queues/cg/seek",
-		"/api/v1/consumer-groups/other/queues/typo/seek",
+		"/api/v1/consumer-groups/other/queues/cg/partitions/nope/seek",
+		"/api/v1/consumer-groups/other/queues/typo/partitions/p2/seek",
 	} {
-		if code, b := h.do("POST", path, obj{"toEnd": true}); code != 404 {
-			t.Errorf("%s for a group that never read the queue: %d %s", path, code, b)
+		if code, b := h.do("POST", path, nil); code != 404 {
+			t.Errorf("%s: %d %s, want 404", path, code, b)
 		}
 	}
 	h.call("GET", "/api/v1/consumer-groups", nil, 200, &list)
@@ -305,7 +320,6 @@ func TestHTTPConsumerGroups(t *testing.T) {
 	}
 	// Partition seek, of a group that read the queue.
 	h.pop("cg/partition/p1?consumerGroup=other")
-	var ps obj
 	h.call("POST", "/api/v1/consumer-groups/other/queues/cg/partitions/p2/seek", nil, 200, &ps)
 	if ps["success"] != true || ps["updated"] != true || ps["cursorMovedTo"] != 2.0 || ps["partitionName"] != "p2" {
 		t.Errorf("partition seek: %v", ps)

@@ -316,7 +316,11 @@ func (s *Server) handleSubscription(w http.ResponseWriter, r *http.Request) {
 // Moves the group's cursor on every partition of the queue: past every
 // message, or past every message created at or before the timestamp. Leases
 // there are released and retry counts forgotten. A seek creates nothing: a
-// queue that does not exist, or a group that has never read it, is 404.
+// queue that does not exist, or a group that has never read it, has no
+// cursor to move, and the answer says so as Queen's does
+// (seek_consumer_group_v1 moves the rows there are): success with
+// partitionsUpdated 0. (The binary protocol answers queue_not_found or
+// group_not_found.)
 func (s *Server) handleSeek(w http.ResponseWriter, r *http.Request) {
 	group, queue := r.PathValue("group"), r.PathValue("queue")
 	var req struct {
@@ -344,7 +348,7 @@ func (s *Server) handleSeek(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.e.Seek(r.Context(), queue, group, "", to)
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrGroupNotFound) && !errors.Is(err, engine.ErrQueueNotFound) {
 		s.writeErr(w, err)
 		return
 	}
@@ -356,11 +360,19 @@ func (s *Server) handleSeek(w http.ResponseWriter, r *http.Request) {
 
 // POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek
 //
-// Moves the group's cursor on one partition past every message.
+// Moves the group's cursor on one partition past every message. A group
+// that has never read the queue has no cursor there: success with updated
+// false, as in Queen (seek_partition_v1); a partition or queue that does
+// not exist is 404.
 func (s *Server) handlePartitionSeek(w http.ResponseWriter, r *http.Request) {
 	group, queue, part := r.PathValue("group"), r.PathValue("queue"), r.PathValue("partition")
 	n, err := s.e.Seek(r.Context(), queue, group, part, engine.SeekTarget{ToEnd: true})
-	if err != nil {
+	if errors.Is(err, engine.ErrGroupNotFound) {
+		if _, perr := s.e.ViewPartition(queue, part); perr != nil {
+			err = perr // no such partition either: that is what is not found
+		}
+	}
+	if err != nil && !errors.Is(err, engine.ErrGroupNotFound) {
 		s.writeErr(w, err)
 		return
 	}
