@@ -123,7 +123,7 @@ func (e *Engine) QueueFlows() []QueueFlow {
 		parts := len(q.parts) - q.holes
 		q.mu.RUnlock()
 		f := &q.flow
-		qf := QueueFlow{Name: q.name, ID: partitionID(q.id, 0), Partitions: parts,
+		qf := QueueFlow{Name: q.name, ID: queueUUID(q.id), Partitions: parts,
 			Pushed: f.pushed.Load(), Popped: f.popped.Load(), Acked: f.acked.Load(), AckFailed: f.ackFailed.Load(),
 			DeadLettered: f.deadLettered.Load(), Retained: f.retained.Load(), Evicted: f.evicted.Load(),
 			RetentionCuts: f.retentionCuts.Load()}

@@ -34,6 +34,9 @@ func TestQueueIDIsNoPartitionID(t *testing.T) {
 		if head.ID != res.QueueID {
 			t.Errorf("%s: the queue's view says id %s, configure said %s", when, head.ID, res.QueueID)
 		}
+		if fl := f.e.QueueFlows(); len(fl) != 1 || fl[0].ID != res.QueueID {
+			t.Errorf("%s: the queue's flow says id %v, configure said %s", when, fl, res.QueueID)
+		}
 		pg, err := f.e.ViewPartitions("orders", PageRequest{})
 		if err != nil || len(pg.Partitions) != 3 {
 			t.Fatalf("%s: partitions %+v %v", when, pg, err)
