@@ -209,6 +209,15 @@ func TestConnectionLossFailsPendingCallsAndReconnects(t *testing.T) {
 	c := dial(t, b, client.WithConns(1), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond))
 	ctx := testCtx(t)
 	c.Queue("r").Push(ctx, []byte("before"))
+	// The push's slot is given back just after its answer is sent: wait for
+	// it, or the poll below could be counted parked before it was sent (it
+	// then reaches a draining broker and is refused "closed").
+	brokertest.CheckFor(t, 5*time.Second, func() error {
+		if n := b.TCPInFlight(); n != 0 {
+			return fmt.Errorf("%d requests in flight at the broker, want none", n)
+		}
+		return nil
+	})
 	parked := make(chan error, 1)
 	go func() {
 		_, err := c.Queue("other").Wait(true).Timeout(10 * time.Second).Pop(ctx)
