@@ -25,6 +25,14 @@ func TestCancelEndsALongPollAtOnce(t *testing.T) {
 		if _, err := c.Configure(testCtx(t), queue, client.DefaultQueueOptions()); err != nil {
 			t.Fatal(err)
 		}
+		// Configure's slot is given back just after its answer: wait for it,
+		// so that the count below is the poll's.
+		brokertest.CheckFor(t, 5*time.Second, func() error {
+			if n := b.TCPInFlight(); n != 0 {
+				return fmt.Errorf("%d requests in flight at the broker, want none", n)
+			}
+			return nil
+		})
 		ctx, cancel := context.WithCancel(testCtx(t))
 		done := make(chan error, 1)
 		go func() {
