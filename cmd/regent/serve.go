@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/regentmq/regent/broker"
@@ -24,6 +25,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	logger := c.opts.Logger
+	// The soft limit makes the collector work harder as the heap nears it,
+	// instead of letting it grow to twice the live set.
+	debug.SetMemoryLimit(c.memoryLimit)
 	nofile, err := raiseNoFile()
 	if err != nil {
 		fmt.Fprintln(stderr, "regent serve:", err)

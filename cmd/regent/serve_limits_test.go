@@ -66,12 +66,15 @@ func TestServeLimitsAndJSON(t *testing.T) {
 		MaxBodyBytes                   int64
 		MaxBodiesInFlightByte          int64 `json:"maxBodiesInFlightBytes"`
 		Auth                           bool
+		MemoryLimit                    int64 `json:"memoryLimitBytes"`
+		CacheBytes                     int64
 	}
 	if err := json.Unmarshal([]byte(line), &banner); err != nil {
 		t.Fatalf("serve --json's first line is not JSON: %v\n%s", err, line)
 	}
 	if banner.TCP == "" || banner.HTTP == "" || banner.MaxMessageBytes != 1<<10 || banner.MaxFrameBytes != 64<<10 ||
-		banner.MaxBodyBytes != 4<<10 || banner.MaxBodiesInFlightByte != 1<<20 || banner.Auth {
+		banner.MaxBodyBytes != 4<<10 || banner.MaxBodiesInFlightByte != 1<<20 || banner.Auth ||
+		banner.MemoryLimit != 256<<20 || banner.CacheBytes != 64<<20 {
 		t.Fatalf("banner %+v from %s", banner, line)
 	}
 	select {
@@ -108,6 +111,8 @@ func TestServeLimitsAndJSON(t *testing.T) {
 		{"--max-message", "ten"},
 		{"--max-body", "12XB"},
 		{"--max-body", "8MiB", "--max-bodies-in-flight", "4MiB"},
+		{"--memory-limit", "16MiB"},
+		{"--memory-limit", "lots"},
 	} {
 		args := append([]string{"serve", "--data", t.TempDir(), "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, bad...)
 		code, out, errs := runBin(t, bin, "", args...)

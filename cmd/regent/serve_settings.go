@@ -31,6 +31,7 @@ var serveSettings = []setting{
 	{"max-frame", "REGENT_MAX_FRAME", "16MiB", "the largest binary-protocol frame, header included: a request (a push batch, a transaction) and a pop reply (cut to fit); from 4KiB to 16MiB, the most the Go client reads"},
 	{"max-body", "REGENT_MAX_BODY", "64MiB", "the largest HTTP request body (a larger one is refused with 413 before it is read)"},
 	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "256MiB", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body)"},
+	{"memory-limit", "REGENT_MEMORY_LIMIT", "256MiB", "the memory the process aims to stay within, in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT), and a quarter of it for the cache of recent messages' payloads; a consumer behind the cache reads from the journal (at least 32MiB)"},
 	{"json", "", "false", "for scripts and log collectors: what serve prints at start is one JSON object on stdout, and the log is JSON unless --log-format says otherwise"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
@@ -54,6 +55,9 @@ type serveConfig struct {
 	sec  security       // serve_auth.go
 	sync string         // as given, for the banner
 	json bool           // the banner as JSON
+	// memoryLimit is the process's soft memory limit (debug.SetMemoryLimit),
+	// which serve sets before it starts the broker.
+	memoryLimit int64
 }
 
 // parseServe reads serve's flags and environment. When ok is false serve
@@ -114,7 +118,7 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	if o.Engine.UncheckedAcks, err = strconv.ParseBool(s.get("unchecked-acks")); err != nil {
 		return usage("--unchecked-acks: want true or false")
 	}
-	if err = parseLimits(s, o); err != nil {
+	if c.memoryLimit, err = parseLimits(s, o); err != nil {
 		return usage(err)
 	}
 	if c.sec, err = securityFrom(s, logger); err != nil {
@@ -124,31 +128,46 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	return c, exitOK, true
 }
 
-// parseLimits reads the largest message, frame and HTTP bodies.
-func parseLimits(s *settings, o *broker.Options) error {
+// The memory limit: the least accepted, and the share of it (1/cacheShare)
+// the cache of recent payloads gets. The rest is for what the cache does not
+// bound: the journal's buffers, connections' buffers, requests in flight,
+// the engine's state, and the garbage collector's slack.
+const (
+	minMemoryLimit = 32 << 20
+	cacheShare     = 4
+)
+
+// parseLimits reads the memory limit and the largest message, frame and
+// HTTP bodies.
+func parseLimits(s *settings, o *broker.Options) (memoryLimit int64, err error) {
 	frame, err := parseSize(s.get("max-frame"))
 	if err != nil || frame < protocol.MinMaxFrame || frame > protocol.DefaultMaxFrame {
-		return fmt.Errorf("--max-frame %q: want a size from 4KiB to 16MiB", s.get("max-frame"))
+		return 0, fmt.Errorf("--max-frame %q: want a size from 4KiB to 16MiB", s.get("max-frame"))
 	}
 	o.MaxFrameBytes = int(frame)
 	most := broker.MaxPayloadFor(o.MaxFrameBytes)
 	if v := s.get("max-message"); v != "" {
 		m, err := parseSize(v)
 		if err != nil || m < 1 {
-			return fmt.Errorf("--max-message %q: want a size such as 1MiB", v)
+			return 0, fmt.Errorf("--max-message %q: want a size such as 1MiB", v)
 		}
 		if m > int64(most) {
-			return fmt.Errorf("--max-message %s is more than a pop reply of --max-frame %s can carry (%d bytes): such a message could never be popped", v, s.get("max-frame"), most)
+			return 0, fmt.Errorf("--max-message %s is more than a pop reply of --max-frame %s can carry (%d bytes): such a message could never be popped", v, s.get("max-frame"), most)
 		}
 		o.Engine.MaxPayloadBytes = int(m)
 	}
+	mem, err := parseSize(s.get("memory-limit"))
+	if err != nil || mem < minMemoryLimit {
+		return 0, fmt.Errorf("--memory-limit %q: want a size of at least 32MiB", s.get("memory-limit"))
+	}
+	o.Engine.CacheBytes = mem / cacheShare
 	if o.MaxBodyBytes, err = parseSize(s.get("max-body")); err != nil || o.MaxBodyBytes < 1<<10 {
-		return fmt.Errorf("--max-body %q: want a size of at least 1KiB", s.get("max-body"))
+		return 0, fmt.Errorf("--max-body %q: want a size of at least 1KiB", s.get("max-body"))
 	}
 	if o.MaxBodyBytesInFlight, err = parseSize(s.get("max-bodies-in-flight")); err != nil || o.MaxBodyBytesInFlight < o.MaxBodyBytes {
-		return fmt.Errorf("--max-bodies-in-flight %q: want a size of at least --max-body (%s)", s.get("max-bodies-in-flight"), s.get("max-body"))
+		return 0, fmt.Errorf("--max-bodies-in-flight %q: want a size of at least --max-body (%s)", s.get("max-bodies-in-flight"), s.get("max-body"))
 	}
-	return nil
+	return mem, nil
 }
 
 // sizeUnits are the units parseSize reads: binary (KiB, MiB, GiB) and
@@ -201,13 +220,18 @@ func (c *serveConfig) banner(w io.Writer, b *broker.Broker) error {
 			TLS                  bool   `json:"tls"`
 			MetricsNeedAuthToken bool   `json:"metricsAuth"`
 			UncheckedAcks        bool   `json:"uncheckedAcks"`
+			MemoryLimit          int64  `json:"memoryLimitBytes"`
+			CacheBytes           int64  `json:"cacheBytes"`
 		}{version, dir, c.sync, b.TCPAddr().String(), b.HTTPAddr().String(),
 			e.MaxPayloadBytes(), c.opts.MaxFrameBytes, c.opts.MaxBodyBytes, c.opts.MaxBodyBytesInFlight,
-			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth, e.UncheckedAcks()})
+			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth, e.UncheckedAcks(),
+			c.memoryLimit, c.opts.Engine.CacheBytes})
 	}
 	_, err = fmt.Fprintf(w, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n"+
+		"  memory  %s (cache of recent payloads %s)\n"+
 		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s",
-		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
+		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(c.memoryLimit), sizeText(c.opts.Engine.CacheBytes),
+		sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
 		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()))
 	return err
 }
