@@ -20,6 +20,8 @@ func TestStreamsSurviveKill9(t *testing.T) {
 	data := t.TempDir()
 	tcp, hp := freePort(t), freePort(t)
 	srv := startServe(t, bin, data, tcp, hp)
+	first := srv
+	t.Cleanup(func() { first.Process.Kill(); first.Wait() }) // a failure before the kill leaves no broker behind
 	base := "http://" + hp
 	call := func(method, path string, body any) (int, map[string]any) {
 		t.Helper()
