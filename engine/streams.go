@@ -28,8 +28,9 @@ import (
 // MaxQueryStateBytes; a cycle that would pass one is refused whole.
 //
 // Locks: a cycle holds its query's cycle lock (serialising the cycles of one
-// query, as Queen's per-shard lock serialises a shard's) around the whole
-// transaction; inside it the transaction's locks (the engine lock when it
+// query, as Queen's per-shard lock serialises a shard's) while its
+// transaction is checked and applied in memory, not while it waits for the
+// journal; inside it the transaction's locks (the engine lock when it
 // creates queues, the stripes), and innermost streams.mu, which guards the
 // registry and every shard. A registration holds the engine lock, then
 // streams.mu, so that a snapshot (lockAll) never sees a registration that is
@@ -262,7 +263,39 @@ func (e *Engine) Cycle(ctx context.Context, c StreamCycle) (StreamCycleResult, e
 	if err := e.check(); err != nil {
 		return StreamCycleResult{}, err
 	}
-	q, err := e.checkCycle(&c)
+	type answer struct {
+		r   TxnResult
+		err error
+	}
+	ch := make(chan answer, 1)
+	res, err := e.startCycle(&c, func(r TxnResult, err error) { ch <- answer{r, err} })
+	if err != nil {
+		return StreamCycleResult{}, err
+	}
+	var a answer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		return StreamCycleResult{}, ctx.Err()
+	}
+	if a.err != nil {
+		return StreamCycleResult{}, a.err
+	}
+	if a.r.Err != nil {
+		return StreamCycleResult{}, a.r.Err
+	}
+	res.Pushes = a.r.Pushes
+	return res, nil
+}
+
+// startCycle checks a cycle and hands it to the transaction machinery,
+// under its query's cycle lock: the transaction applies it in memory before
+// it returns, so the lock orders the query's cycles (and keeps the state's
+// bound true) without being held while done waits for the journal. done
+// runs once, when the cycle is durable or was refused; it does not run
+// when startCycle returns an error.
+func (e *Engine) startCycle(c *StreamCycle, done func(TxnResult, error)) (StreamCycleResult, error) {
+	q, err := e.checkCycle(c)
 	if err != nil {
 		return StreamCycleResult{}, err
 	}
@@ -292,25 +325,7 @@ func (e *Engine) Cycle(ctx context.Context, c StreamCycle) (StreamCycleResult, e
 			return StreamCycleResult{}, err
 		}
 	}
-	type answer struct {
-		r   TxnResult
-		err error
-	}
-	ch := make(chan answer, 1)
-	e.transact(acks, c.Pushes, extra, func(r TxnResult, err error) { ch <- answer{r, err} })
-	var a answer
-	select {
-	case a = <-ch:
-	case <-ctx.Done():
-		return StreamCycleResult{}, ctx.Err()
-	}
-	if a.err != nil {
-		return StreamCycleResult{}, a.err
-	}
-	if a.r.Err != nil {
-		return StreamCycleResult{}, a.r.Err
-	}
-	res.Pushes = a.r.Pushes
+	e.transact(acks, c.Pushes, extra, done)
 	return res, nil
 }
 
