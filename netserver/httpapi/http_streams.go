@@ -183,14 +183,8 @@ func (s *Server) handleStreamCycle(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	query, ok := jsonString(f, "query_id")
+	query, part, ok := shardIDs(w, f)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "query_id is required")
-		return
-	}
-	part, ok := jsonString(f, "partition_id")
-	if !ok {
-		writeError(w, http.StatusBadRequest, "partition_id is required")
 		return
 	}
 	c, err := parseCycle(f, query, part)
@@ -388,17 +382,38 @@ func windowEnd(v []byte) (int64, bool) {
 	var o struct {
 		WindowEnd json.RawMessage `json:"windowEnd"`
 	}
-	if json.Unmarshal(v, &o) != nil || len(o.WindowEnd) == 0 {
+	if json.Unmarshal(v, &o) != nil {
+		return 0, false
+	}
+	return jsonMillis(o.WindowEnd)
+}
+
+// jsonMillis reads a JSON number (not a string holding one) as whole
+// milliseconds, rounded down; false for anything else or out of range.
+func jsonMillis(raw json.RawMessage) (int64, bool) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
 		return 0, false
 	}
 	var n float64
-	if c := o.WindowEnd[0]; (c != '-' && (c < '0' || c > '9')) || json.Unmarshal(o.WindowEnd, &n) != nil {
-		return 0, false
-	}
-	if n > math.MaxInt64 || n < math.MinInt64 {
+	if json.Unmarshal(raw, &n) != nil || n > math.MaxInt64 || n < math.MinInt64 {
 		return 0, false
 	}
 	return int64(math.Floor(n)), true
+}
+
+// shardIDs reads the query_id and partition_id every streams cycle and
+// state read names (strings; answered 400 "<field> is required" if not).
+func shardIDs(w http.ResponseWriter, f map[string]json.RawMessage) (query, part string, ok bool) {
+	for _, field := range []struct {
+		key string
+		dst *string
+	}{{"query_id", &query}, {"partition_id", &part}} {
+		if *field.dst, ok = jsonString(f, field.key); !ok {
+			writeError(w, http.StatusBadRequest, field.key+" is required")
+			return "", "", false
+		}
+	}
+	return query, part, true
 }
 
 // POST /streams/v1/state/get
@@ -410,14 +425,8 @@ func (s *Server) handleStreamState(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	query, ok := jsonString(f, "query_id")
+	query, part, ok := shardIDs(w, f)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "query_id is required")
-		return
-	}
-	part, ok := jsonString(f, "partition_id")
-	if !ok {
-		writeError(w, http.StatusBadRequest, "partition_id is required")
 		return
 	}
 	qid, err := engine.ParseUUID(query)
@@ -442,12 +451,7 @@ func (s *Server) handleStreamState(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	filter.Prefix, _ = jsonString(f, "key_prefix")
-	if raw, ok := f["ripe_at_or_before"]; ok && len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
-		var n float64
-		if json.Unmarshal(raw, &n) == nil && n <= math.MaxInt64 && n >= math.MinInt64 {
-			filter.RipeAtOrBefore, filter.HasRipe = int64(math.Floor(n)), true
-		}
-	}
+	filter.RipeAtOrBefore, filter.HasRipe = jsonMillis(f["ripe_at_or_before"])
 	rows, err := s.e.State(qid, pid, filter)
 	if err != nil {
 		s.writeErr(w, err)
