@@ -159,7 +159,7 @@ func (s *Server) handleLagging(w http.ResponseWriter, r *http.Request) {
 // position on the partitions of every queue it reads, by queue name. The
 // positions are a page (by queue, then partition creation order; every
 // queue the group reads is a key, with the positions of the page), their
-// total in X-Total-Count.
+// total in X-Total-Count. A group that has no position anywhere is {}.
 func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
 	limit, offset, err := pageOf(r.URL.RawQuery, pageDefault)
@@ -202,10 +202,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		})
 		out[v.Name] = map[string]any{"partitions": parts}
 	}
-	if len(out) == 0 {
-		writeError(w, http.StatusNotFound, "Consumer group not found")
-		return
-	}
+	// A group that reads nothing is {} with 200, as Queen answers it.
 	setTotal(w, total)
 	s.writeValue(w, http.StatusOK, out)
 }
