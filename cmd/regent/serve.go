@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/engine"
@@ -54,7 +58,19 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	if err := c.banner(stdout, b); err != nil {
+	pprofAddr := ""
+	if c.pprof != "" {
+		ln, err := listenPprof(c.pprof)
+		if err != nil {
+			logger.Error("cannot serve --pprof", "err", err)
+			_ = b.Exit()
+			fmt.Fprintln(stderr, "regent serve: --pprof:", err)
+			return exitFailure
+		}
+		defer ln.Close()
+		pprofAddr = ln.Addr().String()
+	}
+	if err := c.banner(stdout, b, pprofAddr); err != nil {
 		logger.Warn("cannot print the banner", "err", err)
 	}
 	failed := false
@@ -84,4 +100,22 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// listenPprof serves Go's profiles (net/http/pprof) on addr until the
+// listener is closed. They get their own listener and mux: nothing of them
+// reaches the HTTP door, and the HTTP door's auth does not guard them.
+func listenPprof(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() { _ = (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
+	return ln, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -20,7 +21,8 @@ import (
 func TestServeLimitsAndJSON(t *testing.T) {
 	_, bin := buildRegent(t)
 	cmd := exec.Command(bin, "serve", "--json", "--data", t.TempDir(), "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--max-message", "1KiB", "--max-frame", "64KiB", "--max-body", "4KiB", "--max-bodies-in-flight", "1MiB")
+		"--max-message", "1KiB", "--max-frame", "64KiB", "--max-body", "4KiB", "--max-bodies-in-flight", "1MiB",
+		"--pprof", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -68,9 +70,25 @@ func TestServeLimitsAndJSON(t *testing.T) {
 		Auth                           bool
 		MemoryLimit                    int64 `json:"memoryLimitBytes"`
 		CacheBytes                     int64
+		Pprof                          string
 	}
 	if err := json.Unmarshal([]byte(line), &banner); err != nil {
 		t.Fatalf("serve --json's first line is not JSON: %v\n%s", err, line)
+	}
+	// --pprof: Go's profiles on their own listener, never on the HTTP door.
+	for _, c := range []struct {
+		addr string
+		want int
+	}{{banner.Pprof, 200}, {banner.HTTP, 404}} {
+		resp, err := http.Get("http://" + c.addr + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			t.Fatalf("--pprof (banner %q): %v", banner.Pprof, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || (c.want == 200 && !strings.Contains(string(b), "heap profile")) {
+			t.Fatalf("GET %s/debug/pprof/heap: %d %.100s, want %d", c.addr, resp.StatusCode, b, c.want)
+		}
 	}
 	if banner.TCP == "" || banner.HTTP == "" || banner.MaxMessageBytes != 1<<10 || banner.MaxFrameBytes != 64<<10 ||
 		banner.MaxBodyBytes != 4<<10 || banner.MaxBodiesInFlightByte != 1<<20 || banner.Auth ||

@@ -32,6 +32,7 @@ var serveSettings = []setting{
 	{"max-body", "REGENT_MAX_BODY", "64MiB", "the largest HTTP request body (a larger one is refused with 413 before it is read)"},
 	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "256MiB", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body)"},
 	{"memory-limit", "REGENT_MEMORY_LIMIT", "256MiB", "the memory the process aims to stay within, in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT), and a quarter of it for the cache of recent messages' payloads; a consumer behind the cache reads from the journal (at least 32MiB)"},
+	{"pprof", "REGENT_PPROF", "", "an address (127.0.0.1:6060) where Go's profiles are served, under /debug/pprof/ (heap, CPU, goroutines), for go tool pprof; off when empty. Anyone who reaches it can read the process's memory layout: keep it on a loopback or private address"},
 	{"json", "", "false", "for scripts and log collectors: what serve prints at start is one JSON object on stdout, and the log is JSON unless --log-format says otherwise"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "REGENT_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
@@ -58,6 +59,8 @@ type serveConfig struct {
 	// memoryLimit is the process's soft memory limit (debug.SetMemoryLimit),
 	// which serve sets before it starts the broker.
 	memoryLimit int64
+	// pprof is where Go's profiles are served (--pprof), or "".
+	pprof string
 }
 
 // parseServe reads serve's flags and environment. When ok is false serve
@@ -121,6 +124,7 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	if c.memoryLimit, err = parseLimits(s, o); err != nil {
 		return usage(err)
 	}
+	c.pprof = s.get("pprof")
 	if c.sec, err = securityFrom(s, logger); err != nil {
 		return usage(err)
 	}
@@ -199,7 +203,7 @@ func parseSize(v string) (int64, error) {
 
 // banner is what serve prints once its doors are open: a few lines for a
 // person, or with --json one JSON object.
-func (c *serveConfig) banner(w io.Writer, b *broker.Broker) error {
+func (c *serveConfig) banner(w io.Writer, b *broker.Broker, pprofAddr string) error {
 	dir, err := filepath.Abs(c.opts.Journal.Dir)
 	if err != nil {
 		dir = c.opts.Journal.Dir
@@ -222,18 +226,27 @@ func (c *serveConfig) banner(w io.Writer, b *broker.Broker) error {
 			UncheckedAcks        bool   `json:"uncheckedAcks"`
 			MemoryLimit          int64  `json:"memoryLimitBytes"`
 			CacheBytes           int64  `json:"cacheBytes"`
+			Pprof                string `json:"pprof,omitempty"`
 		}{version, dir, c.sync, b.TCPAddr().String(), b.HTTPAddr().String(),
 			e.MaxPayloadBytes(), c.opts.MaxFrameBytes, c.opts.MaxBodyBytes, c.opts.MaxBodyBytesInFlight,
 			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth, e.UncheckedAcks(),
-			c.memoryLimit, c.opts.Engine.CacheBytes})
+			c.memoryLimit, c.opts.Engine.CacheBytes, pprofAddr})
 	}
 	_, err = fmt.Fprintf(w, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n"+
 		"  memory  %s (cache of recent payloads %s)\n"+
-		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s",
+		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s%s",
 		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(c.memoryLimit), sizeText(c.opts.Engine.CacheBytes),
 		sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
-		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()))
+		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()), pprofBanner(pprofAddr))
 	return err
+}
+
+// pprofBanner is what serve prints of --pprof at start.
+func pprofBanner(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "  pprof   http://" + addr + "/debug/pprof/ (go tool pprof http://" + addr + "/debug/pprof/heap)\n"
 }
 
 // acksBanner is what serve prints of its ack check at start.
