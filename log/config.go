@@ -89,10 +89,12 @@ func ParseSync(s string) (SyncPolicy, time.Duration, error) {
 
 // Defaults and limits of Config.
 const (
-	DefaultSegmentBytes  = 16 << 20
+	DefaultSegmentBytes  = 4 << 20
 	DefaultMaxBatchBytes = 4 << 20
 	DefaultMaxEntryBytes = 256 << 20
 	DefaultMaxQueued     = 128 << 20
+	// DefaultReadCacheBytes is Config.ReadCacheBytes when none is given.
+	DefaultReadCacheBytes = 16 << 20
 	// MaxEntryBytesLimit is the largest MaxEntryBytes accepted (an entry's
 	// uncompressed length is stored in 32 bits, and the process-wide zstd
 	// decoder is capped near it).
@@ -112,10 +114,12 @@ type Config struct {
 	// SyncInterval is the fsync period for SyncInterval; default 10ms.
 	SyncInterval time.Duration
 	// SegmentBytes is the target size of one WAL segment file; default
-	// 16 MiB. tidwall/wal keeps the whole tail segment in memory and grows
+	// 4 MiB. tidwall/wal keeps the whole tail segment in memory and grows
 	// that buffer by appending, so each write copies the tail again now and
-	// then: with 64 MiB those copies took 9% of the CPU of the TCP push
-	// benchmark (4 producers × 8 in flight), with 16 MiB 7%.
+	// then, and up to twice the segment is held: with 64 MiB those copies
+	// took 9% of the CPU of the TCP push benchmark (4 producers × 8 in
+	// flight), with 16 MiB 7% and 46 MiB of the heap, with 4 MiB 6.5% and
+	// 15 MiB (regent bench push against regent serve --pprof).
 	SegmentBytes int
 	// MaxBatchBytes is how many uncompressed bytes one group collects before
 	// it is sealed and the next record opens a new group; default 4 MiB.
@@ -130,6 +134,10 @@ type Config struct {
 	// and so the largest group, and caps one record; default 256 MiB, at most
 	// MaxEntryBytesLimit.
 	MaxEntryBytes int
+	// ReadCacheBytes bounds the buffers of the entries Read keeps decoded
+	// (see cacheSlots); default 16 MiB. The slot being read is kept
+	// whatever its size.
+	ReadCacheBytes int
 	// Salvage lets Open go on despite damage away from the tail instead of
 	// failing with ErrCorrupt: each damaged or missing entry is replaced by
 	// a hole (every other entry is kept), the damaged files are kept under
@@ -164,15 +172,18 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("log: unknown Config.Sync %v", c.Sync)
 	}
-	if c.SegmentBytes < 0 || c.MaxBatchBytes < 0 || c.MaxEntryBytes < 0 || c.MaxQueuedBytes < 0 {
-		return c, fmt.Errorf("log: negative size in Config (SegmentBytes %d, MaxBatchBytes %d, MaxEntryBytes %d, MaxQueuedBytes %d)",
-			c.SegmentBytes, c.MaxBatchBytes, c.MaxEntryBytes, c.MaxQueuedBytes)
+	if c.SegmentBytes < 0 || c.MaxBatchBytes < 0 || c.MaxEntryBytes < 0 || c.MaxQueuedBytes < 0 || c.ReadCacheBytes < 0 {
+		return c, fmt.Errorf("log: negative size in Config (SegmentBytes %d, MaxBatchBytes %d, MaxEntryBytes %d, MaxQueuedBytes %d, ReadCacheBytes %d)",
+			c.SegmentBytes, c.MaxBatchBytes, c.MaxEntryBytes, c.MaxQueuedBytes, c.ReadCacheBytes)
 	}
 	if c.MaxQueuedBytes == 0 {
 		c.MaxQueuedBytes = DefaultMaxQueued
 	}
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.ReadCacheBytes == 0 {
+		c.ReadCacheBytes = DefaultReadCacheBytes
 	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = DefaultMaxEntryBytes

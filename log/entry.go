@@ -34,6 +34,13 @@ const (
 	// for one DecodeAll call (entries are further capped by MaxEntryBytes and
 	// by the capacity of the destination buffer; snapshots by this).
 	zstdMaxDecodedBytes = 4 << 30
+
+	// zstdWindow is how far back the encoder looks for matches. Each of
+	// its encoders keeps a history of that size (zstd's default for this
+	// level is 8 MiB: 16 MiB of history with two encoders, in a broker
+	// whose whole budget may be 128 MiB). Records repeat what is near
+	// them (names, ids of one batch), so a short window costs little.
+	zstdWindow = 1 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -47,6 +54,7 @@ var zstdCodecs = sync.OnceValues(func() (*zstdPair, error) {
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderCRC(false), // the entry's CRC32C covers the frame
+		zstd.WithWindowSize(zstdWindow),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("log: zstd encoder: %w", err)

@@ -159,6 +159,7 @@ func Open(cfg Config) (_ *Log, err error) {
 
 		maxRecords: maxRecordsPerEntry,
 	}
+	l.cache.budget = cfg.ReadCacheBytes
 	l.unsafeEarlyAck = unsafeAckBeforeWrite(l.logger)
 	l.stallWritesHook()
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {

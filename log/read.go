@@ -13,15 +13,13 @@ import (
 // records of one entry decodes it once: an entry holds the records of many
 // partitions, and consumers of those partitions come for them at different
 // times (with 4 slots, a consume of 16 cold partitions spent a tenth of the
-// broker's CPU decompressing the same entries again). cacheBudget bounds the
-// decompression buffers the slots keep.
-const (
-	cacheSlots  = 32
-	cacheBudget = 16 << 20
-)
+// broker's CPU decompressing the same entries again). Config.ReadCacheBytes
+// bounds the decompression buffers the slots keep.
+const cacheSlots = 32
 
 // entryCache holds the last few decoded entries (guarded by Log.readMu).
 type entryCache struct {
+	budget  int // Config.ReadCacheBytes
 	tick    uint64
 	decodes uint64 // entries decoded (for tests)
 	slots   [cacheSlots]struct {
@@ -68,7 +66,7 @@ func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, erro
 }
 
 // trim drops the least recently used other slots, buffers and all, while
-// the slots' buffers together hold more than cacheBudget.
+// the slots' buffers together hold more than the budget.
 func (c *entryCache) trim(keep int) {
 	for {
 		total, lru := 0, -1
@@ -80,7 +78,7 @@ func (c *entryCache) trim(keep int) {
 				lru = i
 			}
 		}
-		if total <= cacheBudget || lru < 0 {
+		if total <= c.budget || lru < 0 {
 			return
 		}
 		c.slots[lru].valid = false
@@ -88,7 +86,7 @@ func (c *entryCache) trim(keep int) {
 	}
 }
 
-func (c *entryCache) reset() { *c = entryCache{} }
+func (c *entryCache) reset() { *c = entryCache{budget: c.budget} }
 
 // readRaw returns the stored bytes of the entry at index. They are immutable
 // (tidwall/wal is opened with NoCopy and entries are never rewritten) and may

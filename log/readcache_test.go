@@ -19,7 +19,7 @@ func TestEntryCacheServesInterleavedReaders(t *testing.T) {
 		}
 		data[i] = encodeEntry(nil, uint64(i), readers, frameRecords(recs...))
 	}
-	var c entryCache
+	c := entryCache{budget: DefaultReadCacheBytes}
 	read := func(index uint64, rec int) {
 		d := c.get(index)
 		if d == nil {
@@ -47,10 +47,18 @@ func TestEntryCacheServesInterleavedReaders(t *testing.T) {
 }
 
 // TestEntryCacheBudget: large entries are not all kept; the buffers the
-// slots hold stay within cacheBudget (plus the entry just read).
+// slots hold stay within the budget (Config.ReadCacheBytes; plus the entry
+// just read), the default one and a small one.
 func TestEntryCacheBudget(t *testing.T) {
+	for _, budget := range []int{DefaultReadCacheBytes, 4 << 20} {
+		t.Run(fmt.Sprint(budget>>20, "MiB"), func(t *testing.T) { testEntryCacheBudget(t, budget) })
+	}
+}
+
+func testEntryCacheBudget(t *testing.T, cacheBudget int) {
 	big := strings.Repeat("compressible text ", (3<<20)/18) // 3 MiB decoded
-	var c entryCache
+	c := entryCache{budget: cacheBudget}
+	maxHeld := 0
 	for i := uint64(1); i <= cacheSlots; i++ {
 		e := encodeEntry(nil, i, 1, frameRecords(big))
 		d, err := c.fill(i, e, 8<<20)
@@ -67,6 +75,10 @@ func TestEntryCacheBudget(t *testing.T) {
 		if held > cacheBudget+len(big)+64 {
 			t.Fatalf("after %d entries the slots hold %d bytes (budget %d)", i, held, cacheBudget)
 		}
+		maxHeld = max(maxHeld, held)
+	}
+	if maxHeld < cacheBudget-len(big) {
+		t.Fatalf("the slots never held more than %d bytes: the budget of %d is not used", maxHeld, cacheBudget)
 	}
 	if d := c.get(cacheSlots); d == nil {
 		t.Fatal("the entry just read was dropped")
