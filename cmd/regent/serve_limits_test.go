@@ -155,3 +155,29 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryLimitShares: --memory-limit bounds what the broker holds, not
+// just the cache: the cache of recent payloads, the records waiting for the
+// disk, and the journal's entries decoded for reads each get their share.
+func TestMemoryLimitShares(t *testing.T) {
+	for _, c := range []struct {
+		limit               string
+		mem                 int64
+		cache, queued, read int64
+	}{
+		{"64MiB", 64 << 20, 16 << 20, 16 << 20, 4 << 20},
+		{"256MiB", 256 << 20, 64 << 20, 64 << 20, 16 << 20},
+		{"1GiB", 1 << 30, 256 << 20, 256 << 20, 64 << 20},
+	} {
+		cfg, code, ok := parseServe([]string{"--memory-limit", c.limit}, io.Discard)
+		if !ok {
+			t.Fatalf("--memory-limit %s: exit %d", c.limit, code)
+		}
+		o := cfg.opts
+		if cfg.memoryLimit != c.mem || o.Engine.CacheBytes != c.cache || int64(o.Journal.MaxQueuedBytes) != c.queued ||
+			int64(o.Journal.ReadCacheBytes) != c.read {
+			t.Errorf("--memory-limit %s: limit %d, cache %d, queued %d, read cache %d; want %d, %d, %d, %d", c.limit,
+				cfg.memoryLimit, o.Engine.CacheBytes, o.Journal.MaxQueuedBytes, o.Journal.ReadCacheBytes, c.mem, c.cache, c.queued, c.read)
+		}
+	}
+}

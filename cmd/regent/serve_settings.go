@@ -31,7 +31,7 @@ var serveSettings = []setting{
 	{"max-frame", "REGENT_MAX_FRAME", "16MiB", "the largest binary-protocol frame, header included: a request (a push batch, a transaction) and a pop reply (cut to fit); from 4KiB to 16MiB, the most the Go client reads"},
 	{"max-body", "REGENT_MAX_BODY", "64MiB", "the largest HTTP request body (a larger one is refused with 413 before it is read)"},
 	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "256MiB", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body)"},
-	{"memory-limit", "REGENT_MEMORY_LIMIT", "256MiB", "the memory the process aims to stay within, in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT), and a quarter of it for the cache of recent messages' payloads; a consumer behind the cache reads from the journal (at least 32MiB)"},
+	{"memory-limit", "REGENT_MEMORY_LIMIT", "256MiB", "the memory the process aims to stay within, in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT); a quarter of it for the cache of recent messages' payloads (a consumer behind the cache reads from the journal), a quarter for records waiting for the disk (past it pushes get overloaded), a sixteenth for journal entries decoded for reads (at least 32MiB)"},
 	{"pprof", "REGENT_PPROF", "", "an address (127.0.0.1:6060) where Go's profiles are served, under /debug/pprof/ (heap, CPU, goroutines), for go tool pprof; off when empty. Anyone who reaches it can read the process's memory layout: keep it on a loopback or private address"},
 	{"json", "", "false", "for scripts and log collectors: what serve prints at start is one JSON object on stdout, and the log is JSON unless --log-format says otherwise"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
@@ -139,6 +139,7 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 const (
 	minMemoryLimit = 32 << 20
 	cacheShare     = 4
+	readCacheShare = 16
 )
 
 // parseLimits reads the memory limit and the largest message, frame and
@@ -165,6 +166,11 @@ func parseLimits(s *settings, o *broker.Options) (memoryLimit int64, err error) 
 		return 0, fmt.Errorf("--memory-limit %q: want a size of at least 32MiB", s.get("memory-limit"))
 	}
 	o.Engine.CacheBytes = mem / cacheShare
+	// What waits for the disk is held in memory too: the same share.
+	o.Journal.MaxQueuedBytes = int(mem / cacheShare)
+	// Entries read back for consumers behind the cache stay decoded in a
+	// smaller one.
+	o.Journal.ReadCacheBytes = int(mem / readCacheShare)
 	if o.MaxBodyBytes, err = parseSize(s.get("max-body")); err != nil || o.MaxBodyBytes < 1<<10 {
 		return 0, fmt.Errorf("--max-body %q: want a size of at least 1KiB", s.get("max-body"))
 	}
