@@ -85,7 +85,7 @@ type PopRequest struct {
 // Pop asks for messages. An empty answer is normal.
 func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
 	reply := popReplies.Get().(*protocol.PopReply)
-	err := c.do(ctx, protocol.OpPop, r.frame(), reply)
+	err := c.doMinor(ctx, protocol.OpPop, r.frame(reply), reply)
 	if err != nil {
 		return nil, err // not pooled: see Push
 	}
@@ -122,7 +122,7 @@ func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
 	if b.reply == nil {
 		b.reply = new(protocol.PopReply)
 	}
-	err := c.do(ctx, protocol.OpPop, r.frame(), b.reply)
+	err := c.doMinor(ctx, protocol.OpPop, r.frame(b.reply), b.reply)
 	if err != nil {
 		// After a cancelled wait the reply may still be decoded into it:
 		// it is left to the reader.
@@ -172,8 +172,9 @@ func (c *Client) WaitAck(ctx context.Context, b *Batch) ([]AckResult, error) {
 	return res, err
 }
 
-// frame encodes r as a Pop request frame.
-func (r *PopRequest) frame() func(dst []byte, id uint64) []byte {
+// frame encodes r as a Pop request frame, and tells reply the layout the
+// server it goes to answers in (CompactMessages from a 1.5 server).
+func (r *PopRequest) frame(reply *protocol.PopReply) func(dst []byte, id uint64, minor uint16) []byte {
 	req := protocol.PopRequest{
 		Queue: r.Queue, Partition: r.Partition, Group: r.Group, Subscription: protocol.SubMode(r.Subscription),
 		Batch: uint32(max(r.Batch, 0)), Partitions: uint32(max(r.Partitions, 0)), Wait: r.Wait,
@@ -183,8 +184,15 @@ func (r *PopRequest) frame() func(dst []byte, id uint64) []byte {
 	if r.Subscription == FromTime {
 		req.From = r.From.UnixNano()
 	}
-	return func(dst []byte, id uint64) []byte { return protocol.AppendPopRequest(dst, id, &req) }
+	return func(dst []byte, id uint64, minor uint16) []byte {
+		reply.SetCompact(minor >= compactPopMinor)
+		return protocol.AppendPopRequest(dst, id, &req)
+	}
 }
+
+// compactPopMinor is the protocol minor version from which a server
+// answers pops with CompactMessages.
+const compactPopMinor = 5
 
 // appendMessages converts a pop reply's messages; their strings and
 // payloads still point into the reply's arena.

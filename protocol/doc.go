@@ -110,6 +110,13 @@
 //	  Message           uuid id | str transactionId | str traceId | bytes payload |
 //	                    i64 createdAt | str partition | uuid partitionId | uv offset |
 //	                    uuid leaseId | i64 leaseExpires | uv retryCount
+//	  CompactMessage    (1.5: in place of Message, to a client that said 1.5)
+//	                    uuid id | uv txnTag | [transactionId] | str traceId | bytes payload |
+//	                    i64 createdAt | uv partTag | [partition | uuid partitionId] | uv offset |
+//	                    uv retryTag | [uuid leaseId | i64 leaseExpires]
+//	                    (a tag 0: the id's text, or the previous message's partition;
+//	                    n: n-1 bytes follow; retryTag = retryCount<<1 | 1 when the
+//	                    lease is the previous message's and is left out)
 //
 //	AckRequest          AckItem...
 //	  AckItem           uuid partitionId | bool hasOffset | uv offset | uuid messageId |

@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 4
+	VersionMinor uint16 = 5
 )
 
 // Minor versions and what they added:
@@ -30,6 +30,10 @@ const (
 //	     the streams opcodes QueryRegister, Cycle and StateGet, and the
 //	     error codes conflict and query_not_found (sent only to a server
 //	     that said 1.4 or later)
+//	1.5  PopReply of CompactMessages (sent only to a client that said 1.5
+//	     or later in its Hello): a transactionId that is the message's
+//	     id, and a partition and a lease that are the previous message's,
+//	     are left out
 
 // HelloRequest is the first frame a client sends on a connection.
 //

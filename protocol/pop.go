@@ -1,5 +1,7 @@
 package protocol
 
+import "math"
+
 // SubMode decides where a consumer group that has never read a queue
 // starts. The numbers match the engine's.
 type SubMode uint8
@@ -79,8 +81,16 @@ type PopReply struct {
 	// Cut: the reply's byte budget (the frame size the client reads) left
 	// out messages that were ready; pop again for them. Sent to 1.1 clients.
 	Cut bool
+	// compact (1.5): the reply's messages are CompactMessages. It is not
+	// on the wire: the server sends them to a client that said 1.5 or later
+	// in its Hello, and the client tells its decoder (SetCompact).
+	compact bool
 	arena
 }
+
+// SetCompact says whether the reply's messages are CompactMessages (1.5),
+// for AppendBody and Decode.
+func (r *PopReply) SetCompact(on bool) { r.compact = on }
 
 func (*PopRequest) Op() Op        { return OpPop }
 func (*PopRequest) IsReply() bool { return false }
@@ -147,11 +157,96 @@ func decodeMessage(d *dec, m *Message) {
 	m.RetryCount = d.uv32()
 }
 
+// CompactMessage (1.5) is Message with what repeats left out: a
+// transactionId that is the message's id, and the partition and the lease
+// when they are the previous message's.
+//
+//	uuid id | uv txnTag | [txnTag-1 bytes transactionId] | str traceId | bytes payload |
+//	i64 createdAt | uv partTag | [partTag-1 bytes partition | uuid partitionId] |
+//	uv offset | uv retryTag | [uuid leaseId | i64 leaseExpires]
+//
+// txnTag 0: the transactionId is the id's text (the message was pushed
+// without one; an encoder sends 0 for an empty TransactionID). partTag 0:
+// the partition (name and id) of the message before it in the reply.
+// retryTag is retryCount<<1, plus 1 when the lease (id and expiry) is the
+// message before it's, which is then not sent. A 0 tag, or a retryTag with
+// its low bit set, on the first message is malformed.
+const minCompactMessage = 16 + 1 + 1 + 1 + 8 + 1 + 1 + 1
+
+func appendCompactMessage(dst []byte, m, prev *Message) []byte {
+	dst = appendUUID(dst, m.ID)
+	if m.TransactionID == "" {
+		dst = append(dst, 0)
+	} else {
+		dst = appendUv(dst, uint64(len(m.TransactionID))+1)
+		dst = append(dst, m.TransactionID...)
+	}
+	dst = appendStr(dst, m.TraceID)
+	dst = appendBytes(dst, m.Payload)
+	dst = appendI64(dst, m.CreatedAt)
+	if prev != nil && m.PartitionID == prev.PartitionID && m.Partition == prev.Partition {
+		dst = append(dst, 0)
+	} else {
+		dst = appendUv(dst, uint64(len(m.Partition))+1)
+		dst = append(dst, m.Partition...)
+		dst = appendUUID(dst, m.PartitionID)
+	}
+	dst = appendUv(dst, m.Offset)
+	if prev != nil && m.LeaseID == prev.LeaseID && m.LeaseExpires == prev.LeaseExpires {
+		return appendUv(dst, uint64(m.RetryCount)<<1|1)
+	}
+	dst = appendUv(dst, uint64(m.RetryCount)<<1)
+	dst = appendUUID(dst, m.LeaseID)
+	return appendI64(dst, m.LeaseExpires)
+}
+
+func decodeCompactMessage(d *dec, m, prev *Message) {
+	m.ID = d.uuid()
+	if t := d.uv(); t == 0 {
+		m.TransactionID = d.a.idText(m.ID)
+	} else {
+		m.TransactionID = d.a.str(d.rawN(t - 1))
+	}
+	m.TraceID = d.str()
+	m.Payload = d.bytes()
+	m.CreatedAt = d.i64()
+	if t := d.uv(); t != 0 {
+		m.Partition = d.a.str(d.rawN(t - 1))
+		m.PartitionID = d.uuid()
+	} else if prev != nil {
+		m.Partition, m.PartitionID = prev.Partition, prev.PartitionID
+	} else {
+		d.fail("the first message repeats a partition")
+	}
+	m.Offset = d.uv()
+	t := d.uv()
+	if t>>1 > math.MaxUint32 {
+		d.fail("retry count beyond 32 bits")
+	}
+	m.RetryCount = uint32(t >> 1)
+	if t&1 == 0 {
+		m.LeaseID = d.uuid()
+		m.LeaseExpires = d.i64()
+	} else if prev != nil {
+		m.LeaseID, m.LeaseExpires = prev.LeaseID, prev.LeaseExpires
+	} else {
+		d.fail("the first message repeats a lease")
+	}
+}
+
 func (r *PopReply) AppendBody(dst []byte) []byte {
 	dst = appendStr(dst, r.Queue)
 	dst = appendStr(dst, r.Group)
 	dst = appendUv(dst, uint64(len(r.Messages)))
 	for i := range r.Messages {
+		if r.compact {
+			var prev *Message
+			if i > 0 {
+				prev = &r.Messages[i-1]
+			}
+			dst = appendCompactMessage(dst, &r.Messages[i], prev)
+			continue
+		}
 		dst = appendMessage(dst, &r.Messages[i])
 	}
 	if r.Cut {
@@ -161,6 +256,9 @@ func (r *PopReply) AppendBody(dst []byte) []byte {
 }
 
 func (r *PopReply) Decode(body []byte) error {
+	if r.compact {
+		return r.decodeCompact(body)
+	}
 	d := newDec(body, &r.arena)
 	r.Queue = d.str()
 	r.Group = d.str()
@@ -170,6 +268,30 @@ func (r *PopReply) Decode(body []byte) error {
 	}
 	r.Cut = false
 	if len(d.b) > 0 && d.b[0] == 1 { // 1.1, sent only when true; anything else is trailing
+		r.Cut = d.bool()
+	}
+	return d.finish("pop reply")
+}
+
+// decodeCompact is Decode of a reply of CompactMessages.
+func (r *PopReply) decodeCompact(body []byte) error {
+	d := dec{b: body, a: &r.arena}
+	queue, group := d.raw(), d.raw()
+	n := d.count(minCompactMessage)
+	// Every string is bytes of the body, or an id's text (36 bytes) that a
+	// message's transactionId repeats: the arena never grows.
+	r.arena.reset(len(body) + 36*n)
+	r.Queue, r.Group = r.arena.str(queue), r.arena.str(group)
+	r.Messages = resize(r.Messages, n)
+	for i := range r.Messages {
+		var prev *Message
+		if i > 0 {
+			prev = &r.Messages[i-1]
+		}
+		decodeCompactMessage(&d, &r.Messages[i], prev)
+	}
+	r.Cut = false
+	if len(d.b) > 0 && d.b[0] == 1 {
 		r.Cut = d.bool()
 	}
 	return d.finish("pop reply")
@@ -195,6 +317,13 @@ func AppendPopReplyStart(dst []byte, id uint64, queue, group string, count int) 
 // AppendPopMessage appends one message of a frame begun with
 // AppendPopReplyStart.
 func AppendPopMessage(dst []byte, m *Message) []byte { return appendMessage(dst, m) }
+
+// AppendPopMessageCompact appends one CompactMessage of a frame begun with
+// AppendPopReplyStart; prev is the message appended before it (nil for the
+// first).
+func AppendPopMessageCompact(dst []byte, m, prev *Message) []byte {
+	return appendCompactMessage(dst, m, prev)
+}
 
 // AppendPopReplyCut appends the Cut flag of a frame begun with
 // AppendPopReplyStart, after its messages (only for 1.1 clients).

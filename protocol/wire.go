@@ -18,6 +18,12 @@ func (u UUID) IsZero() bool { return u == UUID{} }
 // String formats u as 8-4-4-4-12 hex digits.
 func (u UUID) String() string {
 	var b [36]byte
+	u.text(&b)
+	return string(b[:])
+}
+
+// text writes u as String does into b.
+func (u UUID) text(b *[36]byte) {
 	hex.Encode(b[0:8], u[0:4])
 	b[8] = '-'
 	hex.Encode(b[9:13], u[4:6])
@@ -27,7 +33,6 @@ func (u UUID) String() string {
 	hex.Encode(b[19:23], u[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
-	return string(b[:])
 }
 
 // Encoding primitives. Every body is a sequence of these:
@@ -109,6 +114,13 @@ func (a *arena) str(b []byte) string {
 	start := len(a.buf)
 	a.buf = append(a.buf, b...)
 	return unsafe.String(&a.buf[start], len(b))
+}
+
+// idText is u's text (String) in the arena.
+func (a *arena) idText(u UUID) string {
+	var b [36]byte
+	u.text(&b)
+	return a.str(b[:])
 }
 
 func (a *arena) bytes(b []byte) []byte {
@@ -254,6 +266,17 @@ func (d *dec) uuid() (u UUID) {
 // copied: callers copy into the arena).
 func (d *dec) raw() []byte {
 	n := d.uv()
+	if n > uint64(len(d.b)) {
+		d.fail("length beyond body")
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// rawN reads n bytes (a length read before).
+func (d *dec) rawN(n uint64) []byte {
 	if n > uint64(len(d.b)) {
 		d.fail("length beyond body")
 		return nil

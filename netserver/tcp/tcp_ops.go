@@ -152,6 +152,7 @@ type popJob struct {
 	msgs     []engine.Message
 	cut      bool // the reply's byte budget left out messages that were ready
 	sayCut   bool // the client reads PopReply.Cut (1.1)
+	compact  bool // the client reads CompactMessages (1.5)
 	err      error
 	waiter   *engine.PopWaiter
 	buf      atomic.Pointer[[]engine.Message] // from popBufs; whoever swaps it out gives it back
@@ -178,6 +179,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 	}
 	er.MaxBytes = tc.maxReply - protocol.PopReplyHeaderBytes(qlen, max(len(j.req.Group), len(engine.QueueModeGroup)))
 	j.sayCut = tc.minor >= 1
+	j.compact = tc.minor >= 5
 	if n := int(j.req.Batch); n > 0 && n <= maxPooledPop {
 		b := popBufs.Get().(*[]engine.Message)
 		er.Buf = *b
@@ -264,13 +266,28 @@ func (j *popJob) appendTo(dst []byte) []byte {
 	}
 	// Straight from the engine's messages into the frame: no copy of them.
 	dst, start := protocol.AppendPopReplyStart(dst, j.id, queue, group, len(j.msgs))
-	var idText [36]byte
-	for i := range j.msgs {
-		m := fromEngineMessage(&j.msgs[i])
-		if m.TransactionID == "" { // pushed without one: the id's text
-			m.TransactionID = unsafe.String(&j.msgs[i].ID.Append(idText[:0])[0], len(idText))
+	if j.compact {
+		// What repeats is left out: the id's text (an empty transactionId
+		// says it), the partition and the lease of the message before.
+		var m, prev protocol.Message
+		for i := range j.msgs {
+			m = fromEngineMessage(&j.msgs[i])
+			if i == 0 {
+				dst = protocol.AppendPopMessageCompact(dst, &m, nil)
+			} else {
+				dst = protocol.AppendPopMessageCompact(dst, &m, &prev)
+			}
+			prev = m
 		}
-		dst = protocol.AppendPopMessage(dst, &m)
+	} else {
+		var idText [36]byte
+		for i := range j.msgs {
+			m := fromEngineMessage(&j.msgs[i])
+			if m.TransactionID == "" { // pushed without one: the id's text
+				m.TransactionID = unsafe.String(&j.msgs[i].ID.Append(idText[:0])[0], len(idText))
+			}
+			dst = protocol.AppendPopMessage(dst, &m)
+		}
 	}
 	if j.cut && j.sayCut {
 		dst = protocol.AppendPopReplyCut(dst)
