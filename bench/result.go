@@ -46,5 +46,24 @@ type Result struct {
 type ServerUsage struct {
 	CPUSeconds  float64 `json:"cpu_s"`          // user + system CPU time in the measured phase
 	CPUPerMsgUs float64 `json:"cpu_per_msg_us"` // CPUSeconds per message of Msgs, in µs
-	PeakRSS     int64   `json:"peak_rss_bytes"` // VmHWM: the process's peak resident set
+	// PeakRSS is the process's peak resident set: VmHWM, or, when
+	// RSSSamples > 0, the largest of that many VmRSS readings taken during
+	// the phase.
+	PeakRSS    int64 `json:"peak_rss_bytes"`
+	RSSSamples int   `json:"rss_samples,omitempty"`
+}
+
+// Phase is one phase of a run measured on its own.
+type Phase struct {
+	Name       string        `json:"name"` // "push" or "drain"
+	Msgs       int64         `json:"msgs"` // pushed (answered stored), or completed acks
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	MsgsPerSec float64       `json:"msgs_per_s"`
+	MBPerSec   float64       `json:"mb_per_s"`
+	// Latency per batch: push, send → durable answer; drain, pop → ack
+	// answered.
+	Latency Latency `json:"latency"`
+	// Server: CPU over the phase, and PeakRSS the largest VmRSS sampled
+	// during it (every RSSEvery), when the server runs here as a process.
+	Server *ServerUsage `json:"server,omitempty"`
 }

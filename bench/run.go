@@ -14,7 +14,8 @@ import (
 // Probe reads the resource use of a server process on this machine.
 type Probe interface {
 	CPU() (time.Duration, error) // user + system time so far
-	PeakRSS() (int64, error)     // peak resident set so far, bytes
+	PeakRSS() (int64, error)     // peak resident set so far (VmHWM), bytes
+	RSS() (int64, error)         // resident set now (VmRSS), bytes
 }
 
 // opTimeout bounds one push or ack (they are not cut short by the end of

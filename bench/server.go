@@ -346,12 +346,16 @@ func parseStatCPU(b []byte) (time.Duration, error) {
 	return time.Duration(u+s) * time.Second / clockTicks, nil
 }
 
-func (p procProbe) PeakRSS() (int64, error) {
+func (p procProbe) PeakRSS() (int64, error) { return p.status("VmHWM:") }
+
+func (p procProbe) RSS() (int64, error) { return p.status("VmRSS:") }
+
+func (p procProbe) status(key string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", int(p)))
 	if err != nil {
 		return 0, err
 	}
-	return parseStatusKB(b, "VmHWM:")
+	return parseStatusKB(b, key)
 }
 
 func parseStatusKB(b []byte, key string) (int64, error) {
