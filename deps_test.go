@@ -49,6 +49,7 @@ var rules = map[string]rule{
 	"broker/brokertest": {may: []string{"broker", "engine", "log", "netserver", "netserver/tcp", "netserver/httpapi", "protocol"}},
 	"client":            {may: []string{"protocol"}},
 	"bench":             {may: []string{"client", "protocol", "github.com/nats-io/nats.go"}},
+	"bench/benchtest":   {may: []string{"bench"}},
 	"crash":             {may: []string{"client", "protocol"}},
 	"examples/tumbling": {may: []string{"client"}},
 	"cmd/regent":        {may: []string{"*"}},

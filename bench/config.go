@@ -12,13 +12,14 @@ const (
 	Consume    = "consume"
 	Pipeline   = "pipeline"
 	Fanout     = "fanout"
+	Backlog    = "backlog"
 	Partitions = "partitions"
 	RetryStorm = "retry-storm"
 	HTTP       = "http"
 )
 
 // Scenarios lists every scenario, in the order help and reports show them.
-var Scenarios = []string{Push, Consume, Pipeline, Fanout, Partitions, RetryStorm, HTTP}
+var Scenarios = []string{Push, Consume, Pipeline, Fanout, Backlog, Partitions, RetryStorm, HTTP}
 
 // Target names.
 const (
@@ -49,13 +50,15 @@ type Config struct {
 	// every group) and then left alone: they cost memory, not traffic.
 	IdlePartitions int `json:"idle_partitions"`
 	// Duration of the measured phase (default 10 s); with Messages set it
-	// is the cap.
+	// is the cap. Backlog: the cap of its drain phase (default 30 min; the
+	// run ends when the backlog is drained).
 	Duration time.Duration `json:"duration_ns"`
 	// Messages to push (push, pipeline...) or to pre-fill (consume, fanout);
 	// 0 = as many as Duration allows (consume and fanout pre-fill for
-	// FillTime).
+	// FillTime). Backlog: the backlog's size (default 1,000,000).
 	Messages int64 `json:"messages"`
-	// FillTime caps the pre-fill of consume and fanout (default: Duration).
+	// FillTime caps the pre-fill of consume and fanout, and the push phase
+	// of backlog (default: Duration).
 	FillTime time.Duration `json:"fill_time_ns"`
 	// Rate is the target rate in messages per second over all producers
 	// (consumers in consume and fanout); 0 = as fast as possible (closed
@@ -107,6 +110,12 @@ func (c *Config) Defaults() {
 	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
+		if c.Scenario == Backlog {
+			c.Duration = 30 * time.Minute
+		}
+	}
+	if c.Messages == 0 && c.Scenario == Backlog {
+		c.Messages = 1_000_000
 	}
 	if c.FillTime == 0 {
 		c.FillTime = c.Duration
@@ -150,6 +159,12 @@ func (c *Config) Validate() error {
 		return bad("scenario %s needs producers", c.Scenario)
 	case c.consumes() && c.Consumers == 0:
 		return bad("scenario %s needs consumers", c.Scenario)
+	case c.backlog() && c.Rate > 0:
+		return bad("backlog pushes and drains as fast as it can: it takes no rate")
+	case c.backlog() && c.IdlePartitions > 0:
+		return bad("backlog takes no idle partitions (no consumer may exist while it pushes)")
+	case c.backlog() && c.failing():
+		return bad("backlog acks every message completed: it takes no fail fraction")
 	}
 	return nil
 }
@@ -158,8 +173,17 @@ func (c *Config) Validate() error {
 // consumes (unless producers were asked for too).
 func (c *Config) prefilled() bool { return c.Scenario == Consume || c.Scenario == Fanout }
 
-// pushes: producers run during the measured phase.
+// pushes: producers run during the measured phase (backlog: its push
+// phase).
 func (c *Config) pushes() bool { return !c.prefilled() }
+
+// backlog: a push phase with no consumer, then a drain phase with no
+// producer, measured each on its own.
+func (c *Config) backlog() bool { return c.Scenario == Backlog }
+
+// live: producers and consumers run at the same time (the consumers then
+// measure end-to-end latency, and a rate paces the producers).
+func (c *Config) live() bool { return c.pushes() && c.consumes() && !c.backlog() }
 
 // consumes: consumers run during the measured phase.
 func (c *Config) consumes() bool { return c.Scenario != Push }

@@ -12,6 +12,8 @@
 //	consume    -          C × 1 group    pop + ack msgs/s of a pre-filled queue; latency pop → ack answered
 //	pipeline   P          C × 1 group    delivered msgs/s; end-to-end latency (intended push → delivery)
 //	fanout     -          C × G groups   deliveries/s of a pre-filled queue that every group reads whole
+//	backlog    P, then -  -, then C      push N with no consumer, then drain them (pop + ack) with no
+//	                                     producer: each phase's msgs/s, server CPU/msg and peak RSS
 //	partitions P          C × 1 group    pipeline over N partitions (items of a batch spread over them),
 //	                                     with idle partitions that hold one old message each
 //	retry-storm P         C × 1 group    pipeline where a fraction of deliveries is acked failed and retried
@@ -22,6 +24,28 @@
 // ack them in the background, with at most InFlight acks unanswered. The
 // NATS target gets the same allowance: InFlight × Batch unacknowledged
 // async publishes per producer.
+//
+// # Backlog
+//
+// The backlog scenario asks what a broker does with a queue that nobody
+// reads for a while: its push phase pushes --messages messages (default
+// 1,000,000) with no consumer open, its drain phase then opens the
+// consumers (the consume scenario's model: pop a batch, ack it in the
+// background, InFlight acks unanswered) and ends when every group has
+// completed every message. Each phase is measured on its own: msgs/s, the
+// server's CPU per message (CPU time read at the phase's ends), and its
+// peak RSS, the largest VmRSS read every 100 ms during that phase (VmHWM
+// cannot tell the drain from the push that grew the server). The drain is
+// the headline figure; report shows both phases side by side. The issue's
+// reference run, 20,000,000 messages of 128 B against NATS JetStream (its
+// default sync: with sync always its push phase alone would run for about
+// an hour, at the push rate BENCHMARKS.md measured for it):
+//
+//	regent bench compare backlog --messages 20000000 --size 128 --rounds 3 \
+//	    --start-peer --peer-sync default --out docs/bench/results/11-compare-backlog.json
+//
+// --fill-time caps the push phase and --duration the drain (30 min by
+// default for backlog).
 //
 // # Open loop
 //

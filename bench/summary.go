@@ -91,6 +91,10 @@ func WriteResult(w io.Writer, r *Result) {
 		fmt.Fprintf(w, ", round %d", r.Round)
 	}
 	fmt.Fprintf(w, "\n  %s\n", describeLoad(&r.Config))
+	if len(r.Phases) > 0 {
+		writePhases(w, r)
+		return
+	}
 	fmt.Fprintf(w, "  %s msgs/s  %.1f MB/s  in %.1fs  latency p50 %s  p99 %s  p999 %s  max %s\n",
 		count(int64(r.MsgsPerSec)), r.MBPerSec, r.Elapsed.Seconds(), dur(float64(r.Latency.P50)), dur(float64(r.Latency.P99)),
 		dur(float64(r.Latency.P999)), dur(float64(r.Latency.Max)))
@@ -108,6 +112,27 @@ func WriteResult(w io.Writer, r *Result) {
 	if r.Server != nil {
 		fmt.Fprintf(w, "  server: %.2f s CPU (%.2f µs/msg), peak RSS %s\n", r.Server.CPUSeconds, r.Server.CPUPerMsgUs, mib(r.Server.PeakRSS))
 	}
+	if r.Errors > 0 {
+		fmt.Fprintf(w, "  %d errors; first: %s\n", r.Errors, r.FirstErr)
+	}
+}
+
+// writePhases prints a backlog run: a line per phase, then the counts.
+func writePhases(w io.Writer, r *Result) {
+	for _, ph := range r.Phases {
+		fmt.Fprintf(w, "  %-5s  %s msgs in %.1fs: %s msgs/s  %.1f MB/s  batch latency p50 %s  p99 %s  p999 %s\n", ph.Name,
+			count(ph.Msgs), ph.Elapsed.Seconds(), count(int64(ph.MsgsPerSec)), ph.MBPerSec,
+			dur(float64(ph.Latency.P50)), dur(float64(ph.Latency.P99)), dur(float64(ph.Latency.P999)))
+		if u := ph.Server; u != nil {
+			fmt.Fprintf(w, "         server: %.2f s CPU (%.2f µs/msg), peak RSS %s (largest of %d readings)\n",
+				u.CPUSeconds, u.CPUPerMsgUs, mib(u.PeakRSS), u.RSSSamples)
+		}
+	}
+	fmt.Fprintf(w, "  pushed %s  delivered %s  completed %s", count(r.Pushed), count(r.Delivered), count(r.Consumed))
+	if want := r.Pushed * int64(r.Groups); r.Consumed != want {
+		fmt.Fprintf(w, "  (%s short of %s: the drain was cut by --duration or by errors)", count(want-r.Consumed), count(want))
+	}
+	fmt.Fprintln(w)
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "  %d errors; first: %s\n", r.Errors, r.FirstErr)
 	}
@@ -138,7 +163,9 @@ func describeLoad(c *Config) string {
 	if c.FailFraction > 0 {
 		parts = append(parts, fmt.Sprintf("%.0f%% failed", 100*c.FailFraction))
 	}
-	if c.Messages > 0 {
+	if c.backlog() {
+		parts = append(parts, fmt.Sprintf("backlog of %s messages (drain ≤ %s)", count(c.Messages), c.Duration))
+	} else if c.Messages > 0 {
 		parts = append(parts, fmt.Sprintf("%s messages (≤ %s)", count(c.Messages), c.Duration))
 	} else {
 		parts = append(parts, c.Duration.String())

@@ -41,7 +41,14 @@ const benchUsage = `Usage:
   regent bench compare SCENARIO [flags]  run Regent and the NATS peer alternately, --rounds times, and compare
   regent bench report [flags]            regenerate BENCHMARKS.md's harness section from result files
 
-Scenarios: push, consume, pipeline, fanout, partitions, retry-storm, http.
+Scenarios: push, consume, pipeline, fanout, backlog, partitions, retry-storm, http.
+
+backlog pushes --messages messages (default 1,000,000) with no consumer open,
+then drains them (pop + ack, as consume does) with no producer; it reports
+each phase on its own: msgs/s, the server's CPU per message, and its peak RSS
+read every 100 ms during that phase. The drain is the headline. --fill-time
+caps the push phase and --duration the drain (default 30m for backlog: the run
+ends when the backlog is drained).
 
 By default the harness starts a fresh Regent for every run as a child process
 ("regent serve" on free ports of 127.0.0.1, temp data dir), so the server's CPU
@@ -54,6 +61,7 @@ Examples:
   regent bench push --duration 10s
   regent bench push --batch 1,10,100,1000 --target regent,nats --start-peer --out docs/bench/results/batch.json
   regent bench compare push --rounds 3 --start-peer --peer-sync default,always
+  regent bench backlog --messages 2000000 --target regent,nats --start-peer
   regent bench report
 
 Flags:
@@ -114,9 +122,9 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.inFlight = fs.Int("in-flight", 8, "batches each producer keeps unanswered, and acks each consumer keeps unanswered")
 	f.partitions = fs.String("partitions", "0", "partitions receiving traffic (default 16; partitions: 1000); a list makes a sweep")
 	f.idle = fs.Int("idle-partitions", 0, "extra partitions created before the run (one message each, read) and then left idle")
-	f.duration = fs.Duration("duration", 10*time.Second, "length of the measured phase (the cap when --messages is set)")
-	f.messages = fs.Int64("messages", 0, "messages to push (consume, fanout: to pre-fill); 0 = as many as --duration allows")
-	f.fillTime = fs.Duration("fill-time", 0, "cap of the pre-fill of consume (default: --duration)")
+	f.duration = fs.Duration("duration", 0, "length of the measured phase (the cap when --messages is set); default 10s (backlog: 30m, the cap of its drain)")
+	f.messages = fs.Int64("messages", 0, "messages to push (consume, fanout: to pre-fill; backlog: the backlog, default 1000000); 0 = as many as --duration allows")
+	f.fillTime = fs.Duration("fill-time", 0, "cap of the pre-fill of consume and fanout, and of backlog's push phase (default: --duration)")
 	f.rate = fs.Float64("rate", 0, "target rate, msgs/s over all producers (consume: consumers): open loop, latency from the intended send time; 0 = as fast as possible")
 	f.failFraction = fs.Float64("fail-fraction", 0, "fraction of deliveries acked failed (retry-storm default 0.2)")
 	f.queue = fs.String("queue", "bench", "queue name (NATS: subject prefix; the stream is its upper-case name)")

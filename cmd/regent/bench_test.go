@@ -23,6 +23,7 @@ func TestBenchScenariosSmoke(t *testing.T) {
 		bench.Partitions: {"--partitions", "2000", "--idle-partitions", "3000"},
 		bench.Fanout:     {"--groups", "3", "--consumers", "1", "--messages", "10000"},
 		bench.Pipeline:   {"--rate", "20000"}, // open loop
+		bench.Backlog:    {"--messages", "20000", "--duration", "30s"},
 	}
 	for _, scen := range bench.Scenarios {
 		t.Run(scen, func(t *testing.T) {
@@ -54,6 +55,11 @@ func TestBenchScenariosSmoke(t *testing.T) {
 			case bench.HTTP:
 				if r.Target != bench.TargetRegentHTTP {
 					t.Errorf("http ran on %s", r.Target)
+				}
+			case bench.Backlog:
+				if r.Pushed != 20000 || r.Filled != 20000 || r.Consumed != 20000 || len(r.Phases) != 2 ||
+					r.Phases[0].Msgs != 20000 || r.Phases[1].Msgs != 20000 || r.PushLatency == nil {
+					t.Errorf("backlog: pushed %d, filled %d, consumed %d, phases %+v", r.Pushed, r.Filled, r.Consumed, r.Phases)
 				}
 			case bench.Fanout:
 				if r.Groups != 3 || r.Filled != 10000 || r.Consumed != 30000 {
@@ -120,5 +126,9 @@ func TestBenchUsageErrors(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"bench", "nonsense", "--server", "inprocess"}, &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "unknown scenario") {
 		t.Errorf("unknown scenario: exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"bench", "backlog", "--rate", "1000", "--server", "inprocess"}, &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "takes no rate") {
+		t.Errorf("backlog with a rate: exit %d: %s", code, errb.String())
 	}
 }
