@@ -125,6 +125,9 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 		r0 := &f.Results[0]
 		w("### %s: Regent vs NATS JetStream\n\n", r0.Scenario)
 		w("%s. `%s`\n\n", describeLoad(&r0.Config), f.Command)
+		if r0.Scenario == Backlog {
+			w("This first table is the drain phase, the backlog's headline; both phases follow it.\n\n")
+		}
 		w("| side | durability | rounds | msgs/s | MB/s | p50 | p99 | p999 | server CPU µs/msg | peak RSS | Regent ÷ side (per round) |\n")
 		w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for i, s := range Summarize(f.Results) {
@@ -144,6 +147,22 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 				s.MBPerSec, dur(s.P50), dur(s.P99), dur(s.P999), cpu, rss, ratio)
 		}
 		w("\nmsgs/s per round: %s\n\n", perRound(f.Results))
+		if r0.Scenario == Backlog {
+			w("%s\n", backlogTable(f.Results, true))
+		}
+	}
+	// Backlog runs outside comparisons.
+	for _, f := range files {
+		var rs []Result
+		for _, r := range f.Results {
+			if r.Scenario == Backlog && len(r.Phases) > 0 {
+				rs = append(rs, r)
+			}
+		}
+		if f.Kind == "compare" || len(rs) == 0 {
+			continue
+		}
+		w("### backlog: %s\n\n`%s`\n\n%s\n", describeLoad(&rs[0].Config), f.Command, backlogTable(rs, false))
 	}
 	// Charts.
 	if s := sweepSeries(files, "batch"); len(s) > 0 {
@@ -158,8 +177,8 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 		w("### Latency percentiles\n\n![latency p50, p99, p999](%s)\n\n", chart("latency.svg",
 			BarChart("latency percentiles (log scale)", "latency", "ns", groups, series, true)))
 		w("Latency is measured from the intended send time of the open-loop schedule (or the actual send, without\n")
-		w("`--rate`): push, per batch until the durable answer; consume, per batch from the pop until the ack's answer\n")
-		w("(NATS acks are not awaited: its figure is the fetch alone); the others, per message from the push to its\n")
+		w("`--rate`): push, per batch until the durable answer; consume and backlog (its drain), per batch from the pop\n")
+		w("until the ack's answer (NATS acks are not awaited: its figure is the fetch alone); the others, per message from the push to its\n")
 		w("delivery to a consumer. Runs at full speed queue work in the client, so their latency is mostly queueing.\n\n")
 	}
 	if strings.TrimSpace(notes) != "" {
@@ -332,6 +351,58 @@ func targetsTable(files []File) string {
 	}
 	return "Regent's msgs/s over NATS JetStream's, 128-byte messages, Regent fsyncing every commit:\n\n" +
 		"| scenario | load | against | target | median ratio | |\n|---|---|---|---|---|---|\n" + b.String()
+}
+
+// backlogTable shows the two phases of backlog runs, a row per side: what
+// building the backlog cost (push) and what draining it did (the headline),
+// each phase with the server's CPU per message and its peak RSS sampled
+// during that phase alone.
+func backlogTable(rs []Result, ratios bool) string {
+	var b strings.Builder
+	b.WriteString("Backlog phases (push: the backlog pushed with no consumer; drain: it popped and acked whole with no producer). " +
+		"Peak RSS is the largest VmRSS read every " + RSSEvery.String() + " during that phase alone.\n\n")
+	b.WriteString("| side | rounds | backlog | push msgs/s | push CPU µs/msg | push-phase peak RSS | **drain msgs/s** | drain p99 (batch) | drain CPU µs/msg | drain-phase peak RSS |")
+	if ratios {
+		b.WriteString(" Regent ÷ side, drain (per round) |")
+	}
+	b.WriteString("\n|---|---|---|---|---|---|---|---|---|---|")
+	if ratios {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for i, s := range Summarize(rs) {
+		push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | **%s** | %s | %s | %s |", s.Side, s.Rounds, count(push.Msgs),
+			count(int64(push.MsgsPerSec)), mdCPU(push), mdRSS(push.PeakRSS), count(int64(drain.MsgsPerSec)), dur(drain.P99),
+			mdCPU(drain), mdRSS(drain.PeakRSS))
+		if ratios {
+			if i == 0 {
+				b.WriteString(" — |")
+			} else {
+				var per []string
+				for _, r := range s.Ratios {
+					per = append(per, fmt.Sprintf("%.1f", r))
+				}
+				fmt.Fprintf(&b, " **%.1f×** (%s) |", s.Ratio, strings.Join(per, ", "))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func mdCPU(p PhaseSummary) string {
+	if p.PeakRSS == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", p.CPUPerMsg)
+}
+
+func mdRSS(b int64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return mib(b)
 }
 
 func perRound(rs []Result) string {

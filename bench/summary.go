@@ -25,6 +25,44 @@ type SideSummary struct {
 	Ratios     []float64 `json:"ratios,omitempty"` // reference ÷ this side, per round
 	Ratio      float64   `json:"ratio,omitempty"`  // their median
 	Errors     int64     `json:"errors"`
+	// Phases of backlog runs (push, drain), over the rounds.
+	Phases []PhaseSummary `json:"phases,omitempty"`
+}
+
+// PhaseSummary is one phase of a side's backlog runs over its rounds.
+type PhaseSummary struct {
+	Name       string  `json:"name"`
+	Msgs       int64   `json:"msgs"`           // median
+	MsgsPerSec float64 `json:"msgs_per_s"`     // median
+	P99        float64 `json:"p99_ns"`         // median, per batch
+	CPUPerMsg  float64 `json:"cpu_per_msg_us"` // median; 0 when not measured
+	PeakRSS    int64   `json:"peak_rss_bytes"` // the largest of the rounds' sampled peaks; 0 when not measured
+}
+
+// summarizePhases: per phase name, in the order of the first result.
+func summarizePhases(rs []*Result) []PhaseSummary {
+	if len(rs) == 0 || len(rs[0].Phases) == 0 {
+		return nil
+	}
+	var out []PhaseSummary
+	for _, ph := range rs[0].Phases {
+		s := PhaseSummary{Name: ph.Name}
+		var msgs, mps, p99, cpu []float64
+		for _, r := range rs {
+			p := r.PhaseNamed(ph.Name)
+			if p == nil {
+				continue
+			}
+			msgs, mps, p99 = append(msgs, float64(p.Msgs)), append(mps, p.MsgsPerSec), append(p99, float64(p.Latency.P99))
+			if p.Server != nil {
+				cpu = append(cpu, p.Server.CPUPerMsgUs)
+				s.PeakRSS = max(s.PeakRSS, p.Server.PeakRSS)
+			}
+		}
+		s.Msgs, s.MsgsPerSec, s.P99, s.CPUPerMsg = int64(median(msgs)), median(mps), median(p99), median(cpu)
+		out = append(out, s)
+	}
+	return out
 }
 
 // sideOf names a result's side: its target and, where several sync
@@ -79,6 +117,7 @@ func Summarize(results []Result) []SideSummary {
 		s.MsgsPerSec, s.MBPerSec = median(s.PerRound), median(mb)
 		s.P50, s.P99, s.P999, s.CPUPerMsg = median(p50), median(p99), median(p999), median(cpu)
 		s.Ratio = median(s.Ratios)
+		s.Phases = summarizePhases(rs)
 		out = append(out, s)
 	}
 	return out
@@ -192,9 +231,36 @@ func WriteSummary(w io.Writer, sums []SideSummary) {
 		fmt.Fprintf(w, "%-22s %6d %12s %8.1f %9s %9s %9s %10s %9s  %s\n", s.Side, s.Rounds, count(int64(s.MsgsPerSec)), s.MBPerSec,
 			dur(s.P50), dur(s.P99), dur(s.P999), cpu, rss, ratio)
 	}
+	if len(sums) > 0 && len(sums[0].Phases) > 0 {
+		fmt.Fprintf(w, "\n%-22s %12s %10s %9s %12s %10s %9s\n", "backlog phases", "push msgs/s", "cpu µs/msg", "push RSS",
+			"drain msgs/s", "cpu µs/msg", "drain RSS")
+		for _, s := range sums {
+			push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
+			fmt.Fprintf(w, "%-22s %12s %10s %9s %12s %10s %9s\n", s.Side, count(int64(push.MsgsPerSec)), cpuText(push),
+				mib(push.PeakRSS), count(int64(drain.MsgsPerSec)), cpuText(drain), mib(drain.PeakRSS))
+		}
+	}
 	for _, s := range sums {
 		fmt.Fprintf(w, "  %s: %s\n", s.Side, s.Durability)
 	}
+}
+
+// phaseOf returns the phase named name (a zero one when absent).
+func phaseOf(ps []PhaseSummary, name string) PhaseSummary {
+	for _, p := range ps {
+		if p.Name == name {
+			return p
+		}
+	}
+	return PhaseSummary{Name: name}
+}
+
+// cpuText is a phase's CPU per message, or "-" when not measured.
+func cpuText(p PhaseSummary) string {
+	if p.PeakRSS == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", p.CPUPerMsg)
 }
 
 // dur formats nanoseconds compactly: 850µs, 12.3ms, 1.20s.
