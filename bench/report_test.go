@@ -215,6 +215,14 @@ func TestProcParsers(t *testing.T) {
 	if err != nil || d != 4*time.Second {
 		t.Fatalf("parseStatCPU: %v %v", d, err)
 	}
+	// Children that ended count (cutime, cstime); what follows does not.
+	d, err = parseStatCPU([]byte("123 (redis-server) S 1 2 3 4 5 6 7 8 9 10 250 150 70 30 20 0 4 0 99"))
+	if err != nil || d != 5*time.Second {
+		t.Fatalf("parseStatCPU with children: %v %v", d, err)
+	}
+	if _, err := parseStatCPU([]byte("123 (x) S 1 2 3 4 5 6 7 8 9 10 250 150")); err == nil {
+		t.Fatal("parseStatCPU: no error on a short line")
+	}
 	kb, err := parseStatusKB([]byte("Name:\tx\nVmHWM:\t  2048 kB\n"), "VmHWM:")
 	if err != nil || kb != 2048<<10 {
 		t.Fatalf("parseStatusKB: %v %v", kb, err)

@@ -13,7 +13,7 @@ import (
 
 // Probe reads the resource use of a server process on this machine.
 type Probe interface {
-	CPU() (time.Duration, error) // user + system time so far
+	CPU() (time.Duration, error) // user + system time so far (with its children that ended)
 	PeakRSS() (int64, error)     // peak resident set so far (VmHWM), bytes
 	RSS() (int64, error)         // resident set now (VmRSS), bytes
 }
