@@ -48,7 +48,7 @@ var rules = map[string]rule{
 		"github.com/VictoriaMetrics/metrics"}},
 	"broker/brokertest": {may: []string{"broker", "engine", "log", "netserver", "netserver/tcp", "netserver/httpapi", "protocol"}},
 	"client":            {may: []string{"protocol"}},
-	"bench":             {may: []string{"client", "protocol", "github.com/nats-io/nats.go"}},
+	"bench":             {may: []string{"client", "protocol", "github.com/nats-io/nats.go", "github.com/redis/go-redis/v9"}},
 	"bench/benchtest":   {may: []string{"bench"}},
 	"crash":             {may: []string{"client", "protocol"}},
 	"examples/tumbling": {may: []string{"client"}},

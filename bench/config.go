@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -26,7 +27,12 @@ const (
 	TargetRegent     = "regent"      // Regent over its binary protocol (the Go client)
 	TargetRegentHTTP = "regent-http" // Regent over Queen's HTTP API v1
 	TargetNATS       = "nats"        // NATS JetStream, file storage (nats.go)
+	TargetRedis      = "redis"       // Redis Streams, AOF persistence (go-redis)
 )
+
+// RedisScenarios are the scenarios the redis target runs (see
+// Config.Validate for why not the others).
+var RedisScenarios = []string{Push, Consume, Pipeline, Fanout, Backlog}
 
 // Config is one run: a scenario, a target and the load. Zero fields take
 // the defaults of Defaults.
@@ -141,8 +147,15 @@ func (c *Config) Validate() error {
 	switch {
 	case !known:
 		return bad("unknown scenario %q", c.Scenario)
-	case c.Target != TargetRegent && c.Target != TargetRegentHTTP && c.Target != TargetNATS:
-		return bad("unknown target %q (regent, regent-http or nats)", c.Target)
+	case c.Target != TargetRegent && c.Target != TargetRegentHTTP && c.Target != TargetNATS && c.Target != TargetRedis:
+		return bad("unknown target %q (regent, regent-http, nats or redis)", c.Target)
+	case c.Target == TargetRedis && c.Scenario == RetryStorm:
+		return bad("retry-storm is not offered for redis: a failed Redis Streams delivery has no negative ack; it " +
+			"stays pending until XAUTOCLAIM takes it after an idle time, not the immediate retry Regent and NATS are measured on")
+	case c.Target == TargetRedis && !containsRow(RedisScenarios, c.Scenario):
+		return bad("target redis runs %s, not %s", strings.Join(RedisScenarios, ", "), c.Scenario)
+	case c.Target == TargetRedis && (c.IdlePartitions > 0 || c.failing()):
+		return bad("target redis takes no idle partitions and no fail fraction")
 	case c.MsgSize < 1 || c.MsgSize > 1<<20:
 		return bad("message size %d out of 1..1048576", c.MsgSize)
 	case c.Batch < 1 || c.Batch > 10000:

@@ -68,11 +68,18 @@ func summarizePhases(rs []*Result) []PhaseSummary {
 // sideOf names a result's side: its target and, where several sync
 // settings of one target meet, its durability.
 func sideOf(r *Result) string {
-	if r.Target == TargetNATS {
+	switch r.Target {
+	case TargetNATS:
 		if strings.Contains(r.Durability, "always") {
 			return "nats (sync always)"
 		}
 		return "nats (default sync)"
+	case TargetRedis:
+		for _, f := range RedisFsyncs {
+			if strings.HasPrefix(r.Durability, "appendfsync "+f) {
+				return "redis (appendfsync " + f + ")"
+			}
+		}
 	}
 	return r.Target
 }
@@ -214,7 +221,7 @@ func describeLoad(c *Config) string {
 
 // WriteSummary prints a comparison's medians and ratios.
 func WriteSummary(w io.Writer, sums []SideSummary) {
-	fmt.Fprintf(w, "\n%-22s %6s %12s %8s %9s %9s %9s %10s %9s  %s\n", "side", "rounds", "msgs/s", "MB/s", "p50", "p99", "p999", "cpu µs/msg", "peak RSS", "ratio (per round)")
+	fmt.Fprintf(w, "\n%-28s %6s %12s %8s %9s %9s %9s %10s %9s  %s\n", "side", "rounds", "msgs/s", "MB/s", "p50", "p99", "p999", "cpu µs/msg", "peak RSS", "ratio (per round)")
 	for i, s := range sums {
 		ratio := "reference"
 		if i > 0 {
@@ -228,15 +235,15 @@ func WriteSummary(w io.Writer, sums []SideSummary) {
 		if s.PeakRSS > 0 {
 			cpu, rss = fmt.Sprintf("%.2f", s.CPUPerMsg), mib(s.PeakRSS)
 		}
-		fmt.Fprintf(w, "%-22s %6d %12s %8.1f %9s %9s %9s %10s %9s  %s\n", s.Side, s.Rounds, count(int64(s.MsgsPerSec)), s.MBPerSec,
+		fmt.Fprintf(w, "%-28s %6d %12s %8.1f %9s %9s %9s %10s %9s  %s\n", s.Side, s.Rounds, count(int64(s.MsgsPerSec)), s.MBPerSec,
 			dur(s.P50), dur(s.P99), dur(s.P999), cpu, rss, ratio)
 	}
 	if len(sums) > 0 && len(sums[0].Phases) > 0 {
-		fmt.Fprintf(w, "\n%-22s %12s %10s %9s %12s %10s %9s\n", "backlog phases", "push msgs/s", "cpu µs/msg", "push RSS",
+		fmt.Fprintf(w, "\n%-28s %12s %10s %9s %12s %10s %9s\n", "backlog phases", "push msgs/s", "cpu µs/msg", "push RSS",
 			"drain msgs/s", "cpu µs/msg", "drain RSS")
 		for _, s := range sums {
 			push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
-			fmt.Fprintf(w, "%-22s %12s %10s %9s %12s %10s %9s\n", s.Side, count(int64(push.MsgsPerSec)), cpuText(push),
+			fmt.Fprintf(w, "%-28s %12s %10s %9s %12s %10s %9s\n", s.Side, count(int64(push.MsgsPerSec)), cpuText(push),
 				mib(push.PeakRSS), count(int64(drain.MsgsPerSec)), cpuText(drain), mib(drain.PeakRSS))
 		}
 	}
