@@ -123,7 +123,7 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 			continue
 		}
 		r0 := &f.Results[0]
-		w("### %s: Regent vs NATS JetStream\n\n", r0.Scenario)
+		w("### %s: Regent vs %s\n\n", r0.Scenario, peersOf(f.Results))
 		w("%s. `%s`\n\n", describeLoad(&r0.Config), f.Command)
 		if r0.Scenario == Backlog {
 			w("This first table is the drain phase, the backlog's headline; both phases follow it.\n\n")
@@ -238,7 +238,8 @@ func orUnknown(s string) string {
 // overviewTable: a row per scenario and load, the median msgs/s and p99 of
 // each side, and the ratio of Regent's median over each NATS side's.
 func overviewTable(rs []Result) string {
-	sides := []string{TargetRegent, TargetRegentHTTP, "nats (default sync)", "nats (sync always)"}
+	sides := []string{TargetRegent, TargetRegentHTTP, "nats (default sync)", "nats (sync always)",
+		"redis (appendfsync everysec)", "redis (appendfsync always)", TargetRedis}
 	type row struct{ scen, load string }
 	type key struct {
 		row  row
@@ -258,12 +259,12 @@ func overviewTable(rs []Result) string {
 		vals[k] = append(vals[k], r)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return indexOf(Scenarios, rows[i].scen) < indexOf(Scenarios, rows[j].scen) })
-	var cols, nats []string
+	var cols, peers []string
 	for _, s := range sides {
 		if present[s] {
 			cols = append(cols, s)
-			if strings.HasPrefix(s, "nats") {
-				nats = append(nats, s)
+			if strings.HasPrefix(s, "nats") || strings.HasPrefix(s, "redis") {
+				peers = append(peers, s)
 			}
 		}
 	}
@@ -272,10 +273,10 @@ func overviewTable(rs []Result) string {
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %s msgs/s | %s p99 |", c, c)
 	}
-	for _, c := range nats {
+	for _, c := range peers {
 		fmt.Fprintf(&b, " Regent ÷ %s |", c)
 	}
-	b.WriteString("\n|---|---|" + strings.Repeat("---|---|", len(cols)) + strings.Repeat("---|", len(nats)) + "\n")
+	b.WriteString("\n|---|---|" + strings.Repeat("---|---|", len(cols)) + strings.Repeat("---|", len(peers)) + "\n")
 	for _, rw := range rows {
 		med := map[string]float64{}
 		fmt.Fprintf(&b, "| %s | %s |", rw.scen, rw.load)
@@ -296,7 +297,7 @@ func overviewTable(rs []Result) string {
 		if ref == 0 {
 			ref = med[TargetRegentHTTP]
 		}
-		for _, c := range nats {
+		for _, c := range peers {
 			if med[c] > 0 && ref > 0 {
 				fmt.Fprintf(&b, " %.1f× |", ref/med[c])
 			} else {
@@ -331,6 +332,9 @@ func targetsTable(files []File) string {
 			continue
 		}
 		for _, s := range Summarize(f.Results)[1:] {
+			if s.Target != TargetNATS {
+				continue // the issue's targets are against NATS
+			}
 			want := 4.0
 			if strings.Contains(s.Side, "always") {
 				want = 100
@@ -403,6 +407,27 @@ func mdRSS(b int64) string {
 		return "—"
 	}
 	return mib(b)
+}
+
+// peersOf names the peers of a comparison, in the order they ran.
+func peersOf(rs []Result) string {
+	var names []string
+	for _, r := range rs {
+		name := ""
+		switch r.Target {
+		case TargetNATS:
+			name = "NATS JetStream"
+		case TargetRedis:
+			name = "Redis Streams"
+		}
+		if name != "" && !contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "itself"
+	}
+	return strings.Join(names, " and ")
 }
 
 func perRound(rs []Result) string {
@@ -484,7 +509,8 @@ func latencyBars(rs []Result) ([]string, []Series) {
 		for _, r := range by[k] {
 			p50, p99, p999 = append(p50, float64(r.Latency.P50)), append(p99, float64(r.Latency.P99)), append(p999, float64(r.Latency.P999))
 		}
-		side := strings.NewReplacer("nats (default sync)", "nats", "nats (sync always)", "nats sync", "regent-http", "regent http").Replace(k.side)
+		side := strings.NewReplacer("nats (default sync)", "nats", "nats (sync always)", "nats sync", "regent-http", "regent http",
+			"redis (appendfsync everysec)", "redis everysec", "redis (appendfsync always)", "redis always").Replace(k.side)
 		groups = append(groups, k.scen+"\n"+side)
 		series[0].Points = append(series[0].Points, Point{float64(g), median(p50)})
 		series[1].Points = append(series[1].Points, Point{float64(g), median(p99)})

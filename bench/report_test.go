@@ -306,3 +306,45 @@ func TestReportBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRedisPeer: a comparison with NATS and Redis sides names both
+// peers, gives Redis's sides their columns and ratios, and keeps the
+// issue's targets (which are against NATS) to the NATS sides.
+func TestReportRedisPeer(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
+	cmp := &File{Kind: "compare", Command: "regent bench compare push --target regent,nats,redis --start-peer", Env: env}
+	for r := 1; r <= 3; r++ {
+		cmp.Results = append(cmp.Results,
+			fakeResult(Push, TargetRegent, RegentDurability("always"), r, 600000, 5*time.Millisecond),
+			fakeResult(Push, TargetNATS, NATSDurability(false), r, 100000, 20*time.Millisecond),
+			fakeResult(Push, TargetRedis, RedisDurability("everysec"), r, 300000, 10*time.Millisecond),
+			fakeResult(Push, TargetRedis, RedisDurability("always"), r, 200000, 10*time.Millisecond))
+	}
+	if err := WriteFile(filepath.Join(dir, "a.json"), cmp); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(dir, "B.md")
+	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	s := string(b)
+	for _, want := range []string{
+		"### push: Regent vs NATS JetStream and Redis Streams",
+		"| redis (appendfsync everysec) | appendfsync everysec: ", "| redis (appendfsync always) | appendfsync always: ",
+		"**2.0×** (2.0, 2.0, 2.0)", "**3.0×** (3.0, 3.0, 3.0)",
+		"Regent ÷ redis (appendfsync everysec) |", " 2.0× | 3.0× |",
+		"| push | 4 producers × 8 in flight, batch 100 | nats (default sync) | ≥ 4× | 6.0× | **met** |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "| push | 4 producers × 8 in flight, batch 100 | redis") {
+		t.Error("the targets table holds a redis side")
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", s)
+	}
+}
