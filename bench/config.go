@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,20 +13,26 @@ const (
 	Consume    = "consume"
 	Pipeline   = "pipeline"
 	Fanout     = "fanout"
+	Backlog    = "backlog"
 	Partitions = "partitions"
 	RetryStorm = "retry-storm"
 	HTTP       = "http"
 )
 
 // Scenarios lists every scenario, in the order help and reports show them.
-var Scenarios = []string{Push, Consume, Pipeline, Fanout, Partitions, RetryStorm, HTTP}
+var Scenarios = []string{Push, Consume, Pipeline, Fanout, Backlog, Partitions, RetryStorm, HTTP}
 
 // Target names.
 const (
 	TargetRegent     = "regent"      // Regent over its binary protocol (the Go client)
 	TargetRegentHTTP = "regent-http" // Regent over Queen's HTTP API v1
 	TargetNATS       = "nats"        // NATS JetStream, file storage (nats.go)
+	TargetRedis      = "redis"       // Redis Streams, AOF persistence (go-redis)
 )
+
+// RedisScenarios are the scenarios the redis target runs (see
+// Config.Validate for why not the others).
+var RedisScenarios = []string{Push, Consume, Pipeline, Fanout, Backlog}
 
 // Config is one run: a scenario, a target and the load. Zero fields take
 // the defaults of Defaults.
@@ -49,13 +56,15 @@ type Config struct {
 	// every group) and then left alone: they cost memory, not traffic.
 	IdlePartitions int `json:"idle_partitions"`
 	// Duration of the measured phase (default 10 s); with Messages set it
-	// is the cap.
+	// is the cap. Backlog: the cap of its drain phase (default 30 min; the
+	// run ends when the backlog is drained).
 	Duration time.Duration `json:"duration_ns"`
 	// Messages to push (push, pipeline...) or to pre-fill (consume, fanout);
 	// 0 = as many as Duration allows (consume and fanout pre-fill for
-	// FillTime).
+	// FillTime). Backlog: the backlog's size (default 1,000,000).
 	Messages int64 `json:"messages"`
-	// FillTime caps the pre-fill of consume and fanout (default: Duration).
+	// FillTime caps the pre-fill of consume and fanout, and the push phase
+	// of backlog (default: Duration).
 	FillTime time.Duration `json:"fill_time_ns"`
 	// Rate is the target rate in messages per second over all producers
 	// (consumers in consume and fanout); 0 = as fast as possible (closed
@@ -107,6 +116,12 @@ func (c *Config) Defaults() {
 	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
+		if c.Scenario == Backlog {
+			c.Duration = 30 * time.Minute
+		}
+	}
+	if c.Messages == 0 && c.Scenario == Backlog {
+		c.Messages = 1_000_000
 	}
 	if c.FillTime == 0 {
 		c.FillTime = c.Duration
@@ -132,8 +147,15 @@ func (c *Config) Validate() error {
 	switch {
 	case !known:
 		return bad("unknown scenario %q", c.Scenario)
-	case c.Target != TargetRegent && c.Target != TargetRegentHTTP && c.Target != TargetNATS:
-		return bad("unknown target %q (regent, regent-http or nats)", c.Target)
+	case c.Target != TargetRegent && c.Target != TargetRegentHTTP && c.Target != TargetNATS && c.Target != TargetRedis:
+		return bad("unknown target %q (regent, regent-http, nats or redis)", c.Target)
+	case c.Target == TargetRedis && c.Scenario == RetryStorm:
+		return bad("retry-storm is not offered for redis: a failed Redis Streams delivery has no negative ack; it " +
+			"stays pending until XAUTOCLAIM takes it after an idle time, not the immediate retry Regent and NATS are measured on")
+	case c.Target == TargetRedis && !containsRow(RedisScenarios, c.Scenario):
+		return bad("target redis runs %s, not %s", strings.Join(RedisScenarios, ", "), c.Scenario)
+	case c.Target == TargetRedis && (c.IdlePartitions > 0 || c.failing()):
+		return bad("target redis takes no idle partitions and no fail fraction")
 	case c.MsgSize < 1 || c.MsgSize > 1<<20:
 		return bad("message size %d out of 1..1048576", c.MsgSize)
 	case c.Batch < 1 || c.Batch > 10000:
@@ -150,6 +172,12 @@ func (c *Config) Validate() error {
 		return bad("scenario %s needs producers", c.Scenario)
 	case c.consumes() && c.Consumers == 0:
 		return bad("scenario %s needs consumers", c.Scenario)
+	case c.backlog() && c.Rate > 0:
+		return bad("backlog pushes and drains as fast as it can: it takes no rate")
+	case c.backlog() && c.IdlePartitions > 0:
+		return bad("backlog takes no idle partitions (no consumer may exist while it pushes)")
+	case c.backlog() && c.failing():
+		return bad("backlog acks every message completed: it takes no fail fraction")
 	}
 	return nil
 }
@@ -158,8 +186,17 @@ func (c *Config) Validate() error {
 // consumes (unless producers were asked for too).
 func (c *Config) prefilled() bool { return c.Scenario == Consume || c.Scenario == Fanout }
 
-// pushes: producers run during the measured phase.
+// pushes: producers run during the measured phase (backlog: its push
+// phase).
 func (c *Config) pushes() bool { return !c.prefilled() }
+
+// backlog: a push phase with no consumer, then a drain phase with no
+// producer, measured each on its own.
+func (c *Config) backlog() bool { return c.Scenario == Backlog }
+
+// live: producers and consumers run at the same time (the consumers then
+// measure end-to-end latency, and a rate paces the producers).
+func (c *Config) live() bool { return c.pushes() && c.consumes() && !c.backlog() }
 
 // consumes: consumers run during the measured phase.
 func (c *Config) consumes() bool { return c.Scenario != Push }

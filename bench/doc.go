@@ -1,7 +1,8 @@
 // Package bench is Regent's load-test harness: scenarios that drive a broker
 // through its public doors (the Go client over TCP, Queen's HTTP API) and,
-// for comparison, NATS JetStream through the nats.go client, with the same
-// message size, batch and concurrency.
+// for comparison, NATS JetStream through the nats.go client and Redis
+// Streams through go-redis, with the same message size, batch and
+// concurrency.
 //
 // # Model
 //
@@ -12,6 +13,8 @@
 //	consume    -          C × 1 group    pop + ack msgs/s of a pre-filled queue; latency pop → ack answered
 //	pipeline   P          C × 1 group    delivered msgs/s; end-to-end latency (intended push → delivery)
 //	fanout     -          C × G groups   deliveries/s of a pre-filled queue that every group reads whole
+//	backlog    P, then -  -, then C      push N with no consumer, then drain them (pop + ack) with no
+//	                                     producer: each phase's msgs/s, server CPU/msg and peak RSS
 //	partitions P          C × 1 group    pipeline over N partitions (items of a batch spread over them),
 //	                                     with idle partitions that hold one old message each
 //	retry-storm P         C × 1 group    pipeline where a fraction of deliveries is acked failed and retried
@@ -22,6 +25,63 @@
 // ack them in the background, with at most InFlight acks unanswered. The
 // NATS target gets the same allowance: InFlight × Batch unacknowledged
 // async publishes per producer.
+//
+// # Backlog
+//
+// The backlog scenario asks what a broker does with a queue that nobody
+// reads for a while: its push phase pushes --messages messages (default
+// 1,000,000) with no consumer open, its drain phase then opens the
+// consumers (the consume scenario's model: pop a batch, ack it in the
+// background, InFlight acks unanswered) and ends when every group has
+// completed every message. Each phase is measured on its own: msgs/s, the
+// server's CPU per message (CPU time read at the phase's ends), and its
+// peak RSS, the largest VmRSS read every 100 ms during that phase (VmHWM
+// cannot tell the drain from the push that grew the server). The drain is
+// the headline figure; report shows both phases side by side. The issue's
+// reference run, 20,000,000 messages of 128 B against NATS JetStream (its
+// default sync: with sync always its push phase alone would run for about
+// an hour, at the push rate BENCHMARKS.md measured for it) and Redis
+// Streams (both AOF fsync policies):
+//
+//	regent bench compare backlog --messages 20000000 --size 128 --rounds 3 \
+//	    --target regent,nats,redis --start-peer --peer-sync default --redis-fsync everysec,always \
+//	    --out docs/bench/results/11-compare-backlog.json
+//
+// --fill-time caps the push phase and --duration the drain (30 min by
+// default for backlog).
+//
+// # The Redis peer
+//
+// Target redis drives Redis Streams with go-redis v9, the client the Redis
+// project keeps for Go: one stream per partition (QUEUE:p0, QUEUE:p1...,
+// like the NATS target's subjects), no MAXLEN. Push is one XADD per
+// message, pipelined per batch; each consumer group is a Redis consumer
+// group created on every stream with XGROUP CREATE ... 0 MKSTREAM; a
+// consumer reads with XREADGROUP over all the streams (COUNT = batch, which
+// Redis applies per stream, BLOCK 200 ms), hands out a batch at a time, and
+// acks with XACK, one per stream, pipelined. It runs push, consume,
+// pipeline, fanout and backlog. Retry-storm is not offered: a Redis Streams
+// delivery has no negative ack, a failed one stays pending until XAUTOCLAIM
+// claims it after an idle time, which is not the immediate retry Regent and
+// NATS are measured on.
+//
+// --start-peer runs Debian's redis-server (from PATH, or --redis-bin) for
+// every Redis run: a config file in a temp dir, 127.0.0.1 and a free port,
+// no RDB snapshots (save ""), the append-only file on (appendonly yes) with
+// --redis-fsync's policy: everysec (Redis's default: the AOF is written
+// before the answer and fsynced once a second) or always (written and
+// fsynced before the answers of each event-loop cycle). AOF rewrites keep
+// Redis's defaults; they run in a forked child, whose CPU time the probe
+// counts once it has ended (cutime), and whose memory is not in the
+// server's RSS. The server is stopped and its dir removed after the run.
+// --redis-url uses a running Redis instead (the harness deletes the streams
+// it uses). compare alternates Regent with the peers named after it in
+// --target; the push and consume comparisons against both fsync policies:
+//
+//	regent bench compare push --target regent,redis --rounds 3 --duration 5s --start-peer \
+//	    --redis-fsync always,everysec --out docs/bench/results/12-compare-push-redis.json
+//	regent bench compare consume --target regent,redis --rounds 3 --duration 5s --start-peer \
+//	    --redis-fsync always,everysec --out docs/bench/results/13-compare-consume-redis.json
 //
 // # Open loop
 //
@@ -44,7 +104,8 @@
 // on free ports with a temp data dir (so that its CPU time and peak RSS are
 // read from /proc), or in process; the NATS peer from a pinned version
 // that `go install` builds into a temp dir, on 127.0.0.1, with a temp store
-// dir, stopped after the run.
+// dir, stopped after the run; the Redis peer from the redis-server on PATH,
+// likewise.
 //
 // # Reports
 //

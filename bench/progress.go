@@ -86,7 +86,7 @@ func (r *runner) progress(start time.Time) func() {
 		p, c := r.pushed.Load(), r.consumed.Load()
 		dt := (el - last).Seconds()
 		s := fmt.Sprintf("%5.1fs/%s", el.Seconds(), r.cfg.Duration)
-		if r.cfg.pushes() {
+		if r.cfg.pushes() && !r.cfg.backlog() {
 			s += fmt.Sprintf("  pushed %s (%s/s)", count(p), count(int64(float64(p-lastP)/dt)))
 		}
 		if r.cfg.consumes() {

@@ -123,8 +123,11 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 			continue
 		}
 		r0 := &f.Results[0]
-		w("### %s: Regent vs NATS JetStream\n\n", r0.Scenario)
+		w("### %s: Regent vs %s\n\n", r0.Scenario, peersOf(f.Results))
 		w("%s. `%s`\n\n", describeLoad(&r0.Config), f.Command)
+		if r0.Scenario == Backlog {
+			w("This first table is the drain phase, the backlog's headline; both phases follow it.\n\n")
+		}
 		w("| side | durability | rounds | msgs/s | MB/s | p50 | p99 | p999 | server CPU µs/msg | peak RSS | Regent ÷ side (per round) |\n")
 		w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for i, s := range Summarize(f.Results) {
@@ -144,6 +147,22 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 				s.MBPerSec, dur(s.P50), dur(s.P99), dur(s.P999), cpu, rss, ratio)
 		}
 		w("\nmsgs/s per round: %s\n\n", perRound(f.Results))
+		if r0.Scenario == Backlog {
+			w("%s\n", backlogTable(f.Results, true))
+		}
+	}
+	// Backlog runs outside comparisons.
+	for _, f := range files {
+		var rs []Result
+		for _, r := range f.Results {
+			if r.Scenario == Backlog && len(r.Phases) > 0 {
+				rs = append(rs, r)
+			}
+		}
+		if f.Kind == "compare" || len(rs) == 0 {
+			continue
+		}
+		w("### backlog: %s\n\n`%s`\n\n%s\n", describeLoad(&rs[0].Config), f.Command, backlogTable(rs, false))
 	}
 	// Charts.
 	if s := sweepSeries(files, "batch"); len(s) > 0 {
@@ -158,8 +177,8 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 		w("### Latency percentiles\n\n![latency p50, p99, p999](%s)\n\n", chart("latency.svg",
 			BarChart("latency percentiles (log scale)", "latency", "ns", groups, series, true)))
 		w("Latency is measured from the intended send time of the open-loop schedule (or the actual send, without\n")
-		w("`--rate`): push, per batch until the durable answer; consume, per batch from the pop until the ack's answer\n")
-		w("(NATS acks are not awaited: its figure is the fetch alone); the others, per message from the push to its\n")
+		w("`--rate`): push, per batch until the durable answer; consume and backlog (its drain), per batch from the pop\n")
+		w("until the ack's answer (NATS acks are not awaited: its figure is the fetch alone); the others, per message from the push to its\n")
 		w("delivery to a consumer. Runs at full speed queue work in the client, so their latency is mostly queueing.\n\n")
 	}
 	if strings.TrimSpace(notes) != "" {
@@ -219,7 +238,8 @@ func orUnknown(s string) string {
 // overviewTable: a row per scenario and load, the median msgs/s and p99 of
 // each side, and the ratio of Regent's median over each NATS side's.
 func overviewTable(rs []Result) string {
-	sides := []string{TargetRegent, TargetRegentHTTP, "nats (default sync)", "nats (sync always)"}
+	sides := []string{TargetRegent, TargetRegentHTTP, "nats (default sync)", "nats (sync always)",
+		"redis (appendfsync everysec)", "redis (appendfsync always)", TargetRedis}
 	type row struct{ scen, load string }
 	type key struct {
 		row  row
@@ -239,12 +259,12 @@ func overviewTable(rs []Result) string {
 		vals[k] = append(vals[k], r)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return indexOf(Scenarios, rows[i].scen) < indexOf(Scenarios, rows[j].scen) })
-	var cols, nats []string
+	var cols, peers []string
 	for _, s := range sides {
 		if present[s] {
 			cols = append(cols, s)
-			if strings.HasPrefix(s, "nats") {
-				nats = append(nats, s)
+			if strings.HasPrefix(s, "nats") || strings.HasPrefix(s, "redis") {
+				peers = append(peers, s)
 			}
 		}
 	}
@@ -253,10 +273,10 @@ func overviewTable(rs []Result) string {
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %s msgs/s | %s p99 |", c, c)
 	}
-	for _, c := range nats {
+	for _, c := range peers {
 		fmt.Fprintf(&b, " Regent ÷ %s |", c)
 	}
-	b.WriteString("\n|---|---|" + strings.Repeat("---|---|", len(cols)) + strings.Repeat("---|", len(nats)) + "\n")
+	b.WriteString("\n|---|---|" + strings.Repeat("---|---|", len(cols)) + strings.Repeat("---|", len(peers)) + "\n")
 	for _, rw := range rows {
 		med := map[string]float64{}
 		fmt.Fprintf(&b, "| %s | %s |", rw.scen, rw.load)
@@ -277,7 +297,7 @@ func overviewTable(rs []Result) string {
 		if ref == 0 {
 			ref = med[TargetRegentHTTP]
 		}
-		for _, c := range nats {
+		for _, c := range peers {
 			if med[c] > 0 && ref > 0 {
 				fmt.Fprintf(&b, " %.1f× |", ref/med[c])
 			} else {
@@ -312,6 +332,9 @@ func targetsTable(files []File) string {
 			continue
 		}
 		for _, s := range Summarize(f.Results)[1:] {
+			if s.Target != TargetNATS {
+				continue // the issue's targets are against NATS
+			}
 			want := 4.0
 			if strings.Contains(s.Side, "always") {
 				want = 100
@@ -332,6 +355,79 @@ func targetsTable(files []File) string {
 	}
 	return "Regent's msgs/s over NATS JetStream's, 128-byte messages, Regent fsyncing every commit:\n\n" +
 		"| scenario | load | against | target | median ratio | |\n|---|---|---|---|---|---|\n" + b.String()
+}
+
+// backlogTable shows the two phases of backlog runs, a row per side: what
+// building the backlog cost (push) and what draining it did (the headline),
+// each phase with the server's CPU per message and its peak RSS sampled
+// during that phase alone.
+func backlogTable(rs []Result, ratios bool) string {
+	var b strings.Builder
+	b.WriteString("Backlog phases (push: the backlog pushed with no consumer; drain: it popped and acked whole with no producer). " +
+		"Peak RSS is the largest VmRSS read every " + RSSEvery.String() + " during that phase alone.\n\n")
+	b.WriteString("| side | rounds | backlog | push msgs/s | push CPU µs/msg | push-phase peak RSS | **drain msgs/s** | drain p99 (batch) | drain CPU µs/msg | drain-phase peak RSS |")
+	if ratios {
+		b.WriteString(" Regent ÷ side, drain (per round) |")
+	}
+	b.WriteString("\n|---|---|---|---|---|---|---|---|---|---|")
+	if ratios {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for i, s := range Summarize(rs) {
+		push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | **%s** | %s | %s | %s |", s.Side, s.Rounds, count(push.Msgs),
+			count(int64(push.MsgsPerSec)), mdCPU(push), mdRSS(push.PeakRSS), count(int64(drain.MsgsPerSec)), dur(drain.P99),
+			mdCPU(drain), mdRSS(drain.PeakRSS))
+		if ratios {
+			if i == 0 {
+				b.WriteString(" — |")
+			} else {
+				var per []string
+				for _, r := range s.Ratios {
+					per = append(per, fmt.Sprintf("%.1f", r))
+				}
+				fmt.Fprintf(&b, " **%.1f×** (%s) |", s.Ratio, strings.Join(per, ", "))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func mdCPU(p PhaseSummary) string {
+	if p.PeakRSS == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", p.CPUPerMsg)
+}
+
+func mdRSS(b int64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return mib(b)
+}
+
+// peersOf names the peers of a comparison, in the order they ran.
+func peersOf(rs []Result) string {
+	var names []string
+	for _, r := range rs {
+		name := ""
+		switch r.Target {
+		case TargetNATS:
+			name = "NATS JetStream"
+		case TargetRedis:
+			name = "Redis Streams"
+		}
+		if name != "" && !contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "itself"
+	}
+	return strings.Join(names, " and ")
 }
 
 func perRound(rs []Result) string {
@@ -413,7 +509,8 @@ func latencyBars(rs []Result) ([]string, []Series) {
 		for _, r := range by[k] {
 			p50, p99, p999 = append(p50, float64(r.Latency.P50)), append(p99, float64(r.Latency.P99)), append(p999, float64(r.Latency.P999))
 		}
-		side := strings.NewReplacer("nats (default sync)", "nats", "nats (sync always)", "nats sync", "regent-http", "regent http").Replace(k.side)
+		side := strings.NewReplacer("nats (default sync)", "nats", "nats (sync always)", "nats sync", "regent-http", "regent http",
+			"redis (appendfsync everysec)", "redis everysec", "redis (appendfsync always)", "redis always").Replace(k.side)
 		groups = append(groups, k.scen+"\n"+side)
 		series[0].Points = append(series[0].Points, Point{float64(g), median(p50)})
 		series[1].Points = append(series[1].Points, Point{float64(g), median(p99)})

@@ -215,6 +215,14 @@ func TestProcParsers(t *testing.T) {
 	if err != nil || d != 4*time.Second {
 		t.Fatalf("parseStatCPU: %v %v", d, err)
 	}
+	// Children that ended count (cutime, cstime); what follows does not.
+	d, err = parseStatCPU([]byte("123 (redis-server) S 1 2 3 4 5 6 7 8 9 10 250 150 70 30 20 0 4 0 99"))
+	if err != nil || d != 5*time.Second {
+		t.Fatalf("parseStatCPU with children: %v %v", d, err)
+	}
+	if _, err := parseStatCPU([]byte("123 (x) S 1 2 3 4 5 6 7 8 9 10 250 150")); err == nil {
+		t.Fatal("parseStatCPU: no error on a short line")
+	}
 	kb, err := parseStatusKB([]byte("Name:\tx\nVmHWM:\t  2048 kB\n"), "VmHWM:")
 	if err != nil || kb != 2048<<10 {
 		t.Fatalf("parseStatusKB: %v %v", kb, err)
@@ -226,5 +234,117 @@ func TestProcParsers(t *testing.T) {
 	}
 	if rss, err := p.PeakRSS(); err != nil || rss <= 0 {
 		t.Fatalf("PeakRSS: %v %v", rss, err)
+	}
+}
+
+// backlogResult is a backlog run with both phases, as runBacklog fills it.
+func backlogResult(target, durability string, round int, pushMps, drainMps float64, pushRSS, drainRSS int64) Result {
+	c := Config{Scenario: Backlog, Target: target}
+	c.Defaults()
+	ph := func(name string, mps float64, rss int64) Phase {
+		return Phase{Name: name, Msgs: c.Messages, Elapsed: time.Duration(float64(c.Messages) / mps * 1e9), MsgsPerSec: mps,
+			MBPerSec: mps * 128 / 1e6, Latency: Latency{Count: 10, P50: 1e6, P99: 2e6, P999: 3e6, Max: 4e6},
+			Server: &ServerUsage{CPUSeconds: 2, CPUPerMsgUs: 2e6 / float64(c.Messages), PeakRSS: rss, RSSSamples: 40}}
+	}
+	push, drain := ph("push", pushMps, pushRSS), ph("drain", drainMps, drainRSS)
+	return Result{Config: c, Durability: durability, Round: round, Pushed: c.Messages, Filled: c.Messages,
+		Delivered: c.Messages, Consumed: c.Messages, Msgs: c.Messages, MsgsPerSec: drainMps, MBPerSec: drain.MBPerSec,
+		Elapsed: drain.Elapsed, Latency: drain.Latency, PushLatency: &push.Latency, Server: drain.Server,
+		Phases: []Phase{push, drain}}
+}
+
+// TestReportBacklog: a backlog comparison shows each phase's msgs/s, CPU
+// and RSS per side, and the drain ratio per round; a backlog run outside a
+// comparison gets its phase table too.
+func TestReportBacklog(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
+	cmp := &File{Kind: "compare", Command: "regent bench compare backlog --messages 20000000 --start-peer", Env: env}
+	for r, f := range []float64{1, 0.5, 2} {
+		cmp.Results = append(cmp.Results,
+			backlogResult(TargetRegent, RegentDurability("always"), r+1, 400000*f, 900000*f, 300<<20, 200<<20),
+			backlogResult(TargetNATS, NATSDurability(false), r+1, 100000*f, 150000*f, 700<<20, 900<<20))
+	}
+	run := &File{Kind: "run", Command: "regent bench backlog --messages 1000", Env: env,
+		Results: []Result{backlogResult(TargetRegent, RegentDurability("always"), 0, 1000, 2000, 10<<20, 20<<20)}}
+	for name, f := range map[string]*File{"a-backlog": cmp, "b-backlog-run": run} {
+		if err := WriteFile(filepath.Join(dir, name+".json"), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := filepath.Join(dir, "B.md")
+	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	s := string(b)
+	for _, want := range []string{
+		"push-phase peak RSS", "drain-phase peak RSS", "**drain msgs/s**",
+		// regent: push median 400,000, 300 MiB; drain median 900,000, 200 MiB; ratio 6.0 in every round
+		"| regent | 3 | 1,000,000 | 400,000 | 2.00 | 300 MiB | **900,000** | 2.0ms | 2.00 | 200 MiB | — |",
+		"| nats (default sync) | 3 | 1,000,000 | 100,000 | 2.00 | 700 MiB | **150,000** | 2.0ms | 2.00 | 900 MiB | **6.0×** (6.0, 6.0, 6.0) |",
+		"### backlog: ", "`regent bench backlog --messages 1000`",
+		"| regent | 1 | 1,000,000 | 1,000 | 2.00 | 10 MiB | **2,000** | 2.0ms | 2.00 | 20 MiB |\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", s)
+	}
+	var out strings.Builder
+	WriteSummary(&out, Summarize(cmp.Results))
+	if !strings.Contains(out.String(), "backlog phases") || !strings.Contains(out.String(), "900 MiB") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+	out.Reset()
+	WriteResult(&out, &cmp.Results[0])
+	for _, want := range []string{"push   1,000,000 msgs", "drain  1,000,000 msgs", "peak RSS 200 MiB (largest of 40 readings)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("result lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestReportRedisPeer: a comparison with NATS and Redis sides names both
+// peers, gives Redis's sides their columns and ratios, and keeps the
+// issue's targets (which are against NATS) to the NATS sides.
+func TestReportRedisPeer(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
+	cmp := &File{Kind: "compare", Command: "regent bench compare push --target regent,nats,redis --start-peer", Env: env}
+	for r := 1; r <= 3; r++ {
+		cmp.Results = append(cmp.Results,
+			fakeResult(Push, TargetRegent, RegentDurability("always"), r, 600000, 5*time.Millisecond),
+			fakeResult(Push, TargetNATS, NATSDurability(false), r, 100000, 20*time.Millisecond),
+			fakeResult(Push, TargetRedis, RedisDurability("everysec"), r, 300000, 10*time.Millisecond),
+			fakeResult(Push, TargetRedis, RedisDurability("always"), r, 200000, 10*time.Millisecond))
+	}
+	if err := WriteFile(filepath.Join(dir, "a.json"), cmp); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(dir, "B.md")
+	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	s := string(b)
+	for _, want := range []string{
+		"### push: Regent vs NATS JetStream and Redis Streams",
+		"| redis (appendfsync everysec) | appendfsync everysec: ", "| redis (appendfsync always) | appendfsync always: ",
+		"**2.0×** (2.0, 2.0, 2.0)", "**3.0×** (3.0, 3.0, 3.0)",
+		"Regent ÷ redis (appendfsync everysec) |", " 2.0× | 3.0× |",
+		"| push | 4 producers × 8 in flight, batch 100 | nats (default sync) | ≥ 4× | 6.0× | **met** |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "| push | 4 producers × 8 in flight, batch 100 | redis") {
+		t.Error("the targets table holds a redis side")
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", s)
 	}
 }

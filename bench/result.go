@@ -38,13 +38,50 @@ type Result struct {
 	PushLatency *Latency `json:"push_latency,omitempty"`
 
 	// Server is the server's resource use during the measured phase, when it
-	// ran on this machine as a process of its own.
+	// ran on this machine as a process of its own (backlog: the drain
+	// phase's, as in Phases).
 	Server *ServerUsage `json:"server,omitempty"`
+
+	// Phases are the phases of a backlog run, measured each on its own:
+	// "push" (the backlog pushed with no consumer) and "drain" (it consumed
+	// whole, pop + ack, with no producer). The drain is the run's headline:
+	// Msgs, MsgsPerSec, Elapsed, Latency and Server above are its figures,
+	// Filled and PushLatency the push phase's.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// Phase is one phase of a backlog run.
+type Phase struct {
+	Name       string        `json:"name"` // "push" or "drain"
+	Msgs       int64         `json:"msgs"` // pushed (answered stored), or completed acks
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	MsgsPerSec float64       `json:"msgs_per_s"`
+	MBPerSec   float64       `json:"mb_per_s"`
+	// Latency per batch: push, send → durable answer; drain, pop → ack
+	// answered.
+	Latency Latency `json:"latency"`
+	// Server: CPU over the phase, and PeakRSS the largest VmRSS sampled
+	// during it (every RSSEvery), when the server runs here as a process.
+	Server *ServerUsage `json:"server,omitempty"`
+}
+
+// PhaseNamed returns the phase of r named name, or nil.
+func (r *Result) PhaseNamed(name string) *Phase {
+	for i := range r.Phases {
+		if r.Phases[i].Name == name {
+			return &r.Phases[i]
+		}
+	}
+	return nil
 }
 
 // ServerUsage is read from /proc.
 type ServerUsage struct {
 	CPUSeconds  float64 `json:"cpu_s"`          // user + system CPU time in the measured phase
 	CPUPerMsgUs float64 `json:"cpu_per_msg_us"` // CPUSeconds per message of Msgs, in µs
-	PeakRSS     int64   `json:"peak_rss_bytes"` // VmHWM: the process's peak resident set
+	// PeakRSS is the process's peak resident set: VmHWM, or, when
+	// RSSSamples > 0, the largest of that many VmRSS readings taken during
+	// the phase.
+	PeakRSS    int64 `json:"peak_rss_bytes"`
+	RSSSamples int   `json:"rss_samples,omitempty"`
 }

@@ -13,8 +13,9 @@ import (
 
 // Probe reads the resource use of a server process on this machine.
 type Probe interface {
-	CPU() (time.Duration, error) // user + system time so far
-	PeakRSS() (int64, error)     // peak resident set so far, bytes
+	CPU() (time.Duration, error) // user + system time so far (with its children that ended)
+	PeakRSS() (int64, error)     // peak resident set so far (VmHWM), bytes
+	RSS() (int64, error)         // resident set now (VmRSS), bytes
 }
 
 // opTimeout bounds one push or ack (they are not cut short by the end of
@@ -28,8 +29,11 @@ type runner struct {
 	prog *Progress
 
 	pushed, delivered, consumed, failedOn, errs atomic.Int64
-	errMu                                       sync.Mutex
-	firstErr                                    error
+	// drained is when (Unix ns) the completed acks reached the number
+	// expected, 0 before.
+	drained  atomic.Int64
+	errMu    sync.Mutex
+	firstErr error
 
 	histMu   sync.Mutex
 	pushHist Histogram // per batch
@@ -60,6 +64,9 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress,
 	res := Result{Config: cfg}
 	if err := t.Setup(ctx, &r.cfg); err != nil {
 		return res, fmt.Errorf("bench: setup %s: %w", t.Name(), err)
+	}
+	if cfg.backlog() {
+		return r.runBacklog(ctx, probe, profile)
 	}
 	nProd := cfg.Producers
 	if cfg.prefilled() || cfg.IdlePartitions > 0 {
@@ -101,11 +108,11 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress,
 		}
 	}
 	if cfg.prefilled() {
-		n, err := r.fill(ctx, prods)
+		fr, err := r.fill(ctx, prods, "fill")
 		if err != nil {
 			return res, err
 		}
-		res.Filled = n
+		res.Filled = fr.pushed.Load()
 	}
 
 	// The measured phase.
@@ -289,7 +296,7 @@ func (r *runner) consume(ctx context.Context, c Consumer, i, n int, start time.T
 	}
 	sched := NewSchedule(start, rate, n, i)
 	rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
-	e2e := cfg.pushes()
+	e2e := cfg.live()
 	var h Histogram // end-to-end, this goroutine only
 	var acks sync.WaitGroup
 	sem := make(chan struct{}, cfg.InFlight)
@@ -365,15 +372,18 @@ func (r *runner) consume(ctx context.Context, c Consumer, i, n int, start time.T
 				r.histMu.Unlock()
 			}
 			if total := r.consumed.Add(int64(got)); expect > 0 && total >= expect {
+				r.drained.CompareAndSwap(0, time.Now().UnixNano())
 				r.cancel()
 			}
 		}()
 	}
 }
 
-// fill pushes the queue of a consume run full before the measured phase:
-// Messages messages, or as many as FillTime allows.
-func (r *runner) fill(ctx context.Context, prods []Producer) (int64, error) {
+// fill pushes the queue of a consume run full before the measured phase
+// (or a backlog run's in its push phase): Messages messages, or as many as
+// FillTime allows. It answers the runner that pushed (its counts, errors
+// and push latency), and an error when nothing could be pushed.
+func (r *runner) fill(ctx context.Context, prods []Producer, label string) (*runner, error) {
 	cfg := r.cfg
 	fctx, cancel := context.WithTimeout(ctx, cfg.FillTime)
 	defer cancel()
@@ -388,7 +398,7 @@ func (r *runner) fill(ctx context.Context, prods []Producer) (int64, error) {
 	workers := len(prods) * cfg.InFlight
 	var wg sync.WaitGroup
 	start := time.Now()
-	stop := r.note("fill", start, &fr.pushed)
+	stop := r.note(label, start, &fr.pushed)
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -398,10 +408,10 @@ func (r *runner) fill(ctx context.Context, prods []Producer) (int64, error) {
 	}
 	wg.Wait()
 	stop()
-	if n := fr.pushed.Load(); n > 0 || fr.firstErr == nil {
-		return n, nil
+	if fr.pushed.Load() > 0 || fr.firstErr == nil {
+		return fr, nil
 	}
-	return 0, fmt.Errorf("bench: fill: %w", fr.firstErr)
+	return fr, fmt.Errorf("bench: %s: %w", label, fr.firstErr)
 }
 
 // idle creates the idle partitions: one message each, which every group

@@ -37,6 +37,11 @@ type Options struct {
 	PeerURL   string
 	StartPeer bool
 	PeerBin   string
+	// RedisURL names a running Redis (host:port or redis://...); StartPeer
+	// starts one for every run instead, from RedisBin or else the
+	// redis-server on PATH.
+	RedisURL string
+	RedisBin string
 
 	Log      io.Writer // the children's logs (nil: discarded)
 	Progress *Progress
@@ -67,19 +72,25 @@ func (s *Session) Close() {
 	}
 }
 
-// Side is one contender of a comparison: a target and, for NATS, its sync
-// setting.
+// Side is one contender of a comparison: a target and, for a peer, its
+// sync setting.
 type Side struct {
 	Target         string
-	PeerSyncAlways bool
+	PeerSyncAlways bool   // NATS: sync_interval always
+	RedisFsync     string // Redis: appendfsync (always, everysec)
 }
 
 func (d Side) String() string {
-	if d.Target == TargetNATS {
+	switch d.Target {
+	case TargetNATS:
 		if d.PeerSyncAlways {
 			return "nats (sync always)"
 		}
 		return "nats (default sync)"
+	case TargetRedis:
+		if d.RedisFsync != "" {
+			return "redis (appendfsync " + d.RedisFsync + ")"
+		}
 	}
 	return d.Target
 }
@@ -88,6 +99,24 @@ func (d Side) String() string {
 // elsewhere.
 func (s *Session) server(ctx context.Context, side Side) (*Server, Endpoints, error) {
 	o := &s.opts
+	if side.Target == TargetRedis {
+		if !o.StartPeer {
+			return nil, Endpoints{Redis: o.RedisURL}, nil
+		}
+		bin, err := FindRedis(o.RedisBin)
+		if err != nil {
+			return nil, Endpoints{}, err
+		}
+		fsync := side.RedisFsync
+		if fsync == "" {
+			fsync = RedisFsyncs[0]
+		}
+		srv, err := StartRedis(ctx, bin, fsync, o.Log)
+		if err != nil {
+			return nil, Endpoints{}, err
+		}
+		return srv, srv.Endpoints, nil
+	}
 	if side.Target == TargetNATS {
 		if !o.StartPeer {
 			return nil, Endpoints{NATS: o.PeerURL}, nil
@@ -171,12 +200,9 @@ func (s *Session) RunOne(ctx context.Context, cfg Config, side Side) (Result, er
 	pprof.Do(ctx, pprof.Labels("bench", "client"), func(ctx context.Context) {
 		res, err = Run(ctx, cfg, t, srv.Probe(), s.opts.Progress, prof)
 	})
-	switch {
-	case srv != nil:
+	if srv != nil {
 		res.Durability = srv.Durability
-	case side.Target == TargetNATS:
-		res.Durability = "as configured on the server"
-	default:
+	} else {
 		res.Durability = "as configured on the server"
 	}
 	if err != nil {

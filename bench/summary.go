@@ -25,16 +25,61 @@ type SideSummary struct {
 	Ratios     []float64 `json:"ratios,omitempty"` // reference ÷ this side, per round
 	Ratio      float64   `json:"ratio,omitempty"`  // their median
 	Errors     int64     `json:"errors"`
+	// Phases of backlog runs (push, drain), over the rounds.
+	Phases []PhaseSummary `json:"phases,omitempty"`
+}
+
+// PhaseSummary is one phase of a side's backlog runs over its rounds.
+type PhaseSummary struct {
+	Name       string  `json:"name"`
+	Msgs       int64   `json:"msgs"`           // median
+	MsgsPerSec float64 `json:"msgs_per_s"`     // median
+	P99        float64 `json:"p99_ns"`         // median, per batch
+	CPUPerMsg  float64 `json:"cpu_per_msg_us"` // median; 0 when not measured
+	PeakRSS    int64   `json:"peak_rss_bytes"` // the largest of the rounds' sampled peaks; 0 when not measured
+}
+
+// summarizePhases: per phase name, in the order of the first result.
+func summarizePhases(rs []*Result) []PhaseSummary {
+	if len(rs) == 0 || len(rs[0].Phases) == 0 {
+		return nil
+	}
+	var out []PhaseSummary
+	for _, ph := range rs[0].Phases {
+		s := PhaseSummary{Name: ph.Name}
+		var msgs, mps, p99, cpu []float64
+		for _, r := range rs {
+			p := r.PhaseNamed(ph.Name)
+			if p == nil {
+				continue
+			}
+			msgs, mps, p99 = append(msgs, float64(p.Msgs)), append(mps, p.MsgsPerSec), append(p99, float64(p.Latency.P99))
+			if p.Server != nil {
+				cpu = append(cpu, p.Server.CPUPerMsgUs)
+				s.PeakRSS = max(s.PeakRSS, p.Server.PeakRSS)
+			}
+		}
+		s.Msgs, s.MsgsPerSec, s.P99, s.CPUPerMsg = int64(median(msgs)), median(mps), median(p99), median(cpu)
+		out = append(out, s)
+	}
+	return out
 }
 
 // sideOf names a result's side: its target and, where several sync
 // settings of one target meet, its durability.
 func sideOf(r *Result) string {
-	if r.Target == TargetNATS {
+	switch r.Target {
+	case TargetNATS:
 		if strings.Contains(r.Durability, "always") {
 			return "nats (sync always)"
 		}
 		return "nats (default sync)"
+	case TargetRedis:
+		for _, f := range RedisFsyncs {
+			if strings.HasPrefix(r.Durability, "appendfsync "+f) {
+				return "redis (appendfsync " + f + ")"
+			}
+		}
 	}
 	return r.Target
 }
@@ -79,6 +124,7 @@ func Summarize(results []Result) []SideSummary {
 		s.MsgsPerSec, s.MBPerSec = median(s.PerRound), median(mb)
 		s.P50, s.P99, s.P999, s.CPUPerMsg = median(p50), median(p99), median(p999), median(cpu)
 		s.Ratio = median(s.Ratios)
+		s.Phases = summarizePhases(rs)
 		out = append(out, s)
 	}
 	return out
@@ -91,6 +137,10 @@ func WriteResult(w io.Writer, r *Result) {
 		fmt.Fprintf(w, ", round %d", r.Round)
 	}
 	fmt.Fprintf(w, "\n  %s\n", describeLoad(&r.Config))
+	if len(r.Phases) > 0 {
+		writePhases(w, r)
+		return
+	}
 	fmt.Fprintf(w, "  %s msgs/s  %.1f MB/s  in %.1fs  latency p50 %s  p99 %s  p999 %s  max %s\n",
 		count(int64(r.MsgsPerSec)), r.MBPerSec, r.Elapsed.Seconds(), dur(float64(r.Latency.P50)), dur(float64(r.Latency.P99)),
 		dur(float64(r.Latency.P999)), dur(float64(r.Latency.Max)))
@@ -108,6 +158,27 @@ func WriteResult(w io.Writer, r *Result) {
 	if r.Server != nil {
 		fmt.Fprintf(w, "  server: %.2f s CPU (%.2f µs/msg), peak RSS %s\n", r.Server.CPUSeconds, r.Server.CPUPerMsgUs, mib(r.Server.PeakRSS))
 	}
+	if r.Errors > 0 {
+		fmt.Fprintf(w, "  %d errors; first: %s\n", r.Errors, r.FirstErr)
+	}
+}
+
+// writePhases prints a backlog run: a line per phase, then the counts.
+func writePhases(w io.Writer, r *Result) {
+	for _, ph := range r.Phases {
+		fmt.Fprintf(w, "  %-5s  %s msgs in %.1fs: %s msgs/s  %.1f MB/s  batch latency p50 %s  p99 %s  p999 %s\n", ph.Name,
+			count(ph.Msgs), ph.Elapsed.Seconds(), count(int64(ph.MsgsPerSec)), ph.MBPerSec,
+			dur(float64(ph.Latency.P50)), dur(float64(ph.Latency.P99)), dur(float64(ph.Latency.P999)))
+		if u := ph.Server; u != nil {
+			fmt.Fprintf(w, "         server: %.2f s CPU (%.2f µs/msg), peak RSS %s (largest of %d readings)\n",
+				u.CPUSeconds, u.CPUPerMsgUs, mib(u.PeakRSS), u.RSSSamples)
+		}
+	}
+	fmt.Fprintf(w, "  pushed %s  delivered %s  completed %s", count(r.Pushed), count(r.Delivered), count(r.Consumed))
+	if want := r.Pushed * int64(r.Groups); r.Consumed != want {
+		fmt.Fprintf(w, "  (%s short of %s: the drain was cut by --duration or by errors)", count(want-r.Consumed), count(want))
+	}
+	fmt.Fprintln(w)
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "  %d errors; first: %s\n", r.Errors, r.FirstErr)
 	}
@@ -138,7 +209,9 @@ func describeLoad(c *Config) string {
 	if c.FailFraction > 0 {
 		parts = append(parts, fmt.Sprintf("%.0f%% failed", 100*c.FailFraction))
 	}
-	if c.Messages > 0 {
+	if c.backlog() {
+		parts = append(parts, fmt.Sprintf("backlog of %s messages (drain ≤ %s)", count(c.Messages), c.Duration))
+	} else if c.Messages > 0 {
 		parts = append(parts, fmt.Sprintf("%s messages (≤ %s)", count(c.Messages), c.Duration))
 	} else {
 		parts = append(parts, c.Duration.String())
@@ -148,7 +221,7 @@ func describeLoad(c *Config) string {
 
 // WriteSummary prints a comparison's medians and ratios.
 func WriteSummary(w io.Writer, sums []SideSummary) {
-	fmt.Fprintf(w, "\n%-22s %6s %12s %8s %9s %9s %9s %10s %9s  %s\n", "side", "rounds", "msgs/s", "MB/s", "p50", "p99", "p999", "cpu µs/msg", "peak RSS", "ratio (per round)")
+	fmt.Fprintf(w, "\n%-28s %6s %12s %8s %9s %9s %9s %10s %9s  %s\n", "side", "rounds", "msgs/s", "MB/s", "p50", "p99", "p999", "cpu µs/msg", "peak RSS", "ratio (per round)")
 	for i, s := range sums {
 		ratio := "reference"
 		if i > 0 {
@@ -162,12 +235,39 @@ func WriteSummary(w io.Writer, sums []SideSummary) {
 		if s.PeakRSS > 0 {
 			cpu, rss = fmt.Sprintf("%.2f", s.CPUPerMsg), mib(s.PeakRSS)
 		}
-		fmt.Fprintf(w, "%-22s %6d %12s %8.1f %9s %9s %9s %10s %9s  %s\n", s.Side, s.Rounds, count(int64(s.MsgsPerSec)), s.MBPerSec,
+		fmt.Fprintf(w, "%-28s %6d %12s %8.1f %9s %9s %9s %10s %9s  %s\n", s.Side, s.Rounds, count(int64(s.MsgsPerSec)), s.MBPerSec,
 			dur(s.P50), dur(s.P99), dur(s.P999), cpu, rss, ratio)
+	}
+	if len(sums) > 0 && len(sums[0].Phases) > 0 {
+		fmt.Fprintf(w, "\n%-28s %12s %10s %9s %12s %10s %9s\n", "backlog phases", "push msgs/s", "cpu µs/msg", "push RSS",
+			"drain msgs/s", "cpu µs/msg", "drain RSS")
+		for _, s := range sums {
+			push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
+			fmt.Fprintf(w, "%-28s %12s %10s %9s %12s %10s %9s\n", s.Side, count(int64(push.MsgsPerSec)), cpuText(push),
+				mib(push.PeakRSS), count(int64(drain.MsgsPerSec)), cpuText(drain), mib(drain.PeakRSS))
+		}
 	}
 	for _, s := range sums {
 		fmt.Fprintf(w, "  %s: %s\n", s.Side, s.Durability)
 	}
+}
+
+// phaseOf returns the phase named name (a zero one when absent).
+func phaseOf(ps []PhaseSummary, name string) PhaseSummary {
+	for _, p := range ps {
+		if p.Name == name {
+			return p
+		}
+	}
+	return PhaseSummary{Name: name}
+}
+
+// cpuText is a phase's CPU per message, or "-" when not measured.
+func cpuText(p PhaseSummary) string {
+	if p.PeakRSS == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", p.CPUPerMsg)
 }
 
 // dur formats nanoseconds compactly: 850µs, 12.3ms, 1.20s.

@@ -12,10 +12,11 @@ type Msg struct {
 	Payload   []byte
 }
 
-// Target is a broker the harness drives: Regent over TCP or HTTP, or the
-// NATS JetStream peer.
+// Target is a broker the harness drives: Regent over TCP or HTTP, or a
+// peer (NATS JetStream, Redis Streams).
 type Target interface {
-	// Name is the target's name (TargetRegent, TargetRegentHTTP, TargetNATS).
+	// Name is the target's name (TargetRegent, TargetRegentHTTP, TargetNATS,
+	// TargetRedis).
 	Name() string
 	// Setup creates the queue (stream) and the consumer groups of c.
 	Setup(ctx context.Context, c *Config) error
@@ -66,6 +67,7 @@ type Endpoints struct {
 	RegentTCP  string // host:port of Regent's binary protocol
 	RegentHTTP string // host:port of Regent's HTTP API
 	NATS       string // nats://host:port
+	Redis      string // host:port, or a redis:// URL
 	// Token is the JWT the Regent targets send (a broker with auth on: the
 	// binary protocol checks it once per connection, HTTP on every request).
 	Token string
@@ -92,6 +94,11 @@ func NewTarget(name string, ep Endpoints) (Target, error) {
 			return nil, fmt.Errorf("%w: target nats needs a server URL (--peer-url) or --start-peer", ErrConfig)
 		}
 		return &natsTarget{url: ep.NATS}, nil
+	case TargetRedis:
+		if ep.Redis == "" {
+			return nil, fmt.Errorf("%w: target redis needs a server (--redis-url) or --start-peer", ErrConfig)
+		}
+		return newRedisTarget(ep.Redis)
 	}
 	return nil, fmt.Errorf("%w: unknown target %q", ErrConfig, name)
 }

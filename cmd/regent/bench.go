@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,28 +33,45 @@ func init() {
 	}
 	register(func(a *app) *cobra.Command {
 		return a.passThrough("bench SCENARIO|compare SCENARIO|report [flags]",
-			"load-test a broker (Regent over TCP or HTTP, NATS JetStream) and write BENCHMARKS.md", cmdBench)
+			"load-test a broker (Regent over TCP or HTTP, NATS JetStream, Redis Streams) and write BENCHMARKS.md", cmdBench)
 	})
 }
 
 const benchUsage = `Usage:
   regent bench SCENARIO [flags]          run a scenario (lists in --batch, --partitions or --target make a sweep)
-  regent bench compare SCENARIO [flags]  run Regent and the NATS peer alternately, --rounds times, and compare
+  regent bench compare SCENARIO [flags]  run Regent and the peers (NATS, Redis) alternately, --rounds times, and compare
   regent bench report [flags]            regenerate BENCHMARKS.md's harness section from result files
 
-Scenarios: push, consume, pipeline, fanout, partitions, retry-storm, http.
+Scenarios: push, consume, pipeline, fanout, backlog, partitions, retry-storm, http.
+
+backlog pushes --messages messages (default 1,000,000) with no consumer open,
+then drains them (pop + ack, as consume does) with no producer; it reports
+each phase on its own: msgs/s, the server's CPU per message, and its peak RSS
+read every 100 ms during that phase. The drain is the headline. --fill-time
+caps the push phase and --duration the drain (default 30m for backlog: the run
+ends when the backlog is drained).
 
 By default the harness starts a fresh Regent for every run as a child process
 ("regent serve" on free ports of 127.0.0.1, temp data dir), so the server's CPU
 time and peak RSS are read from /proc; --server inprocess runs it in this
 process instead, --addr uses a running one. --start-peer builds nats-server
 ` + bench.NATSServerVersion + ` with "go install" and starts it (JetStream, file storage,
-temp dir) for every NATS run.
+temp dir) for every NATS run, and starts redis-server (Debian's redis-server
+package, from PATH or --redis-bin) for every Redis run: temp dir, no RDB
+snapshots, the append-only file on with --redis-fsync's appendfsync. Both
+listen on a free port of 127.0.0.1 and are stopped after their run.
+
+compare runs the first --target (regent or regent-http) against the peers that
+follow it (nats, redis; nats when none is named). The redis target runs push,
+consume, pipeline, fanout and backlog (no retry-storm: a Redis Streams
+delivery has no negative ack).
 
 Examples:
   regent bench push --duration 10s
   regent bench push --batch 1,10,100,1000 --target regent,nats --start-peer --out docs/bench/results/batch.json
   regent bench compare push --rounds 3 --start-peer --peer-sync default,always
+  regent bench backlog --messages 2000000 --target regent,nats --start-peer
+  regent bench compare consume --target regent,redis --start-peer --redis-fsync always,everysec
   regent bench report
 
 Flags:
@@ -89,6 +107,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 type benchFlags struct {
 	fs                                  *flag.FlagSet
 	target, batch, partitions, peerSync *string
+	redisFsync, redisURL, redisBin      *string
 	size, producers, consumers, groups  *int
 	inFlight, idle, rounds              *int
 	duration, fillTime                  *time.Duration
@@ -105,7 +124,7 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	fs := flag.NewFlagSet("regent bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	f := &benchFlags{fs: fs}
-	f.target = fs.String("target", "", "regent (binary protocol), regent-http (Queen HTTP API) or nats; a list makes a sweep (default regent; http: regent-http)")
+	f.target = fs.String("target", "", "regent (binary protocol), regent-http (Queen HTTP API), nats or redis; a list makes a sweep (default regent; http: regent-http); compare: the Regent side, then the peers (default: regent,nats)")
 	f.size = fs.Int("size", 128, "message payload size, bytes")
 	f.batch = fs.String("batch", "100", "messages per push and per pop; a list (1,10,100) makes a sweep")
 	f.producers = fs.Int("producers", 0, "producers, one connection each (default 4; consume: 0)")
@@ -114,9 +133,9 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.inFlight = fs.Int("in-flight", 8, "batches each producer keeps unanswered, and acks each consumer keeps unanswered")
 	f.partitions = fs.String("partitions", "0", "partitions receiving traffic (default 16; partitions: 1000); a list makes a sweep")
 	f.idle = fs.Int("idle-partitions", 0, "extra partitions created before the run (one message each, read) and then left idle")
-	f.duration = fs.Duration("duration", 10*time.Second, "length of the measured phase (the cap when --messages is set)")
-	f.messages = fs.Int64("messages", 0, "messages to push (consume, fanout: to pre-fill); 0 = as many as --duration allows")
-	f.fillTime = fs.Duration("fill-time", 0, "cap of the pre-fill of consume (default: --duration)")
+	f.duration = fs.Duration("duration", 0, "length of the measured phase (the cap when --messages is set); default 10s (backlog: 30m, the cap of its drain)")
+	f.messages = fs.Int64("messages", 0, "messages to push (consume, fanout: to pre-fill; backlog: the backlog, default 1000000); 0 = as many as --duration allows")
+	f.fillTime = fs.Duration("fill-time", 0, "cap of the pre-fill of consume and fanout, and of backlog's push phase (default: --duration)")
 	f.rate = fs.Float64("rate", 0, "target rate, msgs/s over all producers (consume: consumers): open loop, latency from the intended send time; 0 = as fast as possible")
 	f.failFraction = fs.Float64("fail-fraction", 0, "fraction of deliveries acked failed (retry-storm default 0.2)")
 	f.queue = fs.String("queue", "bench", "queue name (NATS: subject prefix; the stream is its upper-case name)")
@@ -125,13 +144,20 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.server = fs.String("server", "child", "how to start Regent: child (a `regent serve` process: server CPU and RSS measured) or inprocess")
 	f.sync = fs.String("sync", "always", "sync policy of the Regent the harness starts")
 	f.peerURL = fs.String("peer-url", "", "a running NATS server (nats://host:port)")
-	f.startPeer = fs.Bool("start-peer", false, "build (go install) and start nats-server "+bench.NATSServerVersion+" for each NATS run, on 127.0.0.1 in a temp dir")
+	f.startPeer = fs.Bool("start-peer", false, "start the peers for each of their runs, on 127.0.0.1 in a temp dir: nats-server "+bench.NATSServerVersion+" (built with go install), redis-server (from PATH)")
 	f.peerBin = fs.String("peer-bin", "", "a nats-server binary to use with --start-peer instead of building one")
 	def := "default"
 	if compare {
 		def = "default,always"
 	}
 	f.peerSync = fs.String("peer-sync", def, "NATS JetStream sync: default (fsync every 2 min), always (sync_interval: always), or both: default,always")
+	rdef := "everysec"
+	if compare {
+		rdef = "everysec,always"
+	}
+	f.redisFsync = fs.String("redis-fsync", rdef, "Redis AOF (appendonly yes) appendfsync of the redis-server --start-peer starts: everysec (fsync once a second), always (before the answers of each event-loop cycle), or both: everysec,always")
+	f.redisURL = fs.String("redis-url", "", "a running Redis (host:port or redis://host:port/db); the harness deletes the streams QUEUE:p0... it uses")
+	f.redisBin = fs.String("redis-bin", "", "the redis-server binary --start-peer runs (default: redis-server on PATH)")
 	f.rounds = fs.Int("rounds", 3, "compare: rounds (each runs every side once, alternately)")
 	f.jsonOut = fs.Bool("json", false, "print the result file (JSON) on stdout, and no progress line")
 	f.out = fs.String("out", "", "also write the result file (JSON) there")
@@ -190,29 +216,72 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 			return fail(exitUsage, fmt.Errorf("--peer-sync %q: want default, always, or default,always", s))
 		}
 	}
-	var sides []bench.Side
-	for _, t := range targets {
-		if t = strings.TrimSpace(t); t == bench.TargetNATS {
+	var redisFsyncs []string
+	for _, s := range strings.Split(*f.redisFsync, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(bench.RedisFsyncs, s) {
+			return fail(exitUsage, fmt.Errorf("--redis-fsync %q: want everysec, always, or everysec,always", s))
+		}
+		redisFsyncs = append(redisFsyncs, s)
+	}
+	for i := range targets {
+		targets[i] = strings.TrimSpace(targets[i])
+	}
+	isPeer := func(t string) bool { return t == bench.TargetNATS || t == bench.TargetRedis }
+	// sidesOf: a target's sides, one per sync setting of a peer the
+	// harness starts (a running peer has its own).
+	sidesOf := func(t string) []bench.Side {
+		var out []bench.Side
+		switch t {
+		case bench.TargetNATS:
 			for _, always := range peerSyncs {
-				sides = append(sides, bench.Side{Target: t, PeerSyncAlways: always})
+				out = append(out, bench.Side{Target: t, PeerSyncAlways: always})
 			}
-		} else {
-			sides = append(sides, bench.Side{Target: t})
+		case bench.TargetRedis:
+			if !*f.startPeer {
+				return []bench.Side{{Target: t}}
+			}
+			for _, fsync := range redisFsyncs {
+				out = append(out, bench.Side{Target: t, RedisFsync: fsync})
+			}
+		default:
+			out = []bench.Side{{Target: t}}
+		}
+		return out
+	}
+	var sides []bench.Side
+	used := targets
+	if compare {
+		if len(targets) == 0 || isPeer(targets[0]) {
+			return fail(exitUsage, errors.New("compare: --target names the Regent side first (regent or regent-http), then the peers (nats, redis; default nats)"))
+		}
+		peers := targets[1:]
+		if len(peers) == 0 {
+			peers = []string{bench.TargetNATS}
+		}
+		used = append([]string{targets[0]}, peers...)
+		sides = sidesOf(targets[0])
+		for _, p := range peers {
+			switch {
+			case !isPeer(p):
+				return fail(exitUsage, fmt.Errorf("compare: %q is not a peer (nats, redis)", p))
+			case p == bench.TargetNATS && !*f.startPeer && *f.peerURL == "":
+				return fail(exitUsage, errors.New("compare needs the nats peer: --start-peer, or --peer-url"))
+			case p == bench.TargetRedis && !*f.startPeer && *f.redisURL == "":
+				return fail(exitUsage, errors.New("compare needs the redis peer: --start-peer, or --redis-url"))
+			}
+			sides = append(sides, sidesOf(p)...)
+		}
+	} else {
+		for _, t := range targets {
+			sides = append(sides, sidesOf(t)...)
 		}
 	}
-	if compare {
-		if len(targets) != 1 || targets[0] == bench.TargetNATS {
-			return fail(exitUsage, errors.New("compare: --target names the Regent side (regent or regent-http); the NATS side is added"))
-		}
-		if !*f.startPeer && *f.peerURL == "" {
-			return fail(exitUsage, errors.New("compare needs the peer: --start-peer, or --peer-url"))
-		}
-		for _, always := range peerSyncs {
-			sides = append(sides, bench.Side{Target: bench.TargetNATS, PeerSyncAlways: always})
-		}
-		if *f.peerURL != "" && !*f.startPeer && len(peerSyncs) > 1 {
-			return fail(exitUsage, errors.New("with --peer-url the peer's sync is its own: give one --peer-sync"))
-		}
+	if slices.Contains(used, bench.TargetNATS) && *f.peerURL != "" && !*f.startPeer && len(peerSyncs) > 1 {
+		return fail(exitUsage, errors.New("with --peer-url the peer's sync is its own: give one --peer-sync"))
+	}
+	if slices.Contains(used, bench.TargetRedis) && *f.redisURL != "" && !*f.startPeer && len(redisFsyncs) > 1 {
+		return fail(exitUsage, errors.New("with --redis-url the server's appendfsync is its own: give one --redis-fsync"))
 	}
 	if compare && (len(batches) > 1 || len(parts) > 1) {
 		return fail(exitUsage, errors.New("compare takes one --batch and one --partitions"))
@@ -232,7 +301,8 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 		logw = stderr
 	}
 	opts := bench.Options{RegentTCP: *f.addr, RegentHTTP: *f.httpAddr, Sync: *f.sync, PeerURL: *f.peerURL,
-		StartPeer: *f.startPeer, PeerBin: *f.peerBin, Log: logw, Progress: bench.NewProgress(stderr, *f.jsonOut)}
+		StartPeer: *f.startPeer, PeerBin: *f.peerBin, RedisURL: *f.redisURL, RedisBin: *f.redisBin, Log: logw,
+		Progress: bench.NewProgress(stderr, *f.jsonOut)}
 	if *f.addr == "" && *f.httpAddr == "" {
 		switch *f.server {
 		case "child":

@@ -23,6 +23,7 @@ func TestBenchScenariosSmoke(t *testing.T) {
 		bench.Partitions: {"--partitions", "2000", "--idle-partitions", "3000"},
 		bench.Fanout:     {"--groups", "3", "--consumers", "1", "--messages", "10000"},
 		bench.Pipeline:   {"--rate", "20000"}, // open loop
+		bench.Backlog:    {"--messages", "20000", "--duration", "30s"},
 	}
 	for _, scen := range bench.Scenarios {
 		t.Run(scen, func(t *testing.T) {
@@ -54,6 +55,11 @@ func TestBenchScenariosSmoke(t *testing.T) {
 			case bench.HTTP:
 				if r.Target != bench.TargetRegentHTTP {
 					t.Errorf("http ran on %s", r.Target)
+				}
+			case bench.Backlog:
+				if r.Pushed != 20000 || r.Filled != 20000 || r.Consumed != 20000 || len(r.Phases) != 2 ||
+					r.Phases[0].Msgs != 20000 || r.Phases[1].Msgs != 20000 || r.PushLatency == nil {
+					t.Errorf("backlog: pushed %d, filled %d, consumed %d, phases %+v", r.Pushed, r.Filled, r.Consumed, r.Phases)
 				}
 			case bench.Fanout:
 				if r.Groups != 3 || r.Filled != 10000 || r.Consumed != 30000 {
@@ -111,6 +117,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "push", "--batch", "x"},
 		{"bench", "push", "--peer-sync", "sometimes"},
 		{"bench", "push", "--server", "elsewhere"},
+		{"bench", "push", "--redis-fsync", "sometimes"},
+		{"bench", "compare", "push", "--target", "redis", "--start-peer"}, // the Regent side first
+		{"bench", "compare", "push", "--target", "regent,regent-http", "--start-peer"},              // not a peer
+		{"bench", "compare", "push", "--target", "regent,redis"},                                    // no redis
+		{"bench", "compare", "push", "--target", "regent,nats,redis", "--redis-url", "127.0.0.1:1"}, // no nats
+		{"bench", "push", "--target", "redis", "--redis-url", "127.0.0.1:1", "--redis-fsync", "always,everysec"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != exitUsage {
@@ -120,5 +132,44 @@ func TestBenchUsageErrors(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"bench", "nonsense", "--server", "inprocess"}, &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "unknown scenario") {
 		t.Errorf("unknown scenario: exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"bench", "backlog", "--rate", "1000", "--server", "inprocess"}, &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "takes no rate") {
+		t.Errorf("backlog with a rate: exit %d: %s", code, errb.String())
+	}
+}
+
+// TestBenchCompareRedis: compare with the Redis peer started by the harness
+// runs Regent and Redis under both AOF fsync policies, in turn, and
+// labels each. Skipped without redis-server, unless REGENT_REQUIRE_REDIS=1
+// (CI sets it); bench/benchtest holds the Redis peer's own tests.
+func TestBenchCompareRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("smoke runs of the load scenarios")
+	}
+	if _, err := bench.FindRedis(""); err != nil {
+		if os.Getenv("REGENT_REQUIRE_REDIS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "compare", "consume", "--target", "regent,redis", "--start-peer", "--rounds", "1",
+		"--messages", "10000", "--duration", "20s", "--server", "inprocess", "--json"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var f bench.File
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out.String())
+	}
+	want := []string{bench.RegentDurability("always"), bench.RedisDurability("everysec"), bench.RedisDurability("always")}
+	if f.Kind != "compare" || len(f.Results) != len(want) {
+		t.Fatalf("%s with %d results", f.Kind, len(f.Results))
+	}
+	for i, r := range f.Results {
+		if r.Durability != want[i] || r.Consumed != 10000 || r.Errors != 0 || (i > 0 && (r.Target != bench.TargetRedis || r.Server == nil)) {
+			t.Errorf("result %d: %s (%s): consumed %d, errors %d (%s), server %+v", i, r.Target, r.Durability, r.Consumed, r.Errors, r.FirstErr, r.Server)
+		}
 	}
 }
