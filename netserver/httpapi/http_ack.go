@@ -37,6 +37,8 @@ type ackCall struct {
 	items []engine.AckItem // the items sent to the engine
 	idx   []int            // request index of each engine item
 	res   []engine.AckResult
+	pid   uuidMemo // the last partitionId read, and its UUID
+	lease uuidMemo // the last leaseId read, and its UUID
 	ch    chan error
 	done  func(error)
 }
@@ -53,6 +55,7 @@ func (c *ackCall) release() {
 	}
 	clear(c.acks[:cap(c.acks)])
 	c.acks = c.acks[:0]
+	c.pid, c.lease = uuidMemo{}, uuidMemo{}
 	clear(c.items[:cap(c.items)])
 	clear(c.res[:cap(c.res)])
 	clear(c.txns[:cap(c.txns)])
@@ -87,12 +90,12 @@ func (c *ackCall) add(a *ackFields, group []byte) {
 	c.bad = append(c.bad, "")
 	it := engine.AckItem{TransactionID: unsafeString(a.txn)}
 	var err error
-	if it.PartitionID, err = engine.ParseUUID(unsafeString(a.pid)); err != nil {
+	if it.PartitionID, err = c.pid.parse(a.pid); err != nil {
 		c.bad[i] = "Message not found: partitionId is not a UUID"
 		return
 	}
 	if len(a.lease) > 0 {
-		if it.LeaseID, err = engine.ParseUUID(unsafeString(a.lease)); err != nil {
+		if it.LeaseID, err = c.lease.parse(a.lease); err != nil {
 			c.bad[i] = "Invalid or expired lease: leaseId is not a UUID"
 			return
 		}
