@@ -173,6 +173,40 @@ func appendTime(dst []byte, nanos int64) []byte {
 	return append(dst, 'Z', '"')
 }
 
+// timeMemo appends timestamps as appendTime does, formatting the date and
+// the time of day once per second in a row: the messages of one pop were
+// mostly pushed within the same second.
+type timeMemo struct {
+	sec    int64    // the Unix second prefix holds, when set
+	set    bool     // prefix holds sec
+	prefix [20]byte // `"2006-01-02T15:04:05`
+}
+
+// appendTime is appendTime(dst, nanos).
+func (m *timeMemo) appendTime(dst []byte, nanos int64) []byte {
+	if nanos <= 0 { // null, or before 1970: not worth a memo
+		return appendTime(dst, nanos)
+	}
+	sec, frac := nanos/1e9, nanos%1e9
+	if !m.set || sec != m.sec {
+		var buf [40]byte
+		full := appendTime(buf[:0], sec*1e9)
+		if len(full) != 29 { // not "2006-01-02T15:04:05.000000Z" (never, for years 1970 to 2262)
+			return appendTime(dst, nanos)
+		}
+		copy(m.prefix[:], full)
+		m.sec, m.set = sec, true
+	}
+	dst = append(dst, m.prefix[:]...)
+	us := frac / 1000
+	b := [9]byte{'.', 0, 0, 0, 0, 0, 0, 'Z', '"'}
+	for k := 6; k >= 1; k-- {
+		b[k] = byte('0' + us%10)
+		us /= 10
+	}
+	return append(dst, b[:]...)
+}
+
 // fmtTime formats a timestamp in Queen's format ("" for 0).
 func fmtTime(nanos int64) string {
 	if nanos == 0 {

@@ -197,6 +197,7 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message, cut bool) []
 	// The per-partition tail of each message, formatted once per run.
 	var tail []byte
 	var tailBuf [256]byte
+	var times timeMemo
 	for i := range msgs {
 		m := &msgs[i]
 		if i == 0 || m.PartitionID != msgs[i-1].PartitionID || m.LeaseID != msgs[i-1].LeaseID {
@@ -224,7 +225,7 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message, cut bool) []
 		b = append(b, `,"data":`...)
 		b = appendPayload(b, m.Payload)
 		b = append(b, `,"createdAt":`...)
-		b = appendTime(b, m.CreatedAt)
+		b = times.appendTime(b, m.CreatedAt)
 		b = append(b, `,"retryCount":`...)
 		b = appendInt(b, int64(m.RetryCount))
 		b = append(b, `,"producerSub":`...)
