@@ -15,7 +15,8 @@ import (
 // ack a client sends back for it. These are the shapes BenchmarkHTTPPopAck
 // (http_bench_test.go) moves: 128-byte JSON payloads, messages pushed
 // without a transactionId (their id is their transactionId), one partition
-// and one lease per pop.
+// and one lease per pop; the engine hands them over with a bare
+// transactionId (PopRequest.BareTxn).
 //
 //	go test ./netserver/httpapi/ -run '^$' -bench 'PopAnswer|AckBatchRead' -benchmem
 
@@ -38,7 +39,7 @@ func hotMessages(n int) []engine.Message {
 		p := fmt.Sprintf(`{"id":%d,"kind":"order.created","customer":"c-%06d","amount":1234.5,"note":"`, i, i)
 		p += strings.Repeat("x", 128-len(p)-2) + `"}`
 		msgs[i] = engine.Message{
-			ID: id, TransactionID: id.String(), Payload: []byte(p), CreatedAt: now + int64(i)*1377,
+			ID: id, Payload: []byte(p), CreatedAt: now + int64(i)*1377, // TransactionID "": BareTxn
 			Queue: "bench", Partition: "p7", PartitionID: pid, Offset: uint64(i), LeaseID: lease, Group: "workers",
 		}
 	}
@@ -53,7 +54,7 @@ func hotAckBody(msgs []engine.Message) []byte {
 			b = append(b, ',')
 		}
 		b = fmt.Appendf(b, `{"transactionId":%q,"partitionId":%q,"leaseId":%q,"status":"completed"}`,
-			m.TransactionID, m.PartitionID.String(), m.LeaseID.String())
+			m.ID.String(), m.PartitionID.String(), m.LeaseID.String())
 	}
 	return append(b, "]}"...)
 }
