@@ -481,14 +481,6 @@ func (r *jsonReader) end() {
 	}
 }
 
-// validJSON reports whether b is exactly one JSON value.
-func validJSON(b []byte) bool {
-	r := jsonReader{b: b}
-	r.skip()
-	r.end()
-	return r.err == nil
-}
-
 // unsafeString views b as a string without copying. The caller keeps b
 // unchanged for as long as the string is used.
 func unsafeString(b []byte) string {
