@@ -31,11 +31,14 @@ import (
 
 // ackCall holds one ack request's pooled state.
 type ackCall struct {
+	acks  []ackFields      // a batch's acknowledgments as read (aliasing the body)
 	txns  []string         // per request item: its transactionId (for the answer)
 	bad   []string         // per request item: why it was refused before the engine, or ""
 	items []engine.AckItem // the items sent to the engine
 	idx   []int            // request index of each engine item
 	res   []engine.AckResult
+	pid   uuidMemo // the last partitionId read, and its UUID
+	lease uuidMemo // the last leaseId read, and its UUID
 	ch    chan error
 	done  func(error)
 }
@@ -47,9 +50,12 @@ var ackCalls = sync.Pool{New: func() any {
 }}
 
 func (c *ackCall) release() {
-	if cap(c.items) > maxPooledItems || cap(c.txns) > maxPooledItems {
-		c.items, c.res, c.txns, c.bad, c.idx = nil, nil, nil, nil, nil
+	if cap(c.items) > maxPooledItems || cap(c.txns) > maxPooledItems || cap(c.acks) > maxPooledItems {
+		c.items, c.res, c.txns, c.bad, c.idx, c.acks = nil, nil, nil, nil, nil, nil
 	}
+	clear(c.acks[:cap(c.acks)])
+	c.acks = c.acks[:0]
+	c.pid, c.lease = uuidMemo{}, uuidMemo{}
 	clear(c.items[:cap(c.items)])
 	clear(c.res[:cap(c.res)])
 	clear(c.txns[:cap(c.txns)])
@@ -84,12 +90,12 @@ func (c *ackCall) add(a *ackFields, group []byte) {
 	c.bad = append(c.bad, "")
 	it := engine.AckItem{TransactionID: unsafeString(a.txn)}
 	var err error
-	if it.PartitionID, err = engine.ParseUUID(unsafeString(a.pid)); err != nil {
+	if it.PartitionID, err = c.pid.parse(a.pid); err != nil {
 		c.bad[i] = "Message not found: partitionId is not a UUID"
 		return
 	}
 	if len(a.lease) > 0 {
-		if it.LeaseID, err = engine.ParseUUID(unsafeString(a.lease)); err != nil {
+		if it.LeaseID, err = c.lease.parse(a.lease); err != nil {
 			c.bad[i] = "Invalid or expired lease: leaseId is not a UUID"
 			return
 		}
@@ -154,18 +160,28 @@ func (s *Server) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 	defer s.putBody(body)
 	c := ackCalls.Get().(*ackCall)
 	defer c.release()
-	rd := jsonReader{b: *body}
-	if !rd.open('{', "the body must be a JSON object") {
-		s.writeErr(w, invalidJSON(rd.err))
+	if msg, err := c.readBatch(*body); err != nil {
+		s.writeErr(w, err)
 		return
+	} else if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	s.runAcks(w, c)
+}
+
+// readBatch reads a batch ack body into c's items. A body it refuses
+// answers either msg (a 400 with that text) or err (invalid JSON, through
+// writeErr).
+func (c *ackCall) readBatch(body []byte) (msg string, err error) {
+	rd := jsonReader{b: body}
+	if !rd.open('{', "the body must be a JSON object") {
+		return "", invalidJSON(rd.err)
 	}
 	var group []byte
 	found := false
 	// The acknowledgments are read first and turned into engine items once
 	// the top-level consumerGroup (which may come after them) is known.
-	var acks []ackFields
-	var ackBuf [128]ackFields
-	acks = ackBuf[:0]
 	first := true
 	for rd.more('}', &first) {
 		switch string(rd.key()) {
@@ -174,29 +190,25 @@ func (s *Server) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		case "acknowledgments":
 			if !rd.arrayNext() {
 				if rd.err != nil {
-					s.writeErr(w, invalidJSON(rd.err))
-					return
+					return "", invalidJSON(rd.err)
 				}
-				writeError(w, http.StatusBadRequest, "acknowledgments array is required")
-				return
+				return "acknowledgments array is required", nil
 			}
 			rd.i++
 			found = true
 			afirst := true
 			for rd.more(']', &afirst) {
-				acks = append(acks, ackFields{})
-				a := &acks[len(acks)-1]
+				c.acks = append(c.acks, ackFields{})
+				a := &c.acks[len(c.acks)-1]
 				readAck(&rd, a)
 				if rd.err != nil {
 					break
 				}
 				if !a.hasTxn || len(a.txn) == 0 {
-					writeError(w, http.StatusBadRequest, "Each acknowledgment must have a valid transactionId")
-					return
+					return "Each acknowledgment must have a valid transactionId", nil
 				}
 				if !a.hasPid || len(a.pid) == 0 {
-					writeError(w, http.StatusBadRequest, "Each acknowledgment must have a valid partitionId")
-					return
+					return "Each acknowledgment must have a valid partitionId", nil
 				}
 			}
 		default:
@@ -205,17 +217,15 @@ func (s *Server) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	rd.end()
 	if rd.err != nil {
-		s.writeErr(w, invalidJSON(rd.err))
-		return
+		return "", invalidJSON(rd.err)
 	}
 	if !found {
-		writeError(w, http.StatusBadRequest, "acknowledgments array is required")
-		return
+		return "acknowledgments array is required", nil
 	}
-	for i := range acks {
-		c.add(&acks[i], group)
+	for i := range c.acks {
+		c.add(&c.acks[i], group)
 	}
-	s.runAcks(w, c)
+	return "", nil
 }
 
 // runAcks sends c's items to the engine and answers.

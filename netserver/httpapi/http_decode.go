@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -150,23 +151,54 @@ func (r *jsonReader) str() []byte {
 	}
 	r.i++
 	start := r.i
-	for r.i < len(r.b) {
-		c := r.b[r.i]
-		switch {
-		case c == '"':
+	if r.i = plainRun(r.b, r.i); r.i < len(r.b) {
+		switch r.b[r.i] {
+		case '"':
 			s := r.b[start:r.i]
 			r.i++
 			return s
-		case c == '\\':
+		case '\\':
 			return r.strEscaped(start)
-		case c < 0x20:
-			r.fail("control character in string")
-			return nil
 		}
-		r.i++
+		r.fail("control character in string")
+		return nil
 	}
 	r.fail("unterminated string")
 	return nil
+}
+
+// Eight bytes at a time, as one little-endian word: ones has 1 in each
+// byte, highs each byte's top bit.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainWord is not 0 when one of the eight bytes of w is '"', '\\' or a
+// control character (below 0x20), the bytes a JSON string's scanner must
+// look at. (x-ones)&^x&highs is not 0 exactly when a byte of x is 0, and
+// (w-0x20*ones)&^w&highs exactly when a byte of w is below 0x20: without
+// such a byte nothing borrows across bytes, so no word is flagged wrongly.
+func plainWord(w uint64) uint64 {
+	q := w ^ (ones * '"')
+	s := w ^ (ones * '\\')
+	return ((q-ones)&^q | (s-ones)&^s | (w-ones*0x20)&^w) & highs
+}
+
+// plainRun returns the index of the first byte of b from i that is '"',
+// '\\' or below 0x20, or len(b).
+func plainRun(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if plainWord(binary.LittleEndian.Uint64(b[i:])) != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c < 0x20 || c == '"' || c == '\\' {
+			break
+		}
+	}
+	return i
 }
 
 // strEscaped decodes a string with escapes into new memory; r.i is at the
@@ -408,7 +440,10 @@ func (r *jsonReader) skipDepth(depth int) {
 // skipStr validates a string without decoding it.
 func (r *jsonReader) skipStr() {
 	r.i++
-	for r.i < len(r.b) {
+	for {
+		if r.i = plainRun(r.b, r.i); r.i >= len(r.b) {
+			break
+		}
 		c := r.b[r.i]
 		switch {
 		case c == '"':
@@ -432,11 +467,9 @@ func (r *jsonReader) skipStr() {
 				return
 			}
 			continue
-		case c < 0x20:
-			r.fail("control character in string")
-			return
 		}
-		r.i++
+		r.fail("control character in string")
+		return
 	}
 	r.fail("unterminated string")
 }
@@ -446,14 +479,6 @@ func (r *jsonReader) end() {
 	if r.ws(); r.err == nil && r.i < len(r.b) {
 		r.fail("unexpected data after the JSON value")
 	}
-}
-
-// validJSON reports whether b is exactly one JSON value.
-func validJSON(b []byte) bool {
-	r := jsonReader{b: b}
-	r.skip()
-	r.end()
-	return r.err == nil
 }
 
 // unsafeString views b as a string without copying. The caller keeps b

@@ -57,6 +57,19 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight plain ASCII bytes at a time (plainWord: no '"', '\\' or
+		// control character; highs: no byte of a multi-byte sequence).
+		for i+8 <= len(s) {
+			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if plainWord(w)|w&highs != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
 			i++
@@ -158,6 +171,40 @@ func appendTime(dst []byte, nanos int64) []byte {
 	put(21, us, 6)
 	dst = append(dst, b[:27]...)
 	return append(dst, 'Z', '"')
+}
+
+// timeMemo appends timestamps as appendTime does, formatting the date and
+// the time of day once per second in a row: the messages of one pop were
+// mostly pushed within the same second.
+type timeMemo struct {
+	sec    int64    // the Unix second prefix holds, when set
+	set    bool     // prefix holds sec
+	prefix [20]byte // `"2006-01-02T15:04:05`
+}
+
+// appendTime is appendTime(dst, nanos).
+func (m *timeMemo) appendTime(dst []byte, nanos int64) []byte {
+	if nanos <= 0 { // null, or before 1970: not worth a memo
+		return appendTime(dst, nanos)
+	}
+	sec, frac := nanos/1e9, nanos%1e9
+	if !m.set || sec != m.sec {
+		var buf [40]byte
+		full := appendTime(buf[:0], sec*1e9)
+		if len(full) != 29 { // not "2006-01-02T15:04:05.000000Z" (never, for years 1970 to 2262)
+			return appendTime(dst, nanos)
+		}
+		copy(m.prefix[:], full)
+		m.sec, m.set = sec, true
+	}
+	dst = append(dst, m.prefix[:]...)
+	us := frac / 1000
+	b := [9]byte{'.', 0, 0, 0, 0, 0, 0, 'Z', '"'}
+	for k := 6; k >= 1; k-- {
+		b[k] = byte('0' + us%10)
+		us /= 10
+	}
+	return append(dst, b[:]...)
 }
 
 // fmtTime formats a timestamp in Queen's format ("" for 0).

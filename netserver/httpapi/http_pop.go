@@ -56,9 +56,21 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
+	// The answer is encoded and dropped: it goes into a pooled buffer, and
+	// the transactionId of a message pushed without one is written from
+	// its id here rather than made a string by the engine.
+	req.BareTxn = true
+	var mb *[]engine.Message
+	if req.Batch <= maxPooledPop {
+		mb = popBufs.Get().(*[]engine.Message)
+		req.Buf = *mb
+	}
 	c := popCalls.Get().(*popCall)
 	pw := s.e.PopAsync(req, c.done)
 	if pw != nil {
+		// Parked: the engine holds no Buf (the answer brings its own).
+		recyclePopBuf(mb, nil)
+		mb = nil
 		s.met.parked.Add(1)
 		defer s.met.parked.Add(-1)
 	}
@@ -73,9 +85,12 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 		a = <-c.ch
 		popCalls.Put(c)
 		s.giveBack(a.msgs)
+		recyclePopBuf(mb, a.msgs)
 		return
 	}
 	popCalls.Put(c)
+	// The answer may be in Buf: it goes back to the pool once encoded.
+	defer recyclePopBuf(mb, a.msgs)
 	if a.err != nil {
 		s.writeErr(w, a.err)
 		return
@@ -88,6 +103,29 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 	defer putBuf(out)
 	*out = appendPopAnswer(*out, req.Group, a.msgs, a.cut)
 	writeJSON(w, http.StatusOK, *out)
+}
+
+// popBufs holds answer buffers for pops (PopRequest.Buf): a pop's messages
+// are encoded into its answer and dropped, so one buffer serves pop after
+// pop instead of a fresh 20 KiB for each batch of 100.
+var popBufs = sync.Pool{New: func() any { b := make([]engine.Message, 0, 128); return &b }}
+
+// maxPooledPop is the largest batch served from popBufs.
+const maxPooledPop = 1024
+
+// recyclePopBuf gives a pop's buffer back to popBufs (nothing for nil), or
+// msgs in its place when the engine answered into a slice of its own that
+// is small enough. Either way it keeps no message alive.
+func recyclePopBuf(b *[]engine.Message, msgs []engine.Message) {
+	if b == nil {
+		return
+	}
+	if cap(msgs) > 0 && cap(msgs) <= maxPooledPop {
+		*b = msgs[:0]
+	}
+	clear((*b)[:cap(*b)])
+	*b = (*b)[:0]
+	popBufs.Put(b)
 }
 
 // popRequest reads a pop's path and query.
@@ -197,6 +235,7 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message, cut bool) []
 	// The per-partition tail of each message, formatted once per run.
 	var tail []byte
 	var tailBuf [256]byte
+	var times timeMemo
 	for i := range msgs {
 		m := &msgs[i]
 		if i == 0 || m.PartitionID != msgs[i-1].PartitionID || m.LeaseID != msgs[i-1].LeaseID {
@@ -218,13 +257,17 @@ func appendPopAnswer(b []byte, group string, msgs []engine.Message, cut bool) []
 		b = append(b, `{"id":`...)
 		b = appendUUID(b, m.ID)
 		b = append(b, `,"transactionId":`...)
-		b = appendString(b, m.TransactionID)
+		if m.TransactionID == "" { // pushed without one (PopRequest.BareTxn): its id's text
+			b = appendUUID(b, m.ID)
+		} else {
+			b = appendString(b, m.TransactionID)
+		}
 		b = append(b, `,"traceId":`...)
 		b = appendStringOrNull(b, m.TraceID)
 		b = append(b, `,"data":`...)
 		b = appendPayload(b, m.Payload)
 		b = append(b, `,"createdAt":`...)
-		b = appendTime(b, m.CreatedAt)
+		b = times.appendTime(b, m.CreatedAt)
 		b = append(b, `,"retryCount":`...)
 		b = appendInt(b, int64(m.RetryCount))
 		b = append(b, `,"producerSub":`...)
