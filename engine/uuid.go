@@ -44,6 +44,43 @@ var ErrBadUUID = errors.New("engine: not a UUID")
 
 // ParseUUID parses the canonical form (hyphens optional).
 func ParseUUID(s string) (UUID, error) {
+	// The canonical 8-4-4-4-12 form (either case), as every door answers
+	// ids, read through a table: acks name two ids per message.
+	if len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' {
+		var u UUID
+		var bad byte
+		for k, i := range uuidHexAt {
+			hi, lo := unhex[s[i]], unhex[s[i+1]]
+			bad |= hi | lo
+			u[k] = hi<<4 | lo
+		}
+		if bad&0xf0 == 0 {
+			return u, nil
+		}
+	}
+	return parseUUIDLoose(s)
+}
+
+// uuidHexAt is where each byte's two hex digits start in the canonical
+// 8-4-4-4-12 form.
+var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// unhex is each hex digit's value (either case); 0xff for other bytes.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i := byte(0); i < 10; i++ {
+		t['0'+i] = i
+	}
+	for i := byte(0); i < 6; i++ {
+		t['a'+i], t['A'+i] = 10+i, 10+i
+	}
+	return t
+}()
+
+// parseUUIDLoose is ParseUUID of any form: 32 hex digits, dashes anywhere.
+func parseUUIDLoose(s string) (UUID, error) {
 	var u UUID
 	var hexd [32]byte
 	n := 0

@@ -140,7 +140,7 @@ func skipString(b []byte, i int) int {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if len(b)-i < 6 || unhex[b[i+2]]|unhex[b[i+3]]|unhex[b[i+4]]|unhex[b[i+5]] == 0xff {
+				if len(b)-i < 6 || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
 					return -1
 				}
 				i += 6
@@ -195,4 +195,9 @@ func skipNumber(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// isHex reports whether c is a hex digit (either case).
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
