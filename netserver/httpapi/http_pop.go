@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver"
 )
 
 // GET /api/v1/pop/queue/{queue}
@@ -60,16 +61,15 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 	// the transactionId of a message pushed without one is written from
 	// its id here rather than made a string by the engine.
 	req.BareTxn = true
-	var mb *[]engine.Message
-	if req.Batch <= maxPooledPop {
-		mb = popBufs.Get().(*[]engine.Message)
+	mb := netserver.PopBuf(req.Batch)
+	if mb != nil {
 		req.Buf = *mb
 	}
 	c := popCalls.Get().(*popCall)
 	pw := s.e.PopAsync(req, c.done)
 	if pw != nil {
 		// Parked: the engine holds no Buf (the answer brings its own).
-		recyclePopBuf(mb, nil)
+		netserver.RecyclePopBuf(mb, nil)
 		mb = nil
 		s.met.parked.Add(1)
 		defer s.met.parked.Add(-1)
@@ -85,12 +85,12 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 		a = <-c.ch
 		popCalls.Put(c)
 		s.giveBack(a.msgs)
-		recyclePopBuf(mb, a.msgs)
+		netserver.RecyclePopBuf(mb, a.msgs)
 		return
 	}
 	popCalls.Put(c)
 	// The answer may be in Buf: it goes back to the pool once encoded.
-	defer recyclePopBuf(mb, a.msgs)
+	defer netserver.RecyclePopBuf(mb, a.msgs)
 	if a.err != nil {
 		s.writeErr(w, a.err)
 		return
@@ -103,29 +103,6 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 	defer putBuf(out)
 	*out = appendPopAnswer(*out, req.Group, a.msgs, a.cut)
 	writeJSON(w, http.StatusOK, *out)
-}
-
-// popBufs holds answer buffers for pops (PopRequest.Buf): a pop's messages
-// are encoded into its answer and dropped, so one buffer serves pop after
-// pop instead of a fresh 20 KiB for each batch of 100.
-var popBufs = sync.Pool{New: func() any { b := make([]engine.Message, 0, 128); return &b }}
-
-// maxPooledPop is the largest batch served from popBufs.
-const maxPooledPop = 1024
-
-// recyclePopBuf gives a pop's buffer back to popBufs (nothing for nil), or
-// msgs in its place when the engine answered into a slice of its own that
-// is small enough. Either way it keeps no message alive.
-func recyclePopBuf(b *[]engine.Message, msgs []engine.Message) {
-	if b == nil {
-		return
-	}
-	if cap(msgs) > 0 && cap(msgs) <= maxPooledPop {
-		*b = msgs[:0]
-	}
-	clear((*b)[:cap(*b)])
-	*b = (*b)[:0]
-	popBufs.Put(b)
 }
 
 // popRequest reads a pop's path and query.

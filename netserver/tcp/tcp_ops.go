@@ -155,7 +155,7 @@ type popJob struct {
 	compact  bool // the client reads CompactMessages (1.5)
 	err      error
 	waiter   *engine.PopWaiter
-	buf      atomic.Pointer[[]engine.Message] // from popBufs; whoever swaps it out gives it back
+	buf      atomic.Pointer[[]engine.Message] // from netserver.PopBuf; whoever swaps it out gives it back
 	finished bool                             // guarded by tc.mu
 }
 
@@ -180,8 +180,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 	er.MaxBytes = tc.maxReply - protocol.PopReplyHeaderBytes(qlen, max(len(j.req.Group), len(engine.QueueModeGroup)))
 	j.sayCut = tc.minor >= 1
 	j.compact = tc.minor >= 5
-	if n := int(j.req.Batch); n > 0 && n <= maxPooledPop {
-		b := popBufs.Get().(*[]engine.Message)
+	if b := netserver.PopBuf(int(j.req.Batch)); b != nil {
 		er.Buf = *b
 		j.buf.Store(b)
 	}
@@ -190,7 +189,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 		// Parked: the engine no longer holds the buffer (a parked poll
 		// must not keep one; the answer, whenever, brings its own).
 		if b := j.buf.Swap(nil); b != nil {
-			recyclePopBuf(b, nil)
+			netserver.RecyclePopBuf(b, nil)
 		}
 		tc.mu.Lock()
 		if !j.finished && !tc.closed {
@@ -221,26 +220,9 @@ func (j *popJob) answered(msgs []engine.Message, cut bool, err error) {
 	j.finish(j) // encodes the messages: they are not needed after it
 	if b := j.buf.Swap(nil); b != nil {
 		j.msgs = nil
-		recyclePopBuf(b, msgs)
+		netserver.RecyclePopBuf(b, msgs)
 	}
 }
-
-// recyclePopBuf gives a pop's buffer back to popBufs, or msgs in its place
-// when the engine answered into a slice of its own that is small enough.
-func recyclePopBuf(b *[]engine.Message, msgs []engine.Message) {
-	if cap(msgs) > 0 && cap(msgs) <= maxPooledPop {
-		*b = msgs[:0]
-	}
-	clear((*b)[:cap(*b)]) // keep no payloads alive
-	popBufs.Put(b)
-}
-
-// popBufs holds answer buffers for pops of up to maxPooledPop messages: a
-// pop's messages are encoded into its reply and dropped, so one buffer serves
-// pop after pop instead of a fresh 20 KiB for each batch of 100.
-var popBufs = sync.Pool{New: func() any { b := make([]engine.Message, 0, 128); return &b }}
-
-const maxPooledPop = 1024
 
 // size bounds the reply's encoding (see sizer): its fields, and what the
 // engine's budget counts for each message.
