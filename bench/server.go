@@ -239,9 +239,16 @@ func StartNATS(ctx context.Context, bin string, syncAlways bool, logw io.Writer)
 	go func() { exited <- cmd.Wait() }()
 	srv := &Server{Endpoints: Endpoints{NATS: fmt.Sprintf("nats://127.0.0.1:%d", port)}, Pid: cmd.Process.Pid,
 		Durability: NATSDurability(syncAlways), StopFunc: stopProcess(cmd, exited, 15*time.Second, dir)}
+	return waitReady(ctx, srv, "nats-server", exited, &errBuf, func() error { return natsReady(ctx, srv.NATS) })
+}
+
+// waitReady polls ready until a peer server started as srv answers (then
+// returns srv), exits, or is not ready within 20 s (then stops it and says
+// why, with the tail of its output).
+func waitReady(ctx context.Context, srv *Server, name string, exited chan error, out *tailBuffer, ready func() error) (*Server, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err = natsReady(ctx, srv.NATS)
+		err := ready()
 		if err == nil {
 			return srv, nil
 		}
@@ -249,12 +256,12 @@ func StartNATS(ctx context.Context, bin string, syncAlways bool, logw io.Writer)
 		case e := <-exited:
 			exited <- e
 			srv.Stop()
-			return nil, fmt.Errorf("bench: nats-server exited (%v): %s", e, errBuf.String())
+			return nil, fmt.Errorf("bench: %s exited (%v): %s", name, e, out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			srv.Stop()
-			return nil, fmt.Errorf("bench: nats-server not ready: %v: %s", err, errBuf.String())
+			return nil, fmt.Errorf("bench: %s not ready: %v: %s", name, err, out.String())
 		}
 	}
 }

@@ -83,24 +83,7 @@ func StartRedis(ctx context.Context, bin, fsync string, logw io.Writer) (*Server
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	srv := &Server{Endpoints: Endpoints{Redis: addr}, Pid: cmd.Process.Pid, Durability: RedisDurability(fsync),
 		StopFunc: stopProcess(cmd, exited, 30*time.Second, dir)}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err = redisReady(ctx, addr, fsync)
-		if err == nil {
-			return srv, nil
-		}
-		select {
-		case e := <-exited:
-			exited <- e
-			srv.Stop()
-			return nil, fmt.Errorf("bench: redis-server exited (%v): %s", e, errBuf.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			srv.Stop()
-			return nil, fmt.Errorf("bench: redis-server not ready: %v: %s", err, errBuf.String())
-		}
-	}
+	return waitReady(ctx, srv, "redis-server", exited, &errBuf, func() error { return redisReady(ctx, addr, fsync) })
 }
 
 // redisReady: PING answers PONG, and the AOF is on with the appendfsync
