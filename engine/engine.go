@@ -25,7 +25,8 @@ type Config struct {
 	NoTicker bool
 	// CacheBytes bounds the payload bytes of recent messages kept in memory
 	// across all partitions; older ones are read back from the journal.
-	// Default 512 MiB.
+	// Default 8 MiB (what regent serve gives it under its default memory
+	// limit).
 	CacheBytes int64
 	// MaxPayloadBytes is the largest message payload accepted; default
 	// MaxPopBytes - MaxMessageOverhead, the largest that a pop can answer
@@ -100,7 +101,7 @@ func (c *Config) setDefaults() error {
 		c.TimerTick = 10 * time.Millisecond
 	}
 	if c.CacheBytes <= 0 {
-		c.CacheBytes = 512 << 20
+		c.CacheBytes = 8 << 20
 	}
 	if c.MaxPopBytes <= 0 {
 		c.MaxPopBytes = 16 << 20

@@ -92,7 +92,7 @@ func TestServeLimitsAndJSON(t *testing.T) {
 	}
 	if banner.TCP == "" || banner.HTTP == "" || banner.MaxMessageBytes != 1<<10 || banner.MaxFrameBytes != 64<<10 ||
 		banner.MaxBodyBytes != 4<<10 || banner.MaxBodiesInFlightByte != 1<<20 || banner.Auth ||
-		banner.MemoryLimit != 256<<20 || banner.CacheBytes != 64<<20 {
+		banner.MemoryLimit != 128<<20 || banner.CacheBytes != 8<<20 {
 		t.Fatalf("banner %+v from %s", banner, line)
 	}
 	select {
@@ -157,27 +157,32 @@ func TestParseSize(t *testing.T) {
 }
 
 // TestMemoryLimitShares: --memory-limit bounds what the broker holds, not
-// just the cache: the cache of recent payloads, the records waiting for the
-// disk, and the journal's entries decoded for reads each get their share.
+// just the cache: the cache of recent payloads, the journal's entries decoded
+// for reads, the records waiting for the disk and HTTP request bodies each
+// get their share (the last unless --max-bodies-in-flight is given, and
+// never less than one body of --max-body).
 func TestMemoryLimitShares(t *testing.T) {
 	for _, c := range []struct {
-		limit               string
-		mem                 int64
-		cache, queued, read int64
+		args                        []string
+		mem                         int64
+		cache, read, queued, bodies int64
 	}{
-		{"64MiB", 64 << 20, 16 << 20, 16 << 20, 4 << 20},
-		{"256MiB", 256 << 20, 64 << 20, 64 << 20, 16 << 20},
-		{"1GiB", 1 << 30, 256 << 20, 256 << 20, 64 << 20},
+		{nil, 128 << 20, 8 << 20, 8 << 20, 32 << 20, 64 << 20},
+		{[]string{"--memory-limit", "64MiB"}, 64 << 20, 4 << 20, 4 << 20, 16 << 20, 64 << 20},
+		{[]string{"--memory-limit", "64MiB", "--max-body", "1MiB"}, 64 << 20, 4 << 20, 4 << 20, 16 << 20, 16 << 20},
+		{[]string{"--memory-limit", "1GiB"}, 1 << 30, 64 << 20, 64 << 20, 256 << 20, 256 << 20},
+		{[]string{"--memory-limit", "1GiB", "--max-bodies-in-flight", "100MiB"}, 1 << 30, 64 << 20, 64 << 20, 256 << 20, 100 << 20},
 	} {
-		cfg, code, ok := parseServe([]string{"--memory-limit", c.limit}, io.Discard)
+		cfg, code, ok := parseServe(c.args, io.Discard)
 		if !ok {
-			t.Fatalf("--memory-limit %s: exit %d", c.limit, code)
+			t.Fatalf("%q: exit %d", c.args, code)
 		}
 		o := cfg.opts
-		if cfg.memoryLimit != c.mem || o.Engine.CacheBytes != c.cache || int64(o.Journal.MaxQueuedBytes) != c.queued ||
-			int64(o.Journal.ReadCacheBytes) != c.read {
-			t.Errorf("--memory-limit %s: limit %d, cache %d, queued %d, read cache %d; want %d, %d, %d, %d", c.limit,
-				cfg.memoryLimit, o.Engine.CacheBytes, o.Journal.MaxQueuedBytes, o.Journal.ReadCacheBytes, c.mem, c.cache, c.queued, c.read)
+		if cfg.memoryLimit != c.mem || o.Engine.CacheBytes != c.cache || int64(o.Journal.ReadCacheBytes) != c.read ||
+			int64(o.Journal.MaxQueuedBytes) != c.queued || o.MaxBodyBytesInFlight != c.bodies {
+			t.Errorf("%q: limit %d, cache %d, read cache %d, queued %d, bodies %d; want %d, %d, %d, %d, %d", c.args,
+				cfg.memoryLimit, o.Engine.CacheBytes, o.Journal.ReadCacheBytes, o.Journal.MaxQueuedBytes, o.MaxBodyBytesInFlight,
+				c.mem, c.cache, c.read, c.queued, c.bodies)
 		}
 	}
 }

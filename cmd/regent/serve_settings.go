@@ -30,8 +30,8 @@ var serveSettings = []setting{
 	{"max-message", "REGENT_MAX_MESSAGE", "", fmt.Sprintf("the largest message payload a push accepts, in bytes or with a unit (512KiB, 1MiB, 1MB); default: the largest a pop reply can carry, --max-frame less a message's names and fields (%d bytes with the default frame)", broker.MaxPayloadFor(0))},
 	{"max-frame", "REGENT_MAX_FRAME", "16MiB", "the largest binary-protocol frame, header included: a request (a push batch, a transaction) and a pop reply (cut to fit); from 4KiB to 16MiB, the most the Go client reads"},
 	{"max-body", "REGENT_MAX_BODY", "64MiB", "the largest HTTP request body (a larger one is refused with 413 before it is read)"},
-	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "256MiB", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body)"},
-	{"memory-limit", "REGENT_MEMORY_LIMIT", "256MiB", "the memory the process aims to stay within, in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT); a quarter of it for the cache of recent messages' payloads (a consumer behind the cache reads from the journal), a quarter for records waiting for the disk (past it pushes get overloaded), a sixteenth for journal entries decoded for reads (at least 32MiB)"},
+	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body); default: a quarter of --memory-limit, or --max-body when that is more"},
+	{"memory-limit", "REGENT_MEMORY_LIMIT", "128MiB", "the memory the process aims to stay within (at least 32MiB), in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT); a sixteenth of it for the cache of recent messages' payloads (a consumer behind the cache reads from the journal), a sixteenth for journal entries decoded for such reads, a quarter for records waiting for the disk (past it pushes get overloaded), and by default a quarter for HTTP request bodies"},
 	{"pprof", "REGENT_PPROF", "", "an address (127.0.0.1:6060) where Go's profiles are served, under /debug/pprof/ (heap, CPU, goroutines), for go tool pprof; off when empty. Anyone who reaches it can read the process's memory layout: keep it on a loopback or private address"},
 	{"json", "", "false", "for scripts and log collectors: what serve prints at start is one JSON object on stdout, and the log is JSON unless --log-format says otherwise"},
 	{"log-format", "REGENT_LOG_FORMAT", "text", "log format: text or json"},
@@ -132,14 +132,22 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 	return c, exitOK, true
 }
 
-// The memory limit: the least accepted, and the share of it (1/cacheShare)
-// the cache of recent payloads gets. The rest is for what the cache does not
-// bound: the journal's buffers, connections' buffers, requests in flight,
-// the engine's state, and the garbage collector's slack.
+// The memory limit: the least accepted, and the shares of it (1/n) that
+// what the broker holds gets: the cache of recent payloads, the journal's
+// entries decoded for reads, the records waiting for the disk, and (unless
+// --max-bodies-in-flight says otherwise) HTTP request bodies. The first two
+// are full whenever there is traffic; the last two only while the disk or
+// the clients are slow. The rest is for what no share bounds (the journal's
+// tail segment, the compressor, connections' buffers, the engine's state)
+// and the garbage collector's slack, which is as large as the live heap:
+// the caches' shares are small so that the heap the collector lets grow
+// stays inside the limit (measured in the README's Memory section).
 const (
 	minMemoryLimit = 32 << 20
-	cacheShare     = 4
+	cacheShare     = 16
 	readCacheShare = 16
+	queuedShare    = 4
+	bodiesShare    = 4
 )
 
 // parseLimits reads the memory limit and the largest message, frame and
@@ -166,16 +174,15 @@ func parseLimits(s *settings, o *broker.Options) (memoryLimit int64, err error) 
 		return 0, fmt.Errorf("--memory-limit %q: want a size of at least 32MiB", s.get("memory-limit"))
 	}
 	o.Engine.CacheBytes = mem / cacheShare
-	// What waits for the disk is held in memory too: the same share.
-	o.Journal.MaxQueuedBytes = int(mem / cacheShare)
-	// Entries read back for consumers behind the cache stay decoded in a
-	// smaller one.
 	o.Journal.ReadCacheBytes = int(mem / readCacheShare)
+	o.Journal.MaxQueuedBytes = int(mem / queuedShare)
 	if o.MaxBodyBytes, err = parseSize(s.get("max-body")); err != nil || o.MaxBodyBytes < 1<<10 {
 		return 0, fmt.Errorf("--max-body %q: want a size of at least 1KiB", s.get("max-body"))
 	}
-	if o.MaxBodyBytesInFlight, err = parseSize(s.get("max-bodies-in-flight")); err != nil || o.MaxBodyBytesInFlight < o.MaxBodyBytes {
-		return 0, fmt.Errorf("--max-bodies-in-flight %q: want a size of at least --max-body (%s)", s.get("max-bodies-in-flight"), s.get("max-body"))
+	if v := s.get("max-bodies-in-flight"); v == "" {
+		o.MaxBodyBytesInFlight = max(mem/bodiesShare, o.MaxBodyBytes)
+	} else if o.MaxBodyBytesInFlight, err = parseSize(v); err != nil || o.MaxBodyBytesInFlight < o.MaxBodyBytes {
+		return 0, fmt.Errorf("--max-bodies-in-flight %q: want a size of at least --max-body (%s)", v, s.get("max-body"))
 	}
 	return mem, nil
 }
