@@ -62,6 +62,12 @@ func (r *runner) runBacklog(ctx context.Context, probe Probe, profile io.Writer)
 		return res, fmt.Errorf("bench: backlog: nothing was pushed within %s", cfg.FillTime)
 	}
 
+	if cfg.DropCaches {
+		if err := dropPageCache(); err != nil {
+			return res, err
+		}
+	}
+
 	// Drain phase.
 	var conss []Consumer
 	defer func() {

@@ -74,6 +74,11 @@ type Config struct {
 	FailFraction float64 `json:"fail_fraction"`
 	// Queue (or stream subject prefix) used (default "bench").
 	Queue string `json:"queue"`
+	// DropCaches (backlog only) empties the kernel's page cache between the
+	// push and the drain (sync, then 3 into /proc/sys/vm/drop_caches: root
+	// only), so that the drain reads the backlog from the disk, not from
+	// memory.
+	DropCaches bool `json:"drop_caches,omitempty"`
 }
 
 // Defaults fills the zero fields of c.
@@ -178,6 +183,8 @@ func (c *Config) Validate() error {
 		return bad("backlog takes no idle partitions (no consumer may exist while it pushes)")
 	case c.backlog() && c.failing():
 		return bad("backlog acks every message completed: it takes no fail fraction")
+	case c.DropCaches && !c.backlog():
+		return bad("only backlog drops the page cache (between its push and its drain)")
 	}
 	return nil
 }

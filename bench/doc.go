@@ -48,7 +48,9 @@
 //	    --out docs/bench/results/11-compare-backlog.json
 //
 // --fill-time caps the push phase and --duration the drain (30 min by
-// default for backlog).
+// default for backlog). --drop-caches (root only) syncs and empties the
+// kernel's page cache between the two phases, so that the drain reads the
+// backlog from the disk: the cold case.
 //
 // # The Redis peer
 //

@@ -211,6 +211,9 @@ func describeLoad(c *Config) string {
 	}
 	if c.backlog() {
 		parts = append(parts, fmt.Sprintf("backlog of %s messages (drain ≤ %s)", count(c.Messages), c.Duration))
+		if c.DropCaches {
+			parts = append(parts, "page cache dropped before the drain")
+		}
 	} else if c.Messages > 0 {
 		parts = append(parts, fmt.Sprintf("%s messages (≤ %s)", count(c.Messages), c.Duration))
 	} else {

@@ -116,7 +116,7 @@ type benchFlags struct {
 	queue, addr, httpAddr, server, sync *string
 	peerURL, peerBin, out, cpuprofile   *string
 	startPeer, jsonOut, showLogs        *bool
-	auth                                *bool
+	auth, dropCaches                    *bool
 	token, tlsCA                        *string
 }
 
@@ -163,6 +163,7 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.out = fs.String("out", "", "also write the result file (JSON) there")
 	f.cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process during each run's measured phase (a pre-fill excluded): the first run's to `FILE`, the n-th's to FILE.n; with --server inprocess it holds client and server (go tool pprof -tagignore bench=client shows the server alone)")
 	f.showLogs = fs.Bool("log", false, "show the servers' logs on stderr")
+	f.dropCaches = fs.Bool("drop-caches", false, "backlog: empty the kernel's page cache between the push and the drain (sync; echo 3 > /proc/sys/vm/drop_caches: root only), so the drain reads the backlog from the disk")
 	f.auth = fs.Bool("auth", false, "start Regent with authentication on (HS256, a fresh secret) and send a token: checked once per connection over TCP, on every request over HTTP")
 	f.token = fs.String("token", "", "the token (a JWT) to send to a running Regent (--addr, --http-addr) with auth on")
 	f.tlsCA = fs.String("tls-ca", "", "with --addr: speak TLS to it (a TLS terminator in front of Regent), trusting the CA certificates of this PEM `FILE`")
@@ -196,7 +197,7 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 	}
 	base := bench.Config{Scenario: scenario, MsgSize: *f.size, Producers: *f.producers, Consumers: *f.consumers,
 		Groups: *f.groups, InFlight: *f.inFlight, IdlePartitions: *f.idle, Duration: *f.duration, Messages: *f.messages,
-		FillTime: *f.fillTime, Rate: *f.rate, FailFraction: *f.failFraction, Queue: *f.queue}
+		FillTime: *f.fillTime, Rate: *f.rate, FailFraction: *f.failFraction, Queue: *f.queue, DropCaches: *f.dropCaches}
 	var targets []string
 	if *f.target != "" {
 		targets = strings.Split(*f.target, ",")
