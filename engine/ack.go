@@ -265,11 +265,14 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 		}
 		c.l, c.ms, c.next = l, ms, 0
 	}
-	// A message pushed without a transactionId is named by its id, in text.
-	id, byID := it.MessageID, !it.MessageID.IsZero()
+	// A message pushed without a transactionId is named by its id, in the
+	// canonical text (compared without making a string: acks come by the
+	// million).
+	id, byID, idText := it.MessageID, !it.MessageID.IsZero(), false
 	if !byID {
 		if u, err := ParseUUID(it.TransactionID); err == nil && len(it.TransactionID) == 36 {
-			id = u
+			var b [36]byte
+			id, idText = u, string(u.Append(b[:0])) == it.TransactionID
 		}
 	}
 	for n := range c.ms {
@@ -282,7 +285,7 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 		case m.txn != "":
 			match = m.txn == it.TransactionID
 		default:
-			match = m.id == id && id.String() == it.TransactionID
+			match = idText && m.id == id
 		}
 		if match {
 			c.next = i + 1

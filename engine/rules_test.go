@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -453,6 +454,20 @@ func TestAckByTransactionID(t *testing.T) {
 	if r[0].Err != nil || r[1].Err != nil || r[1].Offset != 1 {
 		t.Fatalf("acks = %+v", r)
 	}
+	// A message pushed without a transactionId is named by its id's
+	// canonical text, and by nothing else that parses to the same id.
+	f.pushItems(PushItem{Queue: "q", Payload: []byte("z")})
+	m := f.pop(PopRequest{Queue: "q"})[0]
+	for _, txn := range []string{strings.ToUpper(m.ID.String()), strings.ReplaceAll(m.ID.String(), "-", "")} {
+		r = f.ack(AckItem{PartitionID: m.PartitionID, TransactionID: txn, LeaseID: m.LeaseID, Status: Completed})
+		if !errors.Is(r[0].Err, ErrNotInFlight) {
+			t.Fatalf("ack by %q: %+v, want not in flight", txn, r[0])
+		}
+	}
+	r = f.ack(AckItem{PartitionID: m.PartitionID, TransactionID: m.ID.String(), LeaseID: m.LeaseID, Status: Completed})
+	if r[0].Err != nil || r[0].Offset != 2 {
+		t.Fatalf("ack by the id's text: %+v", r[0])
+	}
 }
 
 func TestAutoAckMovesCursorAtDelivery(t *testing.T) {
@@ -616,5 +631,34 @@ func TestPopBuf(t *testing.T) {
 	}
 	if buf2[0].TransactionID != "caller's" {
 		t.Fatal("the engine wrote into Buf after PopAsync returned")
+	}
+}
+
+// TestAckByIDTextAllocatesNoMore: naming messages by their id's text (as
+// Queen's clients do for messages pushed without a transactionId) costs no
+// allocation per message over naming them by id.
+func TestAckByIDTextAllocatesNoMore(t *testing.T) {
+	f := newFixture(t)
+	allocs := func(byText bool) float64 {
+		return testing.AllocsPerRun(5, func() {
+			f.push("q", "", nums(100)...)
+			msgs := f.pop(PopRequest{Queue: "q", Batch: 100})
+			items := make([]AckItem, len(msgs))
+			for i, m := range msgs {
+				items[i] = AckItem{PartitionID: m.PartitionID, LeaseID: m.LeaseID, Status: Completed}
+				if byText {
+					items[i].TransactionID = m.TransactionID
+				} else {
+					items[i].MessageID = m.ID
+				}
+			}
+			if r := f.ack(items...); r[99].Err != nil {
+				t.Fatal(r[99].Err)
+			}
+		})
+	}
+	byID, byText := allocs(false), allocs(true)
+	if byText > byID+10 {
+		t.Fatalf("a batch of 100 acks by id text allocates %.0f times, by id %.0f", byText, byID)
 	}
 }
