@@ -51,6 +51,7 @@ var rules = map[string]rule{
 	"bench":             {may: []string{"client", "protocol", "github.com/nats-io/nats.go", "github.com/redis/go-redis/v9"}},
 	"bench/benchtest":   {may: []string{"bench"}},
 	"crash":             {may: []string{"client", "protocol"}},
+	"cluster":           {},
 	"examples/tumbling": {may: []string{"client"}},
 	"cmd/regent":        {may: []string{"*"}},
 }
