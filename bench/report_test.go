@@ -348,3 +348,34 @@ func TestReportRedisPeer(t *testing.T) {
 		t.Logf("report:\n%s", s)
 	}
 }
+
+// TestReportHTTPTarget: Regent's HTTP bridge is held to 1× NATS's binary
+// protocol (default sync), not to the binary protocol's 4×, and has no
+// target against NATS with sync always.
+func TestReportHTTPTarget(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
+	cmp := &File{Kind: "compare", Command: "regent bench compare consume --target regent-http,nats --start-peer", Env: env}
+	for r := 1; r <= 3; r++ {
+		cmp.Results = append(cmp.Results,
+			fakeResult(Consume, TargetRegentHTTP, RegentDurability("always"), r, 150000, 5*time.Millisecond),
+			fakeResult(Consume, TargetNATS, NATSDurability(false), r, 100000, 20*time.Millisecond),
+			fakeResult(Consume, TargetNATS, NATSDurability(true), r, 100000, 20*time.Millisecond))
+	}
+	if err := WriteFile(filepath.Join(dir, "a.json"), cmp); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(dir, "B.md")
+	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	s := string(b)
+	if want := "| consume over HTTP | 4 consumers × 8 acks in flight, batch 100 | nats (default sync) | ≥ 1× | 1.5× | **met** |"; !strings.Contains(s, want) {
+		t.Errorf("report lacks %q:\n%s", want, s)
+	}
+	if strings.Contains(s, "| consume over HTTP | 4 consumers × 8 acks in flight, batch 100 | nats (sync always)") ||
+		strings.Contains(s, "| consume | 4 consumers") {
+		t.Errorf("the HTTP side was held to a binary-protocol target:\n%s", s)
+	}
+}
