@@ -318,51 +318,113 @@ func containsRow[T comparable](xs []T, x T) bool {
 	return false
 }
 
-// targetsTable checks the issues' targets: Regent ≥ 4× NATS (default
-// sync) and ≥ 100× NATS (sync always) in msgs/s, at 128 B and 4
-// producers, in push and consume; Regent's HTTP bridge (Queen's API) ≥ 1×
-// NATS (default sync, its binary protocol) in push and consume; from the
-// comparisons' median ratios.
+// targetsTable checks the issues' targets against the comparisons' medians:
+//
+//   - throughput, at 128 B: Regent ≥ 4× NATS (default sync) and ≥ 100×
+//     NATS (sync always) in push and consume; Regent's HTTP bridge (Queen's
+//     API) ≥ 1× NATS (default sync, its binary protocol); Regent ≥ 2× Redis
+//     with appendfsync always and ≥ 1× with everysec;
+//   - memory: Regent's peak RSS ≤ 2× NATS's (default sync) and below
+//     Redis's, in the same comparison; a backlog's push and drain phases
+//     within 256 MiB;
+//   - CPU: Regent's server CPU per message ≤ 0.7 µs in push and consume;
+//   - backlog: the drain ≥ 2× NATS's drain of the same backlog.
 func targetsTable(files []File) string {
 	var b strings.Builder
+	at := ""
+	row := func(scenario, load, against, target, measured string, met bool) {
+		verdict := "**met**"
+		if !met {
+			verdict = "**missed**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", scenario, load, against, target, measured, verdict, at)
+	}
 	for _, f := range files {
 		if f.Kind != "compare" || len(f.Results) == 0 {
 			continue
 		}
+		at = f.Env.Date.Format("2006-01-02")
+		if c := f.Env.Commit; c != "" {
+			at = "`" + c[:min(len(c), 7)] + "`, " + at
+		}
 		r0 := f.Results[0]
-		if (r0.Scenario != Push && r0.Scenario != Consume) || r0.MsgSize != 128 {
+		if (r0.Scenario != Push && r0.Scenario != Consume && r0.Scenario != Backlog) || r0.MsgSize != 128 {
 			continue
 		}
-		for _, s := range Summarize(f.Results)[1:] {
-			if s.Target != TargetNATS {
-				continue // the issue's targets are against NATS
+		sums := Summarize(f.Results)
+		ref := sums[0]
+		scenario := r0.Scenario
+		load := fmt.Sprintf("%d producers × %d in flight, batch %d", r0.Producers, r0.InFlight, r0.Batch)
+		if r0.Scenario == Consume {
+			load = fmt.Sprintf("%d consumers × %d acks in flight, batch %d", r0.Consumers, r0.InFlight, r0.Batch)
+		}
+		http := r0.Target == TargetRegentHTTP
+		if http {
+			scenario += " over HTTP"
+		}
+		if r0.Scenario == Backlog {
+			load = fmt.Sprintf("%s messages", count(r0.Messages))
+			if r0.DropCaches {
+				load += ", page cache dropped before the drain"
 			}
-			want, scenario := 4.0, r0.Scenario
-			if strings.Contains(s.Side, "always") {
-				want = 100
+			for _, ph := range ref.Phases {
+				if ph.PeakRSS > 0 {
+					row(scenario+" ("+ph.Name+")", load, "—", "peak RSS ≤ 256 MiB", mdRSS(ph.PeakRSS), ph.PeakRSS <= 256<<20)
+				}
 			}
-			if r0.Target == TargetRegentHTTP {
-				if strings.Contains(s.Side, "always") {
+		} else if !http && ref.CPUPerMsg > 0 {
+			row(scenario, load, "—", "server CPU ≤ 0.7 µs/msg", fmt.Sprintf("%.2f µs", ref.CPUPerMsg), ref.CPUPerMsg <= 0.7)
+		}
+		for _, s := range sums[1:] {
+			always := strings.Contains(s.Side, "always")
+			var want float64
+			switch {
+			case s.Target == TargetNATS && r0.Scenario == Backlog:
+				if always {
+					continue
+				}
+				want = 2
+			case s.Target == TargetNATS && http:
+				if always {
 					continue // no target: HTTP against NATS's default sync only
 				}
-				want, scenario = 1, r0.Scenario+" over HTTP"
+				want = 1
+			case s.Target == TargetNATS && always:
+				want = 100
+			case s.Target == TargetNATS:
+				want = 4
+			case s.Target == TargetRedis && !http && r0.Scenario != Backlog && always:
+				want = 2
+			case s.Target == TargetRedis && !http && r0.Scenario != Backlog:
+				want = 1
+			default:
+				continue
 			}
-			verdict := "**met**"
-			if s.Ratio < want {
-				verdict = "**missed**"
+			what := "msgs/s ≥ %.0f×"
+			if r0.Scenario == Backlog {
+				what = "drain msgs/s ≥ %.0f×"
 			}
-			load := fmt.Sprintf("%d producers × %d in flight, batch %d", r0.Producers, r0.InFlight, r0.Batch)
-			if r0.Scenario == Consume {
-				load = fmt.Sprintf("%d consumers × %d acks in flight, batch %d", r0.Consumers, r0.InFlight, r0.Batch)
+			row(scenario, load, s.Side, fmt.Sprintf(what, want), fmt.Sprintf("%.1f×", s.Ratio), s.Ratio >= want)
+			if ref.PeakRSS <= 0 || s.PeakRSS <= 0 || r0.Scenario == Backlog {
+				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | ≥ %.0f× | %.1f× | %s |\n", scenario, load, s.Side, want, s.Ratio, verdict)
+			rss := float64(ref.PeakRSS) / float64(s.PeakRSS)
+			measured := fmt.Sprintf("%.2f× (%s ÷ %s)", rss, mdRSS(ref.PeakRSS), mdRSS(s.PeakRSS))
+			switch {
+			case s.Target == TargetNATS && !always:
+				row(scenario, load, s.Side, "peak RSS ≤ 2×", measured, rss <= 2)
+			case s.Target == TargetRedis:
+				row(scenario, load, s.Side, "peak RSS below", measured, rss < 1)
+			}
 		}
 	}
 	if b.Len() == 0 {
 		return ""
 	}
-	return "Regent's msgs/s over NATS JetStream's, 128-byte messages, Regent fsyncing every commit:\n\n" +
-		"| scenario | load | against | target | median ratio | |\n|---|---|---|---|---|---|\n" + b.String()
+	return "Regent against its peers in the same comparison (medians of the rounds; peak RSS: the largest of the rounds), " +
+		"128-byte messages, Regent fsyncing every commit. Rows come from every comparison file, older ones included: " +
+		"the last column says which code and day each was measured on.\n\n" +
+		"| scenario | load | against | target | measured | | code, date |\n|---|---|---|---|---|---|---|\n" + b.String()
 }
 
 // backlogTable shows the two phases of backlog runs, a row per side: what
