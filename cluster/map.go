@@ -38,8 +38,11 @@ func (m *Map) Check() error {
 	if len(m.Owners) != m.Shards {
 		return fmt.Errorf("cluster: map of epoch %d: %d owners for %d shards", m.Epoch, len(m.Owners), m.Shards)
 	}
-	for i := 1; i < len(m.Brokers); i++ {
-		if m.Brokers[i-1].ID >= m.Brokers[i].ID {
+	for i := range m.Brokers {
+		if m.Brokers[i].ID == "" {
+			return fmt.Errorf("cluster: map of epoch %d: a broker with no id", m.Epoch)
+		}
+		if i > 0 && m.Brokers[i-1].ID >= m.Brokers[i].ID {
 			return fmt.Errorf("cluster: map of epoch %d: brokers not sorted by id, or %q listed twice", m.Epoch, m.Brokers[i].ID)
 		}
 	}
@@ -87,7 +90,8 @@ var ErrNoMembers = errors.New("cluster: no live broker to place shards on")
 // data is on its owner's disk, and a broker that died comes back to it),
 // and every shard without one goes to the live member owning the fewest,
 // the lowest id first among equals. members are every broker of the
-// cluster, live the ones registered now. prev may be nil (a new cluster)
+// cluster (none with an empty id: "" means no owner), live the ones
+// registered now (those that are not members are passed over). prev may be nil (a new cluster)
 // and must otherwise hold one entry per shard.
 func Place(shards int, prev []string, members, live []string) ([]string, error) {
 	if err := CheckShards(shards); err != nil {
@@ -98,6 +102,9 @@ func Place(shards int, prev []string, members, live []string) ([]string, error) 
 	}
 	isMember := make(map[string]bool, len(members))
 	for _, id := range members {
+		if id == "" {
+			return nil, errors.New("cluster: a member with no id")
+		}
 		isMember[id] = true
 	}
 	load := make(map[string]int, len(live))

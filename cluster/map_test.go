@@ -45,7 +45,8 @@ func TestPlaceKeepsOwnersThatAreMembers(t *testing.T) {
 	if owners, _ = Place(12, prev, members, members); !slices.Equal(owners, prev) {
 		t.Fatalf("after d joined: %v; want %v", owners, prev)
 	}
-	// c was removed: its 4 shards go to d (none yet) first, then round.
+	// c was removed: its 4 shards go to the live member owning the fewest,
+	// d (none), until it owns as many as the others.
 	members = []string{"a", "b", "d"}
 	owners, err = Place(12, prev, members, members)
 	if err != nil {
@@ -74,6 +75,9 @@ func TestPlaceRefusals(t *testing.T) {
 	}
 	if _, err := Place(0, nil, []string{"a"}, []string{"a"}); err == nil {
 		t.Fatal("0 shards taken")
+	}
+	if _, err := Place(4, nil, []string{"a", ""}, []string{"a", ""}); err == nil {
+		t.Fatal("a member with no id taken")
 	}
 	// Every shard owned by a member: no live member needed.
 	if owners, err := Place(2, []string{"a", "a"}, []string{"a"}, nil); err != nil || !slices.Equal(owners, []string{"a", "a"}) {
@@ -110,6 +114,7 @@ func TestMapRoutes(t *testing.T) {
 		{Shards: 2, Owners: []string{"a", "z"}, Brokers: brokers},
 		{Shards: 1, Owners: []string{"a"}, Brokers: []Broker{{ID: "b"}, {ID: "a"}}},
 		{Shards: 1, Owners: []string{"a"}, Brokers: []Broker{{ID: "a"}, {ID: "a"}}},
+		{Shards: 1, Owners: []string{""}, Brokers: []Broker{{ID: ""}}},
 		{Shards: 0},
 	} {
 		if err := bad.Check(); err == nil {
