@@ -98,18 +98,31 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 	w("and then the median, so that a slow minute of the shared machine hits both sides alike.\n\n")
 	w("%s\n\n", envLine(files))
 
-	// Overview: one row per scenario, the sides side by side.
+	// Overview: one row per scenario, the sides side by side, each side
+	// from the newest file that ran it at that load (pooling older runs
+	// would mix code that is gone with code that is here).
+	type sideAt struct{ scen, load, side string }
+	newest := map[sideAt]time.Time{}
+	keyOf := func(r *Result) sideAt { return sideAt{r.Scenario, describeLoad(&r.Config), sideOf(r)} }
+	for _, f := range files {
+		for i := range f.Results {
+			if k := keyOf(&f.Results[i]); f.Env.Date.After(newest[k]) {
+				newest[k] = f.Env.Date
+			}
+		}
+	}
 	var all []Result
 	for _, f := range files {
-		for _, r := range f.Results {
-			if r.Sweep != "batch" && r.Sweep != "partitions" {
+		for i, r := range f.Results {
+			if r.Sweep != "batch" && r.Sweep != "partitions" && newest[keyOf(&f.Results[i])].Equal(f.Env.Date) {
 				all = append(all, r)
 			}
 		}
 	}
 	if len(all) > 0 {
 		w("### Scenarios side by side\n\n")
-		w("Medians of every run of a scenario at one load; the ratios here divide medians (the comparisons below\n")
+		w("Medians of the runs of each scenario at one load, each side from the newest result file that ran it\n")
+		w("(older files keep their own sections below); the ratios here divide medians (the comparisons below\n")
 		w("give the ratio per round).\n\n")
 		w("%s", overviewTable(all))
 		w("\n")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +391,33 @@ func TestReportHTTPTarget(t *testing.T) {
 	if strings.Contains(s, "| consume over HTTP | 4 consumers × 8 acks in flight, batch 100 | nats (sync always)") ||
 		strings.Contains(s, "| consume | 4 consumers") {
 		t.Errorf("the HTTP side was held to a binary-protocol target:\n%s", s)
+	}
+}
+
+// TestOverviewTakesTheNewestFile: a scenario measured in two files shows,
+// side by side, the newer file's runs only; the older keeps its section.
+func TestOverviewTakesTheNewestFile(t *testing.T) {
+	dir := t.TempDir()
+	for i, mps := range []float64{100000, 700000} {
+		env := Env{Date: time.Date(2026, 12, 2+i, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
+		f := &File{Kind: "compare", Command: "regent bench compare push", Env: env}
+		for r := 1; r <= 3; r++ {
+			f.Results = append(f.Results,
+				fakeResult(Push, TargetRegent, RegentDurability("always"), r, mps, 5*time.Millisecond),
+				fakeResult(Push, TargetNATS, NATSDurability(false), r, 100000, 20*time.Millisecond))
+		}
+		if err := WriteFile(filepath.Join(dir, strconv.Itoa(10+i)+".json"), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := filepath.Join(dir, "B.md")
+	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	s := string(b)
+	if !strings.Contains(s, "| push | 128 B, batch 100, 4 producers × 8 in flight, 16 partitions, 10s | 700,000 |") ||
+		!strings.Contains(s, "| 100,000 | 20.0ms | 7.0× |\n") {
+		t.Errorf("the overview is not the newer file's:\n%s", s)
 	}
 }
