@@ -25,6 +25,11 @@ import (
 func (r *runner) runBacklog(ctx context.Context, probe Probe, profile io.Writer) (Result, error) {
 	cfg := r.cfg
 	res := Result{Config: cfg}
+	if cfg.DropCaches {
+		if err := canDropPageCache(); err != nil {
+			return res, err
+		}
+	}
 	var prods []Producer
 	closeProds := func() {
 		for _, p := range prods {
