@@ -258,7 +258,6 @@ func backlogResult(target, durability string, round int, pushMps, drainMps float
 // and RSS per side, and the drain ratio per round; a backlog run outside a
 // comparison gets its phase table too.
 func TestReportBacklog(t *testing.T) {
-	dir := t.TempDir()
 	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
 	cmp := &File{Kind: "compare", Command: "regent bench compare backlog --messages 20000000 --start-peer", Env: env}
 	for r, f := range []float64{1, 0.5, 2} {
@@ -268,17 +267,7 @@ func TestReportBacklog(t *testing.T) {
 	}
 	run := &File{Kind: "run", Command: "regent bench backlog --messages 1000", Env: env,
 		Results: []Result{backlogResult(TargetRegent, RegentDurability("always"), 0, 1000, 2000, 10<<20, 20<<20)}}
-	for name, f := range map[string]*File{"a-backlog": cmp, "b-backlog-run": run} {
-		if err := WriteFile(filepath.Join(dir, name+".json"), f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	md := filepath.Join(dir, "B.md")
-	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(md)
-	s := string(b)
+	s := reportOf(t, map[string]*File{"a-backlog": cmp, "b-backlog-run": run})
 	for _, want := range []string{
 		"push-phase peak RSS", "drain-phase peak RSS", "**drain msgs/s**",
 		// regent: push median 400,000, 300 MiB; drain median 900,000, 200 MiB; ratio 6.0 in every round
@@ -315,7 +304,6 @@ func TestReportBacklog(t *testing.T) {
 // peers, gives Redis's sides their columns and ratios, and holds Regent
 // to 2× Redis with appendfsync always and 1× with everysec.
 func TestReportRedisPeer(t *testing.T) {
-	dir := t.TempDir()
 	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
 	cmp := &File{Kind: "compare", Command: "regent bench compare push --target regent,nats,redis --start-peer", Env: env}
 	for r := 1; r <= 3; r++ {
@@ -325,15 +313,7 @@ func TestReportRedisPeer(t *testing.T) {
 			fakeResult(Push, TargetRedis, RedisDurability("everysec"), r, 300000, 10*time.Millisecond),
 			fakeResult(Push, TargetRedis, RedisDurability("always"), r, 200000, 10*time.Millisecond))
 	}
-	if err := WriteFile(filepath.Join(dir, "a.json"), cmp); err != nil {
-		t.Fatal(err)
-	}
-	md := filepath.Join(dir, "B.md")
-	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(md)
-	s := string(b)
+	s := reportOf(t, map[string]*File{"a": cmp})
 	for _, want := range []string{
 		"### push: Regent vs NATS JetStream and Redis Streams",
 		"| redis (appendfsync everysec) | appendfsync everysec: ", "| redis (appendfsync always) | appendfsync always: ",
@@ -367,7 +347,6 @@ func TestReportRedisPeer(t *testing.T) {
 // protocol (default sync), not to the binary protocol's 4×, and has no
 // target against NATS with sync always.
 func TestReportHTTPTarget(t *testing.T) {
-	dir := t.TempDir()
 	env := Env{Date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
 	cmp := &File{Kind: "compare", Command: "regent bench compare consume --target regent-http,nats --start-peer", Env: env}
 	for r := 1; r <= 3; r++ {
@@ -376,15 +355,7 @@ func TestReportHTTPTarget(t *testing.T) {
 			fakeResult(Consume, TargetNATS, NATSDurability(false), r, 100000, 20*time.Millisecond),
 			fakeResult(Consume, TargetNATS, NATSDurability(true), r, 100000, 20*time.Millisecond))
 	}
-	if err := WriteFile(filepath.Join(dir, "a.json"), cmp); err != nil {
-		t.Fatal(err)
-	}
-	md := filepath.Join(dir, "B.md")
-	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(md)
-	s := string(b)
+	s := reportOf(t, map[string]*File{"a": cmp})
 	if want := "| consume over HTTP | 4 consumers × 8 acks in flight, batch 100 | nats (default sync) | msgs/s ≥ 1× | 1.5× | **met** |"; !strings.Contains(s, want) {
 		t.Errorf("report lacks %q:\n%s", want, s)
 	}
@@ -397,7 +368,7 @@ func TestReportHTTPTarget(t *testing.T) {
 // TestOverviewTakesTheNewestFile: a scenario measured in two files shows,
 // side by side, the newer file's runs only; the older keeps its section.
 func TestOverviewTakesTheNewestFile(t *testing.T) {
-	dir := t.TempDir()
+	files := map[string]*File{}
 	for i, mps := range []float64{100000, 700000} {
 		env := Env{Date: time.Date(2026, 12, 2+i, 10, 0, 0, 0, time.UTC), Cores: 2, GoVersion: "go1.26.8"}
 		f := &File{Kind: "compare", Command: "regent bench compare push", Env: env}
@@ -406,7 +377,22 @@ func TestOverviewTakesTheNewestFile(t *testing.T) {
 				fakeResult(Push, TargetRegent, RegentDurability("always"), r, mps, 5*time.Millisecond),
 				fakeResult(Push, TargetNATS, NATSDurability(false), r, 100000, 20*time.Millisecond))
 		}
-		if err := WriteFile(filepath.Join(dir, strconv.Itoa(10+i)+".json"), f); err != nil {
+		files[strconv.Itoa(10+i)] = f
+	}
+	s := reportOf(t, files)
+	if !strings.Contains(s, "| push | 128 B, batch 100, 4 producers × 8 in flight, 16 partitions, 10s | 700,000 |") ||
+		!strings.Contains(s, "| 100,000 | 20.0ms | 7.0× |\n") {
+		t.Errorf("the overview is not the newer file's:\n%s", s)
+	}
+}
+
+// reportOf writes files (by name, without .json) into a fresh results
+// folder and returns the BENCHMARKS.md that Report makes of them.
+func reportOf(t *testing.T, files map[string]*File) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, f := range files {
+		if err := WriteFile(filepath.Join(dir, name+".json"), f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -414,10 +400,9 @@ func TestOverviewTakesTheNewestFile(t *testing.T) {
 	if _, err := Report(ReportOptions{Results: dir, Markdown: md, Charts: filepath.Join(dir, "charts")}); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(md)
-	s := string(b)
-	if !strings.Contains(s, "| push | 128 B, batch 100, 4 producers × 8 in flight, 16 partitions, 10s | 700,000 |") ||
-		!strings.Contains(s, "| 100,000 | 20.0ms | 7.0× |\n") {
-		t.Errorf("the overview is not the newer file's:\n%s", s)
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(b)
 }

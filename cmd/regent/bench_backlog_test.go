@@ -17,19 +17,7 @@ import (
 // drain, no consumer exists while the push phase runs, and both phases
 // carry their own figures, the server's CPU and sampled RSS among them.
 func TestBacklogDrainsEveryMessageOnce(t *testing.T) {
-	_, bin := buildRegent(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	srv, err := bench.StartRegent(ctx, bin, "always", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	inner, err := bench.NewTarget(bench.TargetRegent, srv.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg := benchtest.Tag(inner)
+	ctx, srv, tg := startBacklogServer(t)
 	const n = 30_000
 	cfg := bench.Config{Scenario: bench.Backlog, Messages: n, Producers: 2, Consumers: 3, Batch: 50, Duration: time.Minute}
 	res, err := bench.Run(ctx, cfg, tg, srv.Probe(), nil, nil)
@@ -74,19 +62,7 @@ func TestBacklogDrainsFromAColdPageCache(t *testing.T) {
 	if can && os.Getenv("REGENT_TEST_DROP_CACHES") != "1" {
 		t.Skip("this process may empty the page cache: set REGENT_TEST_DROP_CACHES=1 to let the test do it")
 	}
-	_, bin := buildRegent(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	srv, err := bench.StartRegent(ctx, bin, "always", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	inner, err := bench.NewTarget(bench.TargetRegent, srv.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg := benchtest.Tag(inner)
+	ctx, srv, tg := startBacklogServer(t)
 	const n = 5_000
 	cfg := bench.Config{Scenario: bench.Backlog, Messages: n, Producers: 2, Consumers: 2, Batch: 50, Duration: time.Minute, DropCaches: true}
 	before := pageCacheBytes(t)
@@ -140,4 +116,24 @@ func pageCacheBytes(t *testing.T) int64 {
 	}
 	t.Fatal("no Cached line in /proc/meminfo")
 	return 0
+}
+
+// startBacklogServer starts a `regent serve` child for a backlog run (stopped
+// when the test ends) and returns a context for the run, the server, and a
+// target that tags every message it pushes.
+func startBacklogServer(t *testing.T) (context.Context, *bench.Server, *benchtest.Tagged) {
+	t.Helper()
+	_, bin := buildRegent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	srv, err := bench.StartRegent(ctx, bin, "always", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	inner, err := bench.NewTarget(bench.TargetRegent, srv.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, srv, benchtest.Tag(inner)
 }
