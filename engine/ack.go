@@ -234,6 +234,9 @@ type leaseMsgs struct {
 	ms   []msg
 	next int       // acks usually come in delivery order: look from the last match
 	buf  *[128]msg // from msgBufs, taken when an ack first needs the messages
+	// The same for a lease whose names it holds (nothing to read).
+	named    *lease
+	nameNext int
 }
 
 var msgBufs = sync.Pool{New: func() any { return new([128]msg) }}
@@ -255,16 +258,6 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 	if it.MessageID.IsZero() && it.TransactionID == "" {
 		return 0, false
 	}
-	if c.l != l {
-		if c.buf == nil {
-			c.buf = msgBufs.Get().(*[128]msg)
-		}
-		ms, err := e.msgsRange(p, l.from, l.to, c.buf[:0])
-		if err != nil {
-			return 0, false
-		}
-		c.l, c.ms, c.next = l, ms, 0
-	}
 	// A message pushed without a transactionId is named by its id, in the
 	// canonical text (compared without making a string: acks come by the
 	// million).
@@ -274,6 +267,29 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 			var b [36]byte
 			id, idText = u, string(u.Append(b[:0])) == it.TransactionID
 		}
+	}
+	if l.names != nil {
+		if c.named != l {
+			c.named, c.nameNext = l, 0
+		}
+		for n := range l.names {
+			i := (c.nameNext + n) % len(l.names)
+			if l.names[i].named(byID, id, idText, it.TransactionID) {
+				c.nameNext = i + 1
+				return l.from + uint64(i), true
+			}
+		}
+		return 0, false
+	}
+	if c.l != l {
+		if c.buf == nil {
+			c.buf = msgBufs.Get().(*[128]msg)
+		}
+		ms, err := e.msgsRange(p, l.from, l.to, c.buf[:0])
+		if err != nil {
+			return 0, false
+		}
+		c.l, c.ms, c.next = l, ms, 0
 	}
 	for n := range c.ms {
 		i := (c.next + n) % len(c.ms)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,6 +41,79 @@ type lease struct {
 	released bool // a failed or retry ack gave the rest of the lease back
 	timer    timer
 	set      *leaseSet
+	// names holds how acks may name each message (from + i), taken from
+	// the messages the pop delivered, so that an ack by id or
+	// transactionId does not read the lease's records back from the
+	// journal when they have left the cache. nil for a lease not made by a
+	// pop (an ended lease remembered for repeated acks): findInLease then
+	// reads the messages, as it does once the lease has ended.
+	names []leaseName
+}
+
+// leaseName is how an ack may name one message of a lease besides its
+// offset: its id, and its transactionId, kept as 16 bytes when it is a
+// UUID's canonical text (as Queen's clients make them) and as an owned
+// string otherwise.
+type leaseName struct {
+	id    UUID
+	txnID UUID   // the transactionId, when txnOf == txnUUID
+	txn   string // the transactionId, when txnOf == txnText
+	txnOf uint8
+}
+
+// What a message's transactionId is, in a leaseName.
+const (
+	txnNone uint8 = iota // none: the message is named by its id's text
+	txnUUID              // a UUID's canonical text, kept in txnID
+	txnText              // anything else, kept in txn
+)
+
+// leaseNames makes the names of ms, which the lease holds in order.
+func leaseNames(ms []msg) []leaseName {
+	names := make([]leaseName, len(ms))
+	for i := range ms {
+		n := &names[i]
+		n.id = ms[i].id
+		switch txn := ms[i].txn; {
+		case txn == "":
+		case len(txn) == 36 && isCanonicalUUID(txn, &n.txnID):
+			n.txnOf = txnUUID
+		default:
+			n.txnOf, n.txn = txnText, strings.Clone(txn) // txn aliases the record
+		}
+	}
+	return names
+}
+
+// isCanonicalUUID reports whether s is exactly the canonical (lower-case,
+// hyphenated) text of a UUID, which it stores in u.
+func isCanonicalUUID(s string, u *UUID) bool {
+	v, err := ParseUUID(s)
+	if err != nil {
+		return false
+	}
+	var b [36]byte
+	if string(v.Append(b[:0])) != s {
+		return false
+	}
+	*u = v
+	return true
+}
+
+// named reports whether n is the message an ack names: by id when byID,
+// else by the transactionId text txn, where id is txn parsed and idText
+// says txn is id's canonical text.
+func (n *leaseName) named(byID bool, id UUID, idText bool, txn string) bool {
+	switch {
+	case byID:
+		return n.id == id
+	case n.txnOf == txnText:
+		return n.txn == txn
+	case n.txnOf == txnUUID:
+		return idText && n.txnID == id
+	default:
+		return idText && n.id == id
+	}
 }
 
 func (l *lease) statusAt(off uint64) uint8 { return l.status[off-l.from] }
@@ -125,6 +199,9 @@ func (e *Engine) retireLease(l *lease) {
 		return
 	}
 	l.ended = true
+	// The names go with the lease's life: the group's state keeps its last
+	// lease, and an idle partition must not keep a name per message.
+	l.names = nil
 	l.p.st().wheel.cancel(&l.timer)
 	l.p.st().ended.add(l)
 	e.leases.ended(l)

@@ -26,6 +26,8 @@ type memJournal struct {
 	// hold, when set, keeps commits back until released (to observe
 	// pre-commit states).
 	hold chan struct{}
+	// reads counts Read calls.
+	reads int
 }
 
 type memEntry struct {
@@ -92,6 +94,7 @@ func (j *memJournal) Append(rec []byte, done func(error)) (uint64, error) {
 func (j *memJournal) Read(pos uint64) ([]byte, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.reads++
 	i := int(pos>>20) - 1
 	if i < 0 || i >= len(j.recs) || j.recs[i] == nil {
 		return nil, errors.New("memjournal: no such record")

@@ -662,3 +662,69 @@ func TestAckByIDTextAllocatesNoMore(t *testing.T) {
 		t.Fatalf("a batch of 100 acks by id text allocates %.0f times, by id %.0f", byText, byID)
 	}
 }
+
+// TestAcksByNameReadNothingBack: a lease remembers how each of its messages
+// may be named (id, transactionId), so acks that name them that way, as
+// Queen's clients do, find them without reading the lease's records back
+// from the journal after they left the cache; and name them exactly as
+// before.
+func TestAcksByNameReadNothingBack(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.CacheBytes = 1 })
+	var items []PushItem
+	for i := 0; i < 30; i++ {
+		it := PushItem{Queue: "q", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+		switch i % 3 {
+		case 1:
+			it.TransactionID = fmt.Sprintf("order-%d", i)
+		case 2:
+			it.TransactionID = UUID{15: byte(i), 0: 0xab}.String()
+		}
+		items = append(items, it)
+	}
+	f.pushItems(items...)
+	msgs := f.pop(PopRequest{Queue: "q", Batch: 30})
+	if len(msgs) != 30 {
+		t.Fatalf("popped %d", len(msgs))
+	}
+	f.j.mu.Lock()
+	before := f.j.reads
+	f.j.mu.Unlock()
+	var acks []AckItem
+	for i, m := range msgs {
+		a := AckItem{PartitionID: m.PartitionID, LeaseID: m.LeaseID, Status: Completed}
+		if i%2 == 0 {
+			a.TransactionID = m.TransactionID
+		} else {
+			a.MessageID = m.ID
+		}
+		acks = append(acks, a)
+	}
+	// Names that are not in the lease: another transactionId, the upper-case
+	// text of a message's id.
+	stray := []AckItem{
+		{PartitionID: msgs[0].PartitionID, LeaseID: msgs[0].LeaseID, Status: Completed, TransactionID: "order-999"},
+		{PartitionID: msgs[0].PartitionID, LeaseID: msgs[0].LeaseID, Status: Completed, TransactionID: strings.ToUpper(msgs[0].ID.String())},
+		{PartitionID: msgs[0].PartitionID, LeaseID: msgs[0].LeaseID, Status: Completed, TransactionID: strings.ToUpper(msgs[2].TransactionID)},
+	}
+	for _, r := range f.ack(stray...) {
+		if !errors.Is(r.Err, ErrNotInFlight) {
+			t.Fatalf("a name not in the lease: %+v, want not in flight", r)
+		}
+	}
+	for i, r := range f.ack(acks...) {
+		if r.Err != nil || r.Offset != msgs[i].Offset {
+			t.Fatalf("ack %d (%+v): %+v", i, acks[i], r)
+		}
+	}
+	f.j.mu.Lock()
+	after := f.j.reads
+	f.j.mu.Unlock()
+	if after != before {
+		t.Fatalf("acks by name read the journal %d times", after-before)
+	}
+	// Once the lease has ended, a repeated ack reads the messages to answer
+	// as before.
+	if r := f.ack(acks[1]); r[0].Err != nil || r[0].Offset != msgs[1].Offset {
+		t.Fatalf("repeated ack: %+v", r[0])
+	}
+}
