@@ -92,13 +92,17 @@ func TestEachFailSkipsRestOfPartitionBatch(t *testing.T) {
 
 // TestEachExtendsLeasesOfSlowHandlers: a handler that runs past the lease
 // keeps it (the loop extends it), so its ack is accepted and the message is
-// not handed to a second consumer.
+// not handed to a second consumer. The loop renews at a third of the
+// lease's life, so two renewals may be late by up to a third each; with a
+// lease of 400 ms that was about 270 ms, which a race-enabled run on two
+// loaded cores went past (the competitor got the message). A 1.5 s lease
+// leaves a second of scheduling delay.
 func TestEachExtendsLeasesOfSlowHandlers(t *testing.T) {
 	b := newBroker(t)
 	c := dial(t, b)
 	ctx := testCtx(t)
 	o := client.DefaultQueueOptions()
-	o.LeaseTime = 400 * time.Millisecond
+	o.LeaseTime = 1500 * time.Millisecond
 	c.Configure(ctx, "slow", o)
 	c.Queue("slow").Push(ctx, []byte("long job"))
 	var calls atomic.Int32
@@ -107,20 +111,20 @@ func TestEachExtendsLeasesOfSlowHandlers(t *testing.T) {
 	go func() {
 		done <- c.Queue("slow").Each(runCtx, func(ctx context.Context, m client.Message) error {
 			calls.Add(1)
-			time.Sleep(1200 * time.Millisecond) // three lease lifetimes
+			time.Sleep(4500 * time.Millisecond) // three lease lifetimes
 			return nil
 		})
 	}()
 	// A competing consumer must not get the message while the handler runs.
 	other := dial(t, b)
-	deadline := time.Now().Add(1100 * time.Millisecond)
+	deadline := time.Now().Add(4200 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if m, _ := other.Queue("slow").Pop(ctx); len(m) > 0 {
 			t.Fatalf("the lease ran out under a running handler: another consumer got %q", m[0].Payload)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	brokertest.CheckFor(t, 5*time.Second, func() error { // the handler returns, and its message is acked
+	brokertest.CheckFor(t, 10*time.Second, func() error { // the handler returns, and its message is acked
 		if st, err := c.Stats(ctx); err != nil || st.Acked != 1 {
 			return fmt.Errorf("acked %d, err %v", st.Acked, err)
 		}
