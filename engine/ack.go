@@ -258,15 +258,12 @@ func (e *Engine) findInLease(p *partition, l *lease, it *AckItem, c *leaseMsgs) 
 	if it.MessageID.IsZero() && it.TransactionID == "" {
 		return 0, false
 	}
-	// A message pushed without a transactionId is named by its id, in the
-	// canonical text (compared without making a string: acks come by the
-	// million).
+	// A message pushed without a transactionId is named by its id's
+	// canonical text; idText says the ack's transactionId is such a text
+	// (of id).
 	id, byID, idText := it.MessageID, !it.MessageID.IsZero(), false
 	if !byID {
-		if u, err := ParseUUID(it.TransactionID); err == nil && len(it.TransactionID) == 36 {
-			var b [36]byte
-			id, idText = u, string(u.Append(b[:0])) == it.TransactionID
-		}
+		id, idText = canonicalUUID(it.TransactionID)
 	}
 	if l.names != nil {
 		if c.named != l {

@@ -105,6 +105,13 @@ type PopRequest struct {
 	// (its transactionId is then its ID's text), for a caller that writes
 	// that text itself instead of receiving a string per message.
 	BareTxn bool
+	// AcksByName says the caller's acks will name the messages by id or
+	// transactionId (Queen's HTTP API), not by offset: the lease then keeps
+	// each message's names (56 bytes, more for a transactionId that is not
+	// a UUID), so that such an ack finds its message without reading it
+	// back from the journal. An ack by name of a lease without them reads
+	// the lease's messages.
+	AcksByName bool
 	// MaxBytes bounds the answer by bytes, as MessageBytes counts them
 	// (0 means Config.MaxPopBytes, which also caps it): a pop takes
 	// messages while they fit, and done says when the budget cut the answer

@@ -44,9 +44,9 @@ type lease struct {
 	// names holds how acks may name each message (from + i), taken from
 	// the messages the pop delivered, so that an ack by id or
 	// transactionId does not read the lease's records back from the
-	// journal when they have left the cache. nil for a lease not made by a
-	// pop (an ended lease remembered for repeated acks): findInLease then
-	// reads the messages, as it does once the lease has ended.
+	// journal when they have left the cache. Kept only for a pop whose
+	// acks name messages (PopRequest.AcksByName); nil otherwise, and once
+	// the lease has ended: findInLease then reads the messages.
 	names []leaseName
 }
 
@@ -74,30 +74,18 @@ func leaseNames(ms []msg) []leaseName {
 	for i := range ms {
 		n := &names[i]
 		n.id = ms[i].id
-		switch txn := ms[i].txn; {
-		case txn == "":
-		case len(txn) == 36 && isCanonicalUUID(txn, &n.txnID):
+		txn := ms[i].txn
+		if txn == "" {
+			continue
+		}
+		var ok bool
+		if n.txnID, ok = canonicalUUID(txn); ok {
 			n.txnOf = txnUUID
-		default:
+		} else {
 			n.txnOf, n.txn = txnText, strings.Clone(txn) // txn aliases the record
 		}
 	}
 	return names
-}
-
-// isCanonicalUUID reports whether s is exactly the canonical (lower-case,
-// hyphenated) text of a UUID, which it stores in u.
-func isCanonicalUUID(s string, u *UUID) bool {
-	v, err := ParseUUID(s)
-	if err != nil {
-		return false
-	}
-	var b [36]byte
-	if string(v.Append(b[:0])) != s {
-		return false
-	}
-	*u = v
-	return true
 }
 
 // named reports whether n is the message an ack names: by id when byID,

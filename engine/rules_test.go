@@ -682,7 +682,7 @@ func TestAcksByNameReadNothingBack(t *testing.T) {
 		items = append(items, it)
 	}
 	f.pushItems(items...)
-	msgs := f.pop(PopRequest{Queue: "q", Batch: 30})
+	msgs := f.pop(PopRequest{Queue: "q", Batch: 30, AcksByName: true})
 	if len(msgs) != 30 {
 		t.Fatalf("popped %d", len(msgs))
 	}
@@ -726,5 +726,21 @@ func TestAcksByNameReadNothingBack(t *testing.T) {
 	// as before.
 	if r := f.ack(acks[1]); r[0].Err != nil || r[0].Offset != msgs[1].Offset {
 		t.Fatalf("repeated ack: %+v", r[0])
+	}
+	// A pop whose acks name offsets (the binary protocol) keeps no names:
+	// an ack by name then reads the lease's messages.
+	f.pushItems(PushItem{Queue: "q", TransactionID: "late", Payload: []byte("x")})
+	m := f.pop(PopRequest{Queue: "q"})[0]
+	f.j.mu.Lock()
+	before = f.j.reads
+	f.j.mu.Unlock()
+	if r := f.ack(AckItem{PartitionID: m.PartitionID, LeaseID: m.LeaseID, Status: Completed, TransactionID: "late"}); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	f.j.mu.Lock()
+	after = f.j.reads
+	f.j.mu.Unlock()
+	if after == before {
+		t.Fatal("a pop without AcksByName kept its messages' names")
 	}
 }

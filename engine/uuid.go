@@ -46,27 +46,42 @@ var ErrBadUUID = errors.New("engine: not a UUID")
 func ParseUUID(s string) (UUID, error) {
 	// The canonical 8-4-4-4-12 form (either case), as every door answers
 	// ids, read through a table: acks name two ids per message.
-	if len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' {
-		var u UUID
-		var bad byte
-		for k, i := range uuidHexAt {
-			hi, lo := unhex[s[i]], unhex[s[i+1]]
-			bad |= hi | lo
-			u[k] = hi<<4 | lo
-		}
-		if bad&0xf0 == 0 {
-			return u, nil
-		}
+	if u, ok := parseHyphenated(s, &unhex); ok {
+		return u, nil
 	}
 	return parseUUIDLoose(s)
+}
+
+// canonicalUUID parses s only when it is exactly the canonical text of a
+// UUID (lower-case, hyphenated: what UUID.String gives), the form in which
+// a message pushed without a transactionId is named by its id.
+func canonicalUUID(s string) (UUID, bool) { return parseHyphenated(s, &unhexLower) }
+
+// parseHyphenated reads the 8-4-4-4-12 form through a table of hex digit
+// values (0xff: not a digit).
+func parseHyphenated(s string, table *[256]byte) (UUID, bool) {
+	var u UUID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	var bad byte
+	for k, i := range uuidHexAt {
+		hi, lo := table[s[i]], table[s[i+1]]
+		bad |= hi | lo
+		u[k] = hi<<4 | lo
+	}
+	return u, bad&0xf0 == 0
 }
 
 // uuidHexAt is where each byte's two hex digits start in the canonical
 // 8-4-4-4-12 form.
 var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
-// unhex is each hex digit's value (either case); 0xff for other bytes.
-var unhex = func() (t [256]byte) {
+// unhex is each hex digit's value (either case), unhexLower the same for
+// lower-case digits only; 0xff for other bytes.
+var unhex, unhexLower = hexTable(true), hexTable(false)
+
+func hexTable(upper bool) (t [256]byte) {
 	for i := range t {
 		t[i] = 0xff
 	}
@@ -74,10 +89,13 @@ var unhex = func() (t [256]byte) {
 		t['0'+i] = i
 	}
 	for i := byte(0); i < 6; i++ {
-		t['a'+i], t['A'+i] = 10+i, 10+i
+		t['a'+i] = 10 + i
+		if upper {
+			t['A'+i] = 10 + i
+		}
 	}
 	return t
-}()
+}
 
 // parseUUIDLoose is ParseUUID of any form: 32 hex digits, dashes anywhere.
 func parseUUIDLoose(s string) (UUID, error) {

@@ -17,12 +17,18 @@ func randUUID(r *rand.Rand) UUID {
 
 // checkParseUUID holds ParseUUID (its canonical fast path) to
 // parseUUIDLoose, the reading of every form, on s.
+// It also holds canonicalUUID to its definition: s is the String of the
+// UUID the loose reading gives.
 func checkParseUUID(t *testing.T, s string) {
 	t.Helper()
 	got, gerr := ParseUUID(s)
 	want, werr := parseUUIDLoose(s)
 	if got != want || (gerr == nil) != (werr == nil) || (gerr != nil && !errors.Is(gerr, ErrBadUUID)) {
 		t.Fatalf("ParseUUID(%q) = %x, %v; parseUUIDLoose: %x, %v", s, got[:], gerr, want[:], werr)
+	}
+	c, ok := canonicalUUID(s)
+	if canon := werr == nil && want.String() == s; ok != canon || (ok && c != want) {
+		t.Fatalf("canonicalUUID(%q) = %x, %v; want %v", s, c[:], ok, canon)
 	}
 }
 

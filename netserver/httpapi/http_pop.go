@@ -61,6 +61,8 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 	// the transactionId of a message pushed without one is written from
 	// its id here rather than made a string by the engine.
 	req.BareTxn = true
+	// Queen's clients ack by transactionId.
+	req.AcksByName = true
 	mb := netserver.PopBuf(req.Batch)
 	if mb != nil {
 		req.Buf = *mb
