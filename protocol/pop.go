@@ -178,8 +178,7 @@ func appendCompactMessage(dst []byte, m, prev *Message) []byte {
 	if m.TransactionID == "" {
 		dst = append(dst, 0)
 	} else {
-		dst = appendUv(dst, uint64(len(m.TransactionID))+1)
-		dst = append(dst, m.TransactionID...)
+		dst = appendTagged(dst, m.TransactionID)
 	}
 	dst = appendStr(dst, m.TraceID)
 	dst = appendBytes(dst, m.Payload)
@@ -187,8 +186,7 @@ func appendCompactMessage(dst []byte, m, prev *Message) []byte {
 	if prev != nil && m.PartitionID == prev.PartitionID && m.Partition == prev.Partition {
 		dst = append(dst, 0)
 	} else {
-		dst = appendUv(dst, uint64(len(m.Partition))+1)
-		dst = append(dst, m.Partition...)
+		dst = appendTagged(dst, m.Partition)
 		dst = appendUUID(dst, m.PartitionID)
 	}
 	dst = appendUv(dst, m.Offset)
@@ -198,6 +196,12 @@ func appendCompactMessage(dst []byte, m, prev *Message) []byte {
 	dst = appendUv(dst, uint64(m.RetryCount)<<1)
 	dst = appendUUID(dst, m.LeaseID)
 	return appendI64(dst, m.LeaseExpires)
+}
+
+// appendTagged appends a non-zero tag (len(s)+1) and s.
+func appendTagged(dst []byte, s string) []byte {
+	dst = appendUv(dst, uint64(len(s))+1)
+	return append(dst, s...)
 }
 
 func decodeCompactMessage(d *dec, m, prev *Message) {

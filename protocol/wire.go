@@ -264,16 +264,7 @@ func (d *dec) uuid() (u UUID) {
 
 // raw reads a uv length and returns that many bytes of the input (not
 // copied: callers copy into the arena).
-func (d *dec) raw() []byte {
-	n := d.uv()
-	if n > uint64(len(d.b)) {
-		d.fail("length beyond body")
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
+func (d *dec) raw() []byte { return d.rawN(d.uv()) }
 
 // rawN reads n bytes (a length read before).
 func (d *dec) rawN(n uint64) []byte {
