@@ -252,14 +252,11 @@ func (j *popJob) appendTo(dst []byte) []byte {
 		// What repeats is left out: the id's text (an empty transactionId
 		// says it), the partition and the lease of the message before.
 		var m, prev protocol.Message
+		var before *protocol.Message // nil for the first
 		for i := range j.msgs {
 			m = fromEngineMessage(&j.msgs[i])
-			if i == 0 {
-				dst = protocol.AppendPopMessageCompact(dst, &m, nil)
-			} else {
-				dst = protocol.AppendPopMessageCompact(dst, &m, &prev)
-			}
-			prev = m
+			dst = protocol.AppendPopMessageCompact(dst, &m, before)
+			prev, before = m, &prev
 		}
 	} else {
 		var idText [36]byte
