@@ -97,13 +97,7 @@ func (r *runner) runBacklog(ctx context.Context, probe Probe, profile io.Writer)
 	start := time.Now()
 	stopProg := r.progress(start)
 	var wg sync.WaitGroup
-	for i, c := range conss {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.consume(mctx, c, i, len(conss), start, expect)
-		}()
-	}
+	r.startConsumers(mctx, &wg, conss, start, expect)
 	wg.Wait()
 	stopProg()
 	drain := dm.end("drain", r.consumed.Load(), cfg.MsgSize, r.mainHist.Summary())

@@ -156,13 +156,7 @@ func Run(ctx context.Context, cfg Config, t Target, probe Probe, prog *Progress,
 			}()
 		}
 	}
-	for i, c := range conss {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.consume(mctx, c, i, len(conss), start, expect)
-		}()
-	}
+	r.startConsumers(mctx, &wg, conss, start, expect)
 	wg.Wait()
 	elapsed := time.Since(start)
 	if profile != nil {
@@ -375,6 +369,18 @@ func (r *runner) consume(ctx context.Context, c Consumer, i, n int, start time.T
 				r.drained.CompareAndSwap(0, time.Now().UnixNano())
 				r.cancel()
 			}
+		}()
+	}
+}
+
+// startConsumers runs r.consume on each of conss, each on a goroutine
+// counted in wg.
+func (r *runner) startConsumers(ctx context.Context, wg *sync.WaitGroup, conss []Consumer, start time.Time, expect int64) {
+	for i, c := range conss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.consume(ctx, c, i, len(conss), start, expect)
 		}()
 	}
 }

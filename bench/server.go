@@ -209,37 +209,58 @@ func InstallNATS(ctx context.Context, logw io.Writer) (string, func(), error) {
 // in a temp dir) on a free port of 127.0.0.1, and waits until JetStream
 // answers.
 func StartNATS(ctx context.Context, bin string, syncAlways bool, logw io.Writer) (*Server, error) {
-	dir, err := os.MkdirTemp("", "regent-bench-nats-*")
+	conf := func(dir string, port int) string {
+		c := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n", port, filepath.Join(dir, "js"))
+		if syncAlways {
+			c += "  sync_interval: always\n"
+		}
+		return c + "}\n"
+	}
+	p, err := startPeer("nats-server", bin, []string{"-c"}, "nats.conf", conf, logw)
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
+	srv := &Server{Endpoints: Endpoints{NATS: fmt.Sprintf("nats://127.0.0.1:%d", p.port)}, Pid: p.cmd.Process.Pid,
+		Durability: NATSDurability(syncAlways), StopFunc: stopProcess(p.cmd, p.exited, 15*time.Second, p.dir)}
+	return waitReady(ctx, srv, "nats-server", p.exited, &p.out, func() error { return natsReady(ctx, srv.NATS) })
+}
+
+// peerProcess is a peer server (nats-server, redis-server) started on a free
+// port of 127.0.0.1 with a config file in a temp dir of its own.
+type peerProcess struct {
+	dir    string
+	port   int
+	cmd    *exec.Cmd
+	exited chan error // its Wait's answer, once
+	out    tailBuffer // the tail of its stdout and stderr
+}
+
+// startPeer makes the temp dir, picks the port, writes conf(dir, port) to
+// confName there, and starts bin with args and the config file's path. On
+// an error nothing is left behind.
+func startPeer(name, bin string, args []string, confName string, conf func(dir string, port int) string, logw io.Writer) (*peerProcess, error) {
+	p := &peerProcess{exited: make(chan error, 1)}
+	var err error
+	if p.dir, err = os.MkdirTemp("", "regent-bench-"+name+"-*"); err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n", port, filepath.Join(dir, "js"))
-	if syncAlways {
-		conf += "  sync_interval: always\n"
-	}
-	conf += "}\n"
-	confPath := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		os.RemoveAll(dir)
+	if p.port, err = freePort(); err != nil {
+		os.RemoveAll(p.dir)
 		return nil, err
 	}
-	cmd := exec.Command(bin, "-c", confPath)
-	var errBuf tailBuffer
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&errBuf, orDiscard(logw)), io.MultiWriter(&errBuf, orDiscard(logw))
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("bench: start nats-server: %w", err)
+	confPath := filepath.Join(p.dir, confName)
+	if err := os.WriteFile(confPath, []byte(conf(p.dir, p.port)), 0o600); err != nil {
+		os.RemoveAll(p.dir)
+		return nil, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	srv := &Server{Endpoints: Endpoints{NATS: fmt.Sprintf("nats://127.0.0.1:%d", port)}, Pid: cmd.Process.Pid,
-		Durability: NATSDurability(syncAlways), StopFunc: stopProcess(cmd, exited, 15*time.Second, dir)}
-	return waitReady(ctx, srv, "nats-server", exited, &errBuf, func() error { return natsReady(ctx, srv.NATS) })
+	p.cmd = exec.Command(bin, append(args, confPath)...)
+	p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(&p.out, orDiscard(logw)), io.MultiWriter(&p.out, orDiscard(logw))
+	if err := p.cmd.Start(); err != nil {
+		os.RemoveAll(p.dir)
+		return nil, fmt.Errorf("bench: start %s: %w", name, err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	return p, nil
 }
 
 // waitReady polls ready until a peer server started as srv answers (then

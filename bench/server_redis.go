@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -55,35 +53,18 @@ func StartRedis(ctx context.Context, bin, fsync string, logw io.Writer) (*Server
 	if !containsRow(RedisFsyncs, fsync) {
 		return nil, fmt.Errorf("%w: redis appendfsync %q: want %s", ErrConfig, fsync, strings.Join(RedisFsyncs, " or "))
 	}
-	dir, err := os.MkdirTemp("", "regent-bench-redis-*")
+	conf := func(dir string, port int) string {
+		return fmt.Sprintf("bind 127.0.0.1\nport %d\nprotected-mode yes\ndaemonize no\nlogfile \"\"\nloglevel warning\n"+
+			"dir %q\nsave \"\"\nappendonly yes\nappendfsync %s\n", port, dir, fsync)
+	}
+	p, err := startPeer("redis-server", bin, nil, "redis.conf", conf, logw)
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	conf := fmt.Sprintf("bind 127.0.0.1\nport %d\nprotected-mode yes\ndaemonize no\nlogfile \"\"\nloglevel warning\n"+
-		"dir %q\nsave \"\"\nappendonly yes\nappendfsync %s\n", port, dir, fsync)
-	confPath := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	cmd := exec.Command(bin, confPath)
-	var errBuf tailBuffer
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&errBuf, orDiscard(logw)), io.MultiWriter(&errBuf, orDiscard(logw))
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("bench: start redis-server: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	srv := &Server{Endpoints: Endpoints{Redis: addr}, Pid: cmd.Process.Pid, Durability: RedisDurability(fsync),
-		StopFunc: stopProcess(cmd, exited, 30*time.Second, dir)}
-	return waitReady(ctx, srv, "redis-server", exited, &errBuf, func() error { return redisReady(ctx, addr, fsync) })
+	addr := fmt.Sprintf("127.0.0.1:%d", p.port)
+	srv := &Server{Endpoints: Endpoints{Redis: addr}, Pid: p.cmd.Process.Pid, Durability: RedisDurability(fsync),
+		StopFunc: stopProcess(p.cmd, p.exited, 30*time.Second, p.dir)}
+	return waitReady(ctx, srv, "redis-server", p.exited, &p.out, func() error { return redisReady(ctx, addr, fsync) })
 }
 
 // redisReady: PING answers PONG, and the AOF is on with the appendfsync
