@@ -68,20 +68,15 @@ func summarizePhases(rs []*Result) []PhaseSummary {
 // sideOf names a result's side: its target and, where several sync
 // settings of one target meet, its durability.
 func sideOf(r *Result) string {
-	switch r.Target {
-	case TargetNATS:
-		if strings.Contains(r.Durability, "always") {
-			return "nats (sync always)"
-		}
-		return "nats (default sync)"
-	case TargetRedis:
+	d := Side{Target: r.Target, PeerSyncAlways: r.Target == TargetNATS && strings.Contains(r.Durability, "always")}
+	if r.Target == TargetRedis {
 		for _, f := range RedisFsyncs {
 			if strings.HasPrefix(r.Durability, "appendfsync "+f) {
-				return "redis (appendfsync " + f + ")"
+				d.RedisFsync = f
 			}
 		}
 	}
-	return r.Target
+	return d.String()
 }
 
 // Summarize groups results by side, in the order sides first appear; the
@@ -267,7 +262,7 @@ func phaseOf(ps []PhaseSummary, name string) PhaseSummary {
 
 // cpuText is a phase's CPU per message, or "-" when not measured.
 func cpuText(p PhaseSummary) string {
-	if p.PeakRSS == 0 {
+	if p.CPUPerMsg == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", p.CPUPerMsg)
