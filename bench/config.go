@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -157,7 +158,7 @@ func (c *Config) Validate() error {
 	case c.Target == TargetRedis && c.Scenario == RetryStorm:
 		return bad("retry-storm is not offered for redis: a failed Redis Streams delivery has no negative ack; it " +
 			"stays pending until XAUTOCLAIM takes it after an idle time, not the immediate retry Regent and NATS are measured on")
-	case c.Target == TargetRedis && !containsRow(RedisScenarios, c.Scenario):
+	case c.Target == TargetRedis && !slices.Contains(RedisScenarios, c.Scenario):
 		return bad("target redis runs %s, not %s", strings.Join(RedisScenarios, ", "), c.Scenario)
 	case c.Target == TargetRedis && (c.IdlePartitions > 0 || c.failing()):
 		return bad("target redis takes no idle partitions and no fail fraction")

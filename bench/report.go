@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -146,11 +147,7 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 		for i, s := range Summarize(f.Results) {
 			ratio := "—"
 			if i > 0 {
-				var rs []string
-				for _, r := range s.Ratios {
-					rs = append(rs, fmt.Sprintf("%.1f", r))
-				}
-				ratio = fmt.Sprintf("**%.1f×** (%s)", s.Ratio, strings.Join(rs, ", "))
+				ratio = fmt.Sprintf("**%.1f×** (%s)", s.Ratio, ratiosText(s.Ratios))
 			}
 			cpu, rss := "—", "—"
 			if s.PeakRSS > 0 {
@@ -266,7 +263,7 @@ func overviewTable(rs []Result) string {
 		rw := row{r.Scenario, describeLoad(&r.Config)}
 		k := key{rw, sideOf(r)}
 		present[k.side] = true
-		if !containsRow(rows, rw) {
+		if !slices.Contains(rows, rw) {
 			rows = append(rows, rw)
 		}
 		vals[k] = append(vals[k], r)
@@ -320,15 +317,6 @@ func overviewTable(rs []Result) string {
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-func containsRow[T comparable](xs []T, x T) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // targetsTable checks the issues' targets against the comparisons' medians:
@@ -460,29 +448,18 @@ func backlogTable(rs []Result, ratios bool) string {
 	for i, s := range Summarize(rs) {
 		push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | **%s** | %s | %s | %s |", s.Side, s.Rounds, count(push.Msgs),
-			count(int64(push.MsgsPerSec)), mdCPU(push), mdRSS(push.PeakRSS), count(int64(drain.MsgsPerSec)), dur(drain.P99),
-			mdCPU(drain), mdRSS(drain.PeakRSS))
+			count(int64(push.MsgsPerSec)), cpuText(push, "—"), mdRSS(push.PeakRSS), count(int64(drain.MsgsPerSec)), dur(drain.P99),
+			cpuText(drain, "—"), mdRSS(drain.PeakRSS))
 		if ratios {
 			if i == 0 {
 				b.WriteString(" — |")
 			} else {
-				var per []string
-				for _, r := range s.Ratios {
-					per = append(per, fmt.Sprintf("%.1f", r))
-				}
-				fmt.Fprintf(&b, " **%.1f×** (%s) |", s.Ratio, strings.Join(per, ", "))
+				fmt.Fprintf(&b, " **%.1f×** (%s) |", s.Ratio, ratiosText(s.Ratios))
 			}
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-func mdCPU(p PhaseSummary) string {
-	if p.PeakRSS == 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f", p.CPUPerMsg)
 }
 
 func mdRSS(b int64) string {
@@ -503,7 +480,7 @@ func peersOf(rs []Result) string {
 		case TargetRedis:
 			name = "Redis Streams"
 		}
-		if name != "" && !contains(names, name) {
+		if name != "" && !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}
@@ -551,7 +528,7 @@ func sweepSeries(files []File, param string) []Series {
 			if param == "partitions" {
 				x = r.Partitions
 			}
-			if !contains(order, name) {
+			if !slices.Contains(order, name) {
 				order = append(order, name)
 			}
 			vals[key{name, x}] = append(vals[key{name, x}], r.MsgsPerSec)
@@ -601,8 +578,6 @@ func latencyBars(rs []Result) ([]string, []Series) {
 	}
 	return groups, series
 }
-
-func contains(xs []string, s string) bool { return indexOf(xs, s) < len(xs) }
 
 func indexOf(xs []string, s string) int {
 	for i, x := range xs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +51,7 @@ func FindRedis(bin string) (string, error) {
 // defaults: they run in a forked child, whose CPU time the probe counts
 // once it has ended (its memory is not in the server's RSS).
 func StartRedis(ctx context.Context, bin, fsync string, logw io.Writer) (*Server, error) {
-	if !containsRow(RedisFsyncs, fsync) {
+	if !slices.Contains(RedisFsyncs, fsync) {
 		return nil, fmt.Errorf("%w: redis appendfsync %q: want %s", ErrConfig, fsync, strings.Join(RedisFsyncs, " or "))
 	}
 	conf := func(dir string, port int) string {

@@ -223,11 +223,7 @@ func WriteSummary(w io.Writer, sums []SideSummary) {
 	for i, s := range sums {
 		ratio := "reference"
 		if i > 0 {
-			var rs []string
-			for _, r := range s.Ratios {
-				rs = append(rs, fmt.Sprintf("%.1f", r))
-			}
-			ratio = fmt.Sprintf("%.1f× (%s)", s.Ratio, strings.Join(rs, ", "))
+			ratio = fmt.Sprintf("%.1f× (%s)", s.Ratio, ratiosText(s.Ratios))
 		}
 		cpu, rss := "-", "-"
 		if s.PeakRSS > 0 {
@@ -241,8 +237,8 @@ func WriteSummary(w io.Writer, sums []SideSummary) {
 			"drain msgs/s", "cpu µs/msg", "drain RSS")
 		for _, s := range sums {
 			push, drain := phaseOf(s.Phases, "push"), phaseOf(s.Phases, "drain")
-			fmt.Fprintf(w, "%-28s %12s %10s %9s %12s %10s %9s\n", s.Side, count(int64(push.MsgsPerSec)), cpuText(push),
-				mib(push.PeakRSS), count(int64(drain.MsgsPerSec)), cpuText(drain), mib(drain.PeakRSS))
+			fmt.Fprintf(w, "%-28s %12s %10s %9s %12s %10s %9s\n", s.Side, count(int64(push.MsgsPerSec)), cpuText(push, "-"),
+				mib(push.PeakRSS), count(int64(drain.MsgsPerSec)), cpuText(drain, "-"), mib(drain.PeakRSS))
 		}
 	}
 	for _, s := range sums {
@@ -260,12 +256,21 @@ func phaseOf(ps []PhaseSummary, name string) PhaseSummary {
 	return PhaseSummary{Name: name}
 }
 
-// cpuText is a phase's CPU per message, or "-" when not measured.
-func cpuText(p PhaseSummary) string {
+// cpuText is a phase's CPU per message, or none when not measured.
+func cpuText(p PhaseSummary, none string) string {
 	if p.CPUPerMsg == 0 {
-		return "-"
+		return none
 	}
 	return fmt.Sprintf("%.2f", p.CPUPerMsg)
+}
+
+// ratiosText is a side's per-round ratios: "4.6, 4.9, 4.3".
+func ratiosText(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.1f", r)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // dur formats nanoseconds compactly: 850µs, 12.3ms, 1.20s.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,7 @@ func TestRedisTargetScenarios(t *testing.T) {
 		c := Config{Scenario: s, Target: TargetRedis}
 		c.Defaults()
 		err := c.Validate()
-		if containsRow(RedisScenarios, s) != (err == nil) {
+		if slices.Contains(RedisScenarios, s) != (err == nil) {
 			t.Errorf("%s on redis: %v", s, err)
 		}
 		if err != nil && !errors.Is(err, ErrConfig) {
