@@ -99,12 +99,13 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 	w("and then the median, so that a slow minute of the shared machine hits both sides alike.\n\n")
 	w("%s\n\n", envLine(files))
 
-	// Overview: one row per scenario, the sides side by side, each side
-	// from the newest file that ran it at that load (pooling older runs
-	// would mix code that is gone with code that is here).
-	type sideAt struct{ scen, load, side string }
-	newest := map[sideAt]time.Time{}
-	keyOf := func(r *Result) sideAt { return sideAt{r.Scenario, describeLoad(&r.Config), sideOf(r)} }
+	// Overview: one row per scenario and load, the sides side by side, all
+	// from the newest file that ran that row (pooling older runs, or
+	// dividing one file's Regent by another's peer, would mix code that is
+	// gone with code that is here).
+	type rowAt struct{ scen, load string }
+	newest := map[rowAt]time.Time{}
+	keyOf := func(r *Result) rowAt { return rowAt{r.Scenario, describeLoad(&r.Config)} }
 	for _, f := range files {
 		for i := range f.Results {
 			if k := keyOf(&f.Results[i]); f.Env.Date.After(newest[k]) {
@@ -122,8 +123,8 @@ func renderSection(files []File, names []string, notes string, chart func(name, 
 	}
 	if len(all) > 0 {
 		w("### Scenarios side by side\n\n")
-		w("Medians of the runs of each scenario at one load, each side from the newest result file that ran it\n")
-		w("(older files keep their own sections below); the ratios here divide medians (the comparisons below\n")
+		w("Medians of the runs of each scenario at one load, all from the newest result file that ran it (older\n")
+		w("files keep their own sections below); the ratios here divide medians (the comparisons below\n")
 		w("give the ratio per round).\n\n")
 		w("%s", overviewTable(all))
 		w("\n")
