@@ -157,23 +157,26 @@ type Engine struct {
 	leases leaseRegistry
 
 	cacheBytes atomic.Int64
-	lastPos    atomic.Uint64
-	snapMu     sync.Mutex
-	snapPos    uint64       // position of the newest snapshot (guarded by snapMu)
-	sinceSnap  atomic.Int64 // bytes journaled since the last snapshot
-	snapping   atomic.Bool
-	sv         *salvageState // while a salvaging recovery runs (damage.go)
-	failErr    atomic.Pointer[error]
-	closed     atomic.Bool
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	stats      counters
-	aead       cipher.AEAD // nil without Config.EncryptionKey
-	keyID      uint64      // aead's key id (keys.go); 0 without a key
-	keys       []sealKey   // the key, then the old keys: what opens
-	lostKeys   map[uint64]bool
-	recKey     uint64 // the key recorded in the data directory (keys.go); 0 if none
-	nonce      nonces
+	// nameBytes is what live leases' names hold (lease.names), kept within
+	// Config.CacheBytes: past it a lease keeps none.
+	nameBytes atomic.Int64
+	lastPos   atomic.Uint64
+	snapMu    sync.Mutex
+	snapPos   uint64       // position of the newest snapshot (guarded by snapMu)
+	sinceSnap atomic.Int64 // bytes journaled since the last snapshot
+	snapping  atomic.Bool
+	sv        *salvageState // while a salvaging recovery runs (damage.go)
+	failErr   atomic.Pointer[error]
+	closed    atomic.Bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	stats     counters
+	aead      cipher.AEAD // nil without Config.EncryptionKey
+	keyID     uint64      // aead's key id (keys.go); 0 without a key
+	keys      []sealKey   // the key, then the old keys: what opens
+	lostKeys  map[uint64]bool
+	recKey    uint64 // the key recorded in the data directory (keys.go); 0 if none
+	nonce     nonces
 
 	labels       labelWaiters // parked pops by namespace and task
 	labelWaiting atomic.Int64 // how many: notify looks only when some wait

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // A lease is a consumer's claim on a run of one partition's messages for one
@@ -45,9 +46,12 @@ type lease struct {
 	// the messages the pop delivered, so that an ack by id or
 	// transactionId does not read the lease's records back from the
 	// journal when they have left the cache. Kept only for a pop whose
-	// acks name messages (PopRequest.AcksByName); nil otherwise, and once
-	// the lease has ended: findInLease then reads the messages.
-	names []leaseName
+	// acks name messages (PopRequest.AcksByName) and while the names of
+	// every live lease fit Config.CacheBytes (Engine.nameBytes; a consumer
+	// that pops and never acks must not grow the process); nil otherwise,
+	// and once the lease has ended: findInLease then reads the messages.
+	names     []leaseName
+	nameBytes int64 // what names holds, counted in Engine.nameBytes
 }
 
 // leaseName is how an ack may name one message of a lease besides its
@@ -67,6 +71,29 @@ const (
 	txnUUID              // a UUID's canonical text, kept in txnID
 	txnText              // anything else, kept in txn
 )
+
+// keepNames gives l the names of ms, its messages in order, when they fit
+// what is left of the budget. Caller holds l's partition's stripe.
+func (e *Engine) keepNames(l *lease, ms []msg) {
+	names := leaseNames(ms)
+	cost := int64(len(names)) * int64(unsafe.Sizeof(leaseName{}))
+	for i := range names {
+		cost += int64(len(names[i].txn))
+	}
+	if e.nameBytes.Add(cost) > e.cfg.CacheBytes {
+		e.nameBytes.Add(-cost) // the rare case: the names are dropped
+		return
+	}
+	l.names, l.nameBytes = names, cost
+}
+
+// dropNames gives l's names back to the budget.
+func (e *Engine) dropNames(l *lease) {
+	if l.names != nil {
+		e.nameBytes.Add(-l.nameBytes)
+		l.names, l.nameBytes = nil, 0
+	}
+}
 
 // leaseNames makes the names of ms, which the lease holds in order.
 func leaseNames(ms []msg) []leaseName {
@@ -189,7 +216,7 @@ func (e *Engine) retireLease(l *lease) {
 	l.ended = true
 	// The names go with the lease's life: the group's state keeps its last
 	// lease, and an idle partition must not keep a name per message.
-	l.names = nil
+	e.dropNames(l)
 	l.p.st().wheel.cancel(&l.timer)
 	l.p.st().ended.add(l)
 	e.leases.ended(l)

@@ -423,7 +423,7 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		a = e.active(p, c.g, pg)
 		l = &lease{id: set.id, p: p, gidx: c.g.idx, from: from, to: to, status: make([]uint8, to-from), set: set}
 		if c.req.AcksByName && uint64(len(ms)) == to-from {
-			l.names = leaseNames(ms)
+			e.keepNames(l, ms)
 		}
 		for _, t := range tombs {
 			if t >= from && t < to {

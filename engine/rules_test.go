@@ -669,10 +669,13 @@ func TestAckByIDTextAllocatesNoMore(t *testing.T) {
 // from the journal after they left the cache; and name them exactly as
 // before.
 func TestAcksByNameReadNothingBack(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.CacheBytes = 1 })
+	// The cache holds the 30 messages' names (about 2 KiB) and not their
+	// record (over 6 KiB): the record is read back to be popped, and the
+	// acks must not read it again.
+	f := newFixture(t, func(c *Config) { c.CacheBytes = 4 << 10 })
 	var items []PushItem
 	for i := 0; i < 30; i++ {
-		it := PushItem{Queue: "q", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+		it := PushItem{Queue: "q", Payload: []byte(fmt.Sprintf(`{"n":%d,"pad":"%0200d"}`, i, 0))}
 		switch i % 3 {
 		case 1:
 			it.TransactionID = fmt.Sprintf("order-%d", i)
@@ -722,6 +725,9 @@ func TestAcksByNameReadNothingBack(t *testing.T) {
 	if after != before {
 		t.Fatalf("acks by name read the journal %d times", after-before)
 	}
+	if n := f.e.nameBytes.Load(); n != 0 {
+		t.Fatalf("the ended lease left %d bytes of names counted", n)
+	}
 	// Once the lease has ended, a repeated ack reads the messages to answer
 	// as before.
 	if r := f.ack(acks[1]); r[0].Err != nil || r[0].Offset != msgs[1].Offset {
@@ -729,7 +735,7 @@ func TestAcksByNameReadNothingBack(t *testing.T) {
 	}
 	// A pop whose acks name offsets (the binary protocol) keeps no names:
 	// an ack by name then reads the lease's messages.
-	f.pushItems(PushItem{Queue: "q", TransactionID: "late", Payload: []byte("x")})
+	f.pushItems(PushItem{Queue: "q", TransactionID: "late", Payload: []byte(fmt.Sprintf(`"%08000d"`, 0))}) // beyond the cache
 	m := f.pop(PopRequest{Queue: "q"})[0]
 	f.j.mu.Lock()
 	before = f.j.reads
@@ -742,5 +748,41 @@ func TestAcksByNameReadNothingBack(t *testing.T) {
 	f.j.mu.Unlock()
 	if after == before {
 		t.Fatal("a pop without AcksByName kept its messages' names")
+	}
+}
+
+// TestLeaseNamesStayWithinTheCacheBudget: a consumer that pops with
+// AcksByName and never acks makes leases whose names would grow without
+// bound; past Config.CacheBytes a lease keeps none (its acks read the
+// messages, and still find them), and the budget comes back as leases end.
+func TestLeaseNamesStayWithinTheCacheBudget(t *testing.T) {
+	const budget = 16 << 10
+	f := newFixture(t, func(c *Config) { c.CacheBytes = budget })
+	var msgs []Message
+	for p := 0; p < 20; p++ { // 20 partitions × 50 messages: about 56 KiB of names
+		var items []PushItem
+		for i := 0; i < 50; i++ {
+			items = append(items, PushItem{Queue: "q", Partition: fmt.Sprintf("p%d", p), TransactionID: fmt.Sprintf("order-%d-%d", p, i), Payload: []byte("x")})
+		}
+		f.pushItems(items...)
+		msgs = append(msgs, f.pop(PopRequest{Queue: "q", Partition: fmt.Sprintf("p%d", p), Batch: 50, AcksByName: true})...)
+		if n := f.e.nameBytes.Load(); n > budget {
+			t.Fatalf("after %d leases the names hold %d bytes, over the %d of the budget", p+1, n, budget)
+		}
+	}
+	if len(msgs) != 1000 || f.e.nameBytes.Load() == 0 {
+		t.Fatalf("%d messages popped, %d bytes of names: want 1000, and some names kept", len(msgs), f.e.nameBytes.Load())
+	}
+	var acks []AckItem
+	for _, m := range msgs {
+		acks = append(acks, AckItem{PartitionID: m.PartitionID, LeaseID: m.LeaseID, TransactionID: m.TransactionID, Status: Completed})
+	}
+	for i, r := range f.ack(acks...) {
+		if r.Err != nil || r.Offset != msgs[i].Offset {
+			t.Fatalf("ack %d: %+v", i, r)
+		}
+	}
+	if n := f.e.nameBytes.Load(); n != 0 {
+		t.Fatalf("every lease ended, and %d bytes of names are still counted", n)
 	}
 }
