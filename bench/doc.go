@@ -40,12 +40,16 @@
 // the headline figure; report shows both phases side by side. The issue's
 // reference run, 20,000,000 messages of 128 B against NATS JetStream (its
 // default sync: with sync always its push phase alone would run for about
-// an hour, at the push rate BENCHMARKS.md measured for it) and Redis
-// Streams (both AOF fsync policies):
+// an hour, at the push rate BENCHMARKS.md measured for it), warm and with
+// the page cache dropped (files 11 and 14; each took about 24 minutes, most
+// of it NATS's):
 //
 //	regent bench compare backlog --messages 20000000 --size 128 --rounds 3 \
-//	    --target regent,nats,redis --start-peer --peer-sync default --redis-fsync everysec,always \
+//	    --target regent,nats --start-peer --peer-sync default \
 //	    --out docs/bench/results/11-compare-backlog.json
+//
+// Adding redis to --target runs Redis Streams too (both AOF fsync policies
+// unless --redis-fsync names one); no result file has it yet.
 //
 // --fill-time caps the push phase and --duration the drain (30 min by
 // default for backlog). --drop-caches (root only) syncs and empties the
@@ -78,12 +82,13 @@
 // server's RSS. The server is stopped and its dir removed after the run.
 // --redis-url uses a running Redis instead (the harness deletes the streams
 // it uses). compare alternates Regent with the peers named after it in
-// --target; the push and consume comparisons against both fsync policies:
+// --target; the push and consume comparisons against NATS and both of
+// Redis's fsync policies in one run:
 //
-//	regent bench compare push --target regent,redis --rounds 3 --duration 5s --start-peer \
-//	    --redis-fsync always,everysec --out docs/bench/results/12-compare-push-redis.json
-//	regent bench compare consume --target regent,redis --rounds 3 --duration 5s --start-peer \
-//	    --redis-fsync always,everysec --out docs/bench/results/13-compare-consume-redis.json
+//	regent bench compare push --rounds 3 --duration 5s --target regent,nats,redis --start-peer \
+//	    --peer-sync default --redis-fsync always,everysec --out docs/bench/results/12-compare-push-redis.json
+//	regent bench compare consume --rounds 3 --duration 5s --target regent,nats,redis --start-peer \
+//	    --peer-sync default --redis-fsync always,everysec --out docs/bench/results/13-compare-consume-redis.json
 //
 // # Open loop
 //
