@@ -115,9 +115,17 @@ func TestEachExtendsLeasesOfSlowHandlers(t *testing.T) {
 			return nil
 		})
 	}()
+	// The handler must hold the message before a competitor asks: a
+	// competitor that pops first gets it, which says nothing of renewals.
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		if calls.Load() == 0 {
+			return errors.New("the handler has not started")
+		}
+		return nil
+	})
 	// A competing consumer must not get the message while the handler runs.
 	other := dial(t, b)
-	deadline := time.Now().Add(4200 * time.Millisecond)
+	deadline := time.Now().Add(3800 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if m, _ := other.Queue("slow").Pop(ctx); len(m) > 0 {
 			t.Fatalf("the lease ran out under a running handler: another consumer got %q", m[0].Payload)
