@@ -49,6 +49,8 @@ func NewRequest(op Op) Body {
 		return &CycleRequest{}
 	case OpStateGet:
 		return &StateGetRequest{}
+	case OpMetadata:
+		return &MetadataRequest{}
 	}
 	return nil
 }
@@ -101,6 +103,8 @@ func NewReply(op Op) Body {
 		return &CycleReply{}
 	case OpStateGet:
 		return &StateGetReply{}
+	case OpMetadata:
+		return &MetadataReply{}
 	}
 	return nil
 }

@@ -41,6 +41,8 @@ const (
 	CodeDamaged           Code = 24 // a message cannot be read back: its stored data went bad (that partition only; 1.2)
 	CodeConflict          Code = 25 // the request contradicts what is there: a streams query's config hash changed (1.4)
 	CodeQueryNotFound     Code = 26 // no streams query is registered with that id (1.4)
+	CodeNotOwner          Code = 27 // a cluster's broker that does not own the partition's shard: ask Metadata and go to its owner (1.6)
+	CodeUnavailable       Code = 28 // the shard's owner is down or cannot be reached; its partitions wait for it (1.6)
 )
 
 // codeInfo is one row of the code table.
@@ -86,6 +88,8 @@ var codeTable = [...]codeInfo{
 	CodeDamaged:           {"damaged", 500},
 	CodeConflict:          {"conflict", 409},
 	CodeQueryNotFound:     {"query_not_found", 404},
+	CodeNotOwner:          {"not_owner", 421},
+	CodeUnavailable:       {"unavailable", 503},
 }
 
 // Known reports whether c is in the code table.

@@ -40,6 +40,8 @@ func TestCodeTable(t *testing.T) {
 		{CodeDamaged, "damaged", 500},
 		{CodeConflict, "conflict", 409},
 		{CodeQueryNotFound, "query_not_found", 404},
+		{CodeNotOwner, "not_owner", 421},
+		{CodeUnavailable, "unavailable", 503},
 	}
 	if len(Codes()) != len(want) {
 		t.Fatalf("%d codes, the test knows %d", len(Codes()), len(want))

@@ -37,6 +37,8 @@ const (
 	OpQueryRegister Op = 0x2B
 	OpCycle         Op = 0x2C
 	OpStateGet      Op = 0x2D
+	// Cluster (1.6).
+	OpMetadata Op = 0x2E
 )
 
 var opNames = [256]string{
@@ -62,6 +64,7 @@ var opNames = [256]string{
 	OpQueryRegister: "query_register",
 	OpCycle:         "cycle",
 	OpStateGet:      "state_get",
+	OpMetadata:      "metadata",
 }
 
 // Known reports whether op is an opcode of this protocol version.

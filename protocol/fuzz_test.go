@@ -287,6 +287,8 @@ func FuzzCycleRequest(f *testing.F)         { fuzzBody(f, &CycleRequest{}) }
 func FuzzCycleReply(f *testing.F)           { fuzzBody(f, &CycleReply{}) }
 func FuzzStateGetRequest(f *testing.F)      { fuzzBody(f, &StateGetRequest{}) }
 func FuzzStateGetReply(f *testing.F)        { fuzzBody(f, &StateGetReply{}) }
+func FuzzMetadataRequest(f *testing.F)      { fuzzBody(f, &MetadataRequest{}) }
+func FuzzMetadataReply(f *testing.F)        { fuzzBody(f, &MetadataReply{}) }
 
 // FuzzErrorReply fuzzes the error reply body.
 func FuzzErrorReply(f *testing.F) {

@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 5
+	VersionMinor uint16 = 6
 )
 
 // Minor versions and what they added:

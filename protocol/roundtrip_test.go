@@ -243,6 +243,8 @@ func TestNamedEncoders(t *testing.T) {
 		{AppendCycleReply(nil, 5, &CycleReply{Queue: "q"}), &CycleReply{Queue: "q"}},
 		{AppendStateGetRequest(nil, 5, &StateGetRequest{Prefix: "p"}), &StateGetRequest{Prefix: "p"}},
 		{AppendStateGetReply(nil, 5, &StateGetReply{}), &StateGetReply{}},
+		{AppendMetadataRequest(nil, 5), &MetadataRequest{}},
+		{AppendMetadataReply(nil, 5, &MetadataReply{Cluster: "c"}), &MetadataReply{Cluster: "c"}},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -282,7 +284,7 @@ func TestRegistry(t *testing.T) {
 	if NewRequest(0) != nil || NewReply(0xff) != nil {
 		t.Error("unknown opcodes give bodies")
 	}
-	if n := len(Ops()); n != 22 {
+	if n := len(Ops()); n != 23 {
 		t.Errorf("%d opcodes", n)
 	}
 }
