@@ -21,6 +21,12 @@ func (e *Engine) AckAsync(items []AckItem, res []AckResult, done func(error)) {
 		done(fmt.Errorf("%w: result slice shorter than items", ErrInvalid))
 		return
 	}
+	if e.cfg.Route != nil {
+		if err := e.routeAcks(items); err != nil {
+			done(err)
+			return
+		}
+	}
 	pend := newPending(done)
 	var refused error
 	kept := false

@@ -80,6 +80,18 @@ type Config struct {
 	JournalStallAfter time.Duration
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Shards, above 0, places the engine in a cluster of that many shards
+	// (route.go): ShardOf gives the shard of a queue's partition (of its
+	// name as given: "" stands for DefaultPartition), every new partition
+	// gets a number whose remainder by Shards is its shard, so that its id
+	// tells any broker where it lives (PartitionShard), and Route, when
+	// set, says whether this engine serves a shard: nil, or the error to
+	// answer instead (a cluster's not_owner or unavailable). Pushes, pops
+	// of a named partition, acks and transactions ask it first and are
+	// refused whole when one of their partitions is not served here.
+	Shards  int
+	ShardOf func(queue, partition string) int
+	Route   func(shard int) error
 }
 
 func (c *Config) setDefaults() error {
@@ -130,6 +142,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.JournalStallAfter <= 0 {
 		c.JournalStallAfter = 10 * time.Second
+	}
+	if c.Shards < 0 || c.Shards > 1<<16 || (c.Shards > 0 && c.ShardOf == nil) {
+		return fmt.Errorf("%w: Shards %d needs 1 to 65536 shards and a ShardOf", ErrInvalid, c.Shards)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -423,7 +438,7 @@ func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created
 	if max := q.options().MaxPartitions; max > 0 && q.byName.len() >= max {
 		return nil, false, fmt.Errorf("%w: queue %q has its maximum of %d partitions", ErrInvalid, q.name, max)
 	}
-	p = e.addPartition(q, q.next, name)
+	p = e.addPartition(q, e.newSeq(q, name), name)
 	return p, true, nil
 }
 

@@ -146,6 +146,11 @@ func (e *Engine) newPopCall(req PopRequest, done func([]Message, bool, error)) (
 		if err := checkName("partition", req.Partition, false); err != nil {
 			return nil, err
 		}
+		if e.cfg.Route != nil {
+			if err := e.routeName(req.Queue, req.Partition); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := checkName("consumer group", req.Group, false); err != nil {
 		return nil, err

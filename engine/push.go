@@ -24,6 +24,12 @@ func (e *Engine) PushAsync(items []PushItem, res []PushResult, done func(error))
 		done(fmt.Errorf("%w: result slice shorter than items", ErrInvalid))
 		return
 	}
+	if e.cfg.Route != nil {
+		if err := e.routePushes(items); err != nil {
+			done(err)
+			return
+		}
+	}
 	var touched []pushTouch
 	pend := newPending(func(err error) {
 		if err == nil {

@@ -53,6 +53,16 @@ type txnExtra struct {
 // transact runs a transaction, again when a partition it resolved was
 // forgotten or a queue it would create appeared before it could lock them.
 func (e *Engine) transact(acks []AckItem, pushes []PushItem, extra *txnExtra, done func(TxnResult, error)) {
+	if e.cfg.Route != nil {
+		err := e.routeAcks(acks)
+		if err == nil {
+			err = e.routePushes(pushes)
+		}
+		if err != nil {
+			done(TxnResult{}, err)
+			return
+		}
+	}
 	for {
 		if err := e.check(); err != nil {
 			done(TxnResult{}, err)
