@@ -122,6 +122,9 @@ var accessTable = []access{
 		"GET /api/v1/analytics/postgres-stats", "GET /api/v1/analytics/queue-lag", "GET /api/v1/analytics/queue-ops",
 		"GET /api/v1/analytics/queue-parked-replicas", "GET /api/v1/analytics/retention"}},
 
+	// A cluster's shard map (1.6): what a client needs to route its requests.
+	{LevelReadOnly, []protocol.Op{protocol.OpMetadata}, []string{"GET /api/v1/cluster"}},
+
 	// Traces.
 	{LevelReadWrite, nil, []string{"POST /api/v1/traces"}},
 	{LevelReadOnly, nil, []string{"GET /api/v1/traces/names", "GET /api/v1/traces/by-name/{traceName}",

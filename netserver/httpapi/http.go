@@ -65,6 +65,11 @@ type Config struct {
 	// TCPHealth, when set, reports why the binary protocol's door does not
 	// serve (nil while it does); /health reports it.
 	TCPHealth func() error
+	// Cluster, when set, is the cluster this broker is part of: GET
+	// /api/v1/cluster answers its shard map, /health names it, and
+	// configure and delete-queue apply to every broker. Without it the
+	// broker runs alone.
+	Cluster netserver.Cluster
 	// Version is reported by /health; default "dev".
 	Version string
 	// Logger receives the bridge's logs; nil means slog.Default().
@@ -391,6 +396,7 @@ func (s *Server) routes() {
 	s.handle("GET /health", s.handleHealth)
 	s.handle("GET /metrics", s.handleMetricsJSON)
 	s.handle("GET /metrics/prometheus", s.handlePrometheus)
+	s.handle("GET /api/v1/cluster", s.handleCluster)
 	// Data plane.
 	s.handle("POST /api/v1/push", s.handlePush)
 	s.handle("GET /api/v1/pop/queue/{queue}", s.handlePop)

@@ -230,6 +230,9 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		o.Task = *req.Task
 	}
 	res, err := s.e.Configure(r.Context(), *req.Queue, o)
+	if err == nil && s.cfg.Cluster != nil {
+		err = s.cfg.Cluster.Configured(r.Context(), *req.Queue, res.Options)
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -248,7 +251,13 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) {
 // DELETE /api/v1/resources/queues/{queue}
 func (s *Server) handleDeleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	existed, err := s.e.DeleteQueue(r.Context(), name)
+	var existed bool
+	var err error
+	if s.cfg.Cluster != nil {
+		existed, err = s.cfg.Cluster.DeleteQueue(r.Context(), name)
+	} else {
+		existed, err = s.e.DeleteQueue(r.Context(), name)
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/regentmq/regent/protocol"
 )
 
 // Health, the dashboard's status feeds, and the maintenance toggles.
@@ -26,13 +29,45 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.writeValue(w, code, map[string]any{
+	v := map[string]any{
 		"status": status, "database": db, "server": "Regent", "worker_id": 0, "version": s.cfg.Version,
 		"shared_state": map[string]any{"enabled": false},
 		"queen":        map[string]any{"worker_id": 0, "status": "active"},
 		"error":        reason,
 		// Regent's: each part, "ok" or why not (the HTTP door answers this).
 		"doors": map[string]any{"http": "ok", "tcp": tcp}, "journal": journal,
+	}
+	if cl := s.cfg.Cluster; cl != nil {
+		if md := cl.Metadata(); md.Cluster != "" {
+			v["cluster"] = map[string]any{"name": md.Cluster, "node": md.Node, "epoch": md.Epoch, "controller": md.Controller}
+		}
+	}
+	s.writeValue(w, code, v)
+}
+
+// GET /api/v1/cluster
+//
+// The cluster's shard map as this broker knows it (Regent's: Queen runs
+// one server): the same fields as the binary protocol's Metadata, each
+// shard's owner by id. A broker that runs alone answers {"cluster": ""}.
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
+	md := &protocol.MetadataReply{}
+	if cl := s.cfg.Cluster; cl != nil {
+		md = cl.Metadata()
+	}
+	owners := make([]string, len(md.Owners))
+	for i, o := range md.Owners {
+		if o >= 0 && int(o) < len(md.Brokers) {
+			owners[i] = md.Brokers[o].ID
+		}
+	}
+	brokers := make([]map[string]any, len(md.Brokers))
+	for i, b := range md.Brokers {
+		brokers[i] = map[string]any{"id": b.ID, "tcp": b.TCP, "http": b.HTTP, "live": b.Live}
+	}
+	s.writeValue(w, http.StatusOK, map[string]any{
+		"cluster": md.Cluster, "node": md.Node, "epoch": md.Epoch, "seed": strconv.FormatUint(md.Seed, 10),
+		"shards": md.Shards, "owners": owners, "brokers": brokers, "controller": md.Controller,
 	})
 }
 

@@ -55,6 +55,10 @@ type Config struct {
 	JournalStats func() netserver.JournalStats
 	// Auth turns on JWT authentication (off by default): see tcp_auth.go.
 	Auth netserver.AuthConfig
+	// Cluster, when set, is the cluster this broker is part of: Metadata
+	// requests are answered from it, and configure and delete-queue apply
+	// to every broker. Without it the broker runs alone.
+	Cluster netserver.Cluster
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }

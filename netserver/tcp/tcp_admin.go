@@ -75,6 +75,9 @@ func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, erro
 		} else {
 			res, err = e.Configure(context.Background(), r.Queue, toEngineOptions(&r.Options))
 		}
+		if err == nil && s.cfg.Cluster != nil {
+			err = s.cfg.Cluster.Configured(context.Background(), r.Queue, res.Options)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +88,13 @@ func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, erro
 	case *protocol.QueueListRequest:
 		return s.queueList(r, peer)
 	case *protocol.DeleteQueueRequest:
-		ok, err := e.DeleteQueue(context.Background(), r.Queue)
+		var ok bool
+		var err error
+		if s.cfg.Cluster != nil {
+			ok, err = s.cfg.Cluster.DeleteQueue(context.Background(), r.Queue)
+		} else {
+			ok, err = e.DeleteQueue(context.Background(), r.Queue)
+		}
 		if err != nil {
 			return nil, err
 		}

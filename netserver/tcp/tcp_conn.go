@@ -232,6 +232,17 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 		}})
 	case protocol.OpPing:
 		tc.send(bodyReply{id, &protocol.PingReply{}})
+	case protocol.OpMetadata:
+		var req protocol.MetadataRequest
+		if err := req.Decode(f.Body); err != nil {
+			tc.send(errReply{op, id, err})
+			return false
+		}
+		r := &protocol.MetadataReply{}
+		if cl := tc.s.cfg.Cluster; cl != nil {
+			r = cl.Metadata()
+		}
+		tc.send(bodyReply{id, r})
 	case protocol.OpAuth:
 		return tc.authenticate(id, f.Body)
 	case protocol.OpPush:

@@ -1,0 +1,30 @@
+package netserver
+
+import (
+	"context"
+
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// Cluster is what a cluster's broker adds to both doors (nil in their
+// configurations: the broker runs alone). The data path needs nothing of
+// it: the engine routes pushes, pops and acks itself (engine.Config.Route)
+// and refuses a partition of another broker with not_owner or
+// unavailable. What the doors ask of it are the answers that concern the
+// whole cluster.
+type Cluster interface {
+	// Metadata is the cluster's shard map as this broker knows it. It is
+	// called on an event loop and must not block: the broker keeps the
+	// answer ready, and its callers do not modify it.
+	Metadata() *protocol.MetadataReply
+	// Configured records a queue's options, as they stand on this broker
+	// after a configure, for the whole cluster, and returns once every
+	// broker that is up applied them (one that is down applies them when
+	// it starts).
+	Configured(ctx context.Context, queue string, o engine.QueueOptions) error
+	// DeleteQueue deletes a queue on every broker; it refuses with
+	// unavailable while a broker is down (its part would come back). It
+	// reports whether any broker had the queue.
+	DeleteQueue(ctx context.Context, queue string) (existed bool, err error)
+}
