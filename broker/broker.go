@@ -89,6 +89,12 @@ type Options struct {
 	// (a test counting snapshots). The broker still owns the journal: it
 	// closes it, and Journal returns it, not the wrapper.
 	WrapJournal func(*log.Log) engine.Journal
+
+	// Cluster, when set, makes the broker one of a cluster's (cluster.go):
+	// New joins it (etcd, registration, the first shard map) before it
+	// builds the engine, which then serves only the shards this broker
+	// owns.
+	Cluster *ClusterOptions
 }
 
 // Broker is one Regent: its journal, its engine and its two doors. New
@@ -97,7 +103,8 @@ type Broker struct {
 	opts Options
 	j    *log.Log
 	e    *engine.Engine
-	d    doors // doors.go
+	d    doors        // doors.go
+	cl   *clusterPart // nil: the broker runs alone
 
 	mu      sync.Mutex    // guards started, closing and the doors' fields Main sets
 	started bool          // Main was called
@@ -142,7 +149,18 @@ func New(opts Options) (*Broker, error) {
 	if b.opts.WrapJournal != nil {
 		ej = b.opts.WrapJournal(b.j)
 	}
-	if b.e, err = engine.New(b.opts.Engine, ej); err == nil {
+	if b.opts.Cluster != nil {
+		if b.cl, err = startCluster(*b.opts.Cluster, b.opts.TCPAddr, b.opts.HTTPAddr, b.opts.Logger); err == nil {
+			b.cl.engineConfig(&b.opts.Engine)
+		}
+	}
+	if err == nil {
+		b.e, err = engine.New(b.opts.Engine, ej)
+	}
+	if err == nil && b.cl != nil {
+		err = b.cl.bind(b.e)
+	}
+	if err == nil {
 		err = b.buildDoors()
 	}
 	if err != nil {
@@ -275,6 +293,11 @@ func (b *Broker) close(grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	errs := b.d.shutdown(ctx)
+	if b.cl != nil {
+		if err := b.cl.close(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: %w", err))
+		}
+	}
 	if b.e != nil {
 		if err := b.e.Close(); err != nil {
 			errs = append(errs, err)

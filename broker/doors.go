@@ -93,11 +93,17 @@ func (b *Broker) buildDoors() (err error) {
 	stats := journalStats(b.j)
 	tc := b.d.tcpCfg
 	tc.Addr, tc.JournalStats = b.opts.TCPAddr, stats
+	if b.cl != nil {
+		tc.Cluster = b.cl
+	}
 	if b.d.tcp, err = tcp.New(tc, b.e); err != nil {
 		return err
 	}
 	hc := b.d.httpCfg
 	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
+	if b.cl != nil {
+		hc.Cluster = b.cl
+	}
 	b.d.http, err = httpapi.New(hc, b.e)
 	return err
 }

@@ -1,0 +1,162 @@
+package brokertest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/broker"
+)
+
+// Cluster is a cluster of brokers in one process, each with an embedded
+// etcd voter, on 127.0.0.1.
+type Cluster struct {
+	t       testing.TB
+	Name    string
+	Brokers []*broker.Broker
+	Options []broker.Options // each broker's, as started: Restart uses them
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It
+// is drawn at random below the kernel's ephemeral range (where ports
+// given for ":0" and outgoing connections come from), so that another
+// test's listener on port 0 cannot take it between now and its use.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	lo, hi := ephemeralRange()
+	for range 1000 {
+		port := 10000 + rand.IntN(max(lo-10000, 1))
+		if port >= lo && port <= hi {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
+	t.Fatalf("brokertest: no free port below the ephemeral range %d-%d", lo, hi)
+	return 0
+}
+
+// ephemeralRange is the kernel's range of ports for port 0 and outgoing
+// connections (Linux's default where it cannot be read).
+func ephemeralRange() (lo, hi int) {
+	lo, hi = 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, err1 := strconv.Atoi(f[0])
+			h, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil && l > 10001 {
+				lo, hi = l, h
+			}
+		}
+	}
+	return lo, hi
+}
+
+// StartCluster starts n brokers (ids b1..bn) of one cluster, all etcd
+// voters and all members of the first map, concurrently (etcd waits for a
+// quorum), and stops them when t ends. tune, when set, adjusts each
+// broker's options before its start.
+func StartCluster(t testing.TB, n int, tune func(i int, o *broker.Options)) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Name: "test", Brokers: make([]*broker.Broker, n), Options: make([]broker.Options, n)}
+	var peers []string
+	for i := range n {
+		ip := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		peers = append(peers, fmt.Sprintf("b%d=http://%s", i+1, ip))
+	}
+	var members []string
+	for i := range n {
+		members = append(members, fmt.Sprintf("b%d", i+1))
+	}
+	dir := t.TempDir()
+	for i := range n {
+		peer := strings.SplitN(peers[i], "=", 2)[1]
+		o := broker.Options{
+			TCPAddr:         fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+			HTTPAddr:        fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+			ShutdownTimeout: ShutdownTimeout,
+			Cluster: &broker.ClusterOptions{
+				Name: c.Name, Node: members[i], Members: members, Shards: 16,
+				Voter: true, EtcdDir: filepath.Join(dir, members[i], "etcd"),
+				PeerURL: peer, ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+				InitialCluster: strings.Join(peers, ","),
+				SessionTTL:     2 * time.Second,
+			},
+		}
+		o.Journal.Dir = filepath.Join(dir, members[i])
+		if tune != nil {
+			tune(i, &o)
+		}
+		c.Options[i] = o
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Brokers[i], errs[i] = start(c.Options[i])
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(c.stop)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("brokertest: cluster broker %s: %v", members[i], err)
+		}
+	}
+	return c
+}
+
+func start(o broker.Options) (*broker.Broker, error) {
+	b, err := broker.New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Main(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Stop stops broker i (an orderly Exit: it leaves the cluster at once).
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	if b := c.Brokers[i]; b != nil {
+		c.Brokers[i] = nil
+		if err := b.Exit(); err != nil {
+			c.t.Errorf("brokertest: exit of b%d: %v", i+1, err)
+		}
+	}
+}
+
+// Restart starts broker i again with its options (its data and etcd
+// directories as they were).
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	b, err := start(c.Options[i])
+	if err != nil {
+		c.t.Fatalf("brokertest: restart of b%d: %v", i+1, err)
+	}
+	c.Brokers[i] = b
+}
+
+func (c *Cluster) stop() {
+	var wg sync.WaitGroup
+	for i := range c.Brokers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Stop(i) }()
+	}
+	wg.Wait()
+}
