@@ -130,7 +130,14 @@ func (t *Txn) Commit(ctx context.Context) (TxnResult, error) {
 		req.Pushes = append(req.Pushes, protocol.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, TraceID: it.TraceID, Payload: it.Payload})
 	}
 	var reply protocol.TransactionReply
-	err := t.c.do(ctx, protocol.OpTransaction, func(dst []byte, id uint64) []byte { return protocol.AppendTransactionRequest(dst, id, &req) }, &reply)
+	p := t.c.pool
+	if t.c.cl != nil {
+		var err error
+		if p, err = t.c.cl.txnPool(t.acks, t.push); err != nil {
+			return TxnResult{}, err
+		}
+	}
+	err := p.do(ctx, protocol.OpTransaction, func(dst []byte, id uint64) []byte { return protocol.AppendTransactionRequest(dst, id, &req) }, &reply)
 	if err != nil {
 		return TxnResult{}, err
 	}

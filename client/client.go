@@ -68,9 +68,25 @@ func WithReconnectBackoff(min, max time.Duration) Option {
 
 // Client talks to a Regent broker over the binary protocol. It is safe for
 // concurrent use; one Client per process is the intended use.
+//
+// Dialled to a broker of a cluster, the client follows the cluster's shard
+// map (cluster.go): each push, pop and ack goes to the broker that owns its
+// partition, and the rest to the broker dialled.
 type Client struct {
+	*pool // the broker dialled
+	opt   options
+	cl    *router // nil: the broker runs alone
+}
+
+// pool holds the connections to one broker.
+type pool struct {
 	addr string
-	opt  options
+	opt  *options
+	// failFast: while no connection is up and the last attempt failed, a
+	// call fails at once with unavailable instead of waiting for the next
+	// attempt (a cluster's broker that is down: its partitions wait for
+	// it, the client's other calls go on).
+	failFast bool
 
 	mu      sync.Mutex
 	slots   []*conn // nil while a slot reconnects
@@ -79,11 +95,13 @@ type Client struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	next    atomic.Uint64
+	dialErr error // the last connection attempt's failure, nil once one succeeds
 }
 
 // Dial connects to the broker at addr ("host:port"). The first connection
 // must succeed within ctx; later ones are made, and remade after failures,
-// in the background.
+// in the background. A broker of a cluster answers with its shard map, and
+// the client then reaches the other brokers as it needs them.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o := options{conns: 2, dialTimeout: 5 * time.Second, maxInFlight: 4096, name: "regent-go", backoffMin: 50 * time.Millisecond, backoffMax: 5 * time.Second}
 	for _, f := range opts {
@@ -99,29 +117,58 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("regent client: dial %s: %w", addr, err)
 	}
-	c := &Client{addr: addr, opt: o, slots: make([]*conn, o.conns), changed: make(chan struct{}), stop: make(chan struct{})}
-	c.slots[0] = first
-	c.wg.Add(o.conns)
-	go c.keep(0, first)
-	for i := 1; i < o.conns; i++ {
-		go c.keep(i, nil)
+	c := &Client{opt: o}
+	c.pool = newPool(addr, &c.opt, first)
+	if first.minor >= clusterMinor {
+		var md protocol.MetadataReply
+		err := c.pool.do(ctx, protocol.OpMetadata, func(dst []byte, id uint64) []byte { return protocol.AppendMetadataRequest(dst, id) }, &md)
+		switch code := protocol.CodeOf(err); {
+		case code == protocol.CodeUnauthenticated || code == protocol.CodeForbidden:
+			// No token (or one too weak) for the map: every other call
+			// would be refused too, and says so; the client stays as it is.
+			md.Cluster = ""
+		case err != nil:
+			c.Close()
+			return nil, fmt.Errorf("regent client: metadata from %s: %w", addr, err)
+		}
+		if md.Cluster != "" {
+			if err := md.Check(); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("regent client: metadata from %s: %w", addr, err)
+			}
+			md.Detach()
+			c.cl = newRouter(c, &md)
+		}
 	}
 	return c, nil
 }
 
+// newPool keeps o.conns connections to addr, first among them if not nil.
+func newPool(addr string, o *options, first *conn) *pool {
+	p := &pool{addr: addr, opt: o, slots: make([]*conn, o.conns), changed: make(chan struct{}), stop: make(chan struct{})}
+	p.slots[0] = first
+	p.wg.Add(o.conns)
+	go p.keep(0, first)
+	for i := 1; i < o.conns; i++ {
+		go p.keep(i, nil)
+	}
+	return p
+}
+
 // keep holds slot i connected: it waits for the connection to break, then
 // reconnects with backoff.
-func (c *Client) keep(i int, cn *conn) {
+func (c *pool) keep(i int, cn *conn) {
 	defer c.wg.Done()
 	backoff := c.opt.backoffMin
 	for {
 		if cn == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), c.opt.dialTimeout)
 			var err error
-			cn, err = dialConn(ctx, c.addr, &c.opt)
+			cn, err = dialConn(ctx, c.addr, c.opt)
 			cancel()
 			if err != nil {
 				cn = nil
+				c.failed(err)
 				select {
 				case <-c.stop:
 					return
@@ -139,6 +186,11 @@ func (c *Client) keep(i int, cn *conn) {
 		select {
 		case <-cn.closed:
 			c.set(i, nil)
+			// A broker that closed the connection is going away, or gone:
+			// a failFast pool answers unavailable until a new one is up,
+			// rather than wait on a dial that may hang on a broker halfway
+			// through its stop.
+			c.failed(errConnClosed)
 			cn = nil
 		case <-c.stop:
 			cn.close()
@@ -149,21 +201,40 @@ func (c *Client) keep(i int, cn *conn) {
 
 // set puts cn in slot i and wakes callers waiting for a connection; it
 // reports false when the client is closed.
-func (c *Client) set(i int, cn *conn) bool {
+func (c *pool) set(i int, cn *conn) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}
 	c.slots[i] = cn
+	if cn != nil {
+		c.dialErr = nil
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	return true
 }
 
+// errConnClosed is why a pool has no connection after one closed, until the
+// next attempt says more.
+var errConnClosed = errors.New("the connection closed; reconnecting")
+
+// failed records a failed connection attempt and wakes callers waiting for
+// a connection (a failFast pool answers them).
+func (c *pool) failed(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dialErr = err
+	if c.failFast && !c.closed {
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
 // conn picks a working connection, round robin, waiting for one (within
 // ctx) while every slot reconnects.
-func (c *Client) conn(ctx context.Context) (*conn, error) {
+func (c *pool) conn(ctx context.Context) (*conn, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -178,6 +249,11 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 				return cn, nil
 			}
 		}
+		if c.failFast && c.dialErr != nil {
+			err := c.dialErr
+			c.mu.Unlock()
+			return nil, protocol.NewError(protocol.CodeUnavailable, "broker "+c.addr+" cannot be reached: "+err.Error())
+		}
 		ch := c.changed
 		c.mu.Unlock()
 		select {
@@ -188,10 +264,30 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	}
 }
 
+// close closes every connection of the pool; calls in flight fail with
+// ErrConnLost.
+func (c *pool) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	close(c.stop)
+	slots := append([]*conn(nil), c.slots...)
+	c.mu.Unlock()
+	for _, cn := range slots {
+		if cn != nil {
+			cn.close()
+		}
+	}
+	c.wg.Wait()
+}
+
 // do runs one request on some connection. An "overloaded" answer (the
 // broker's journal is behind, or too many requests are in flight) is sent
 // again after a back-off, until ctx ends: the broker kept nothing of it.
-func (c *Client) do(ctx context.Context, op protocol.Op, encode func([]byte, uint64) []byte, reply protocol.Body) error {
+func (c *pool) do(ctx context.Context, op protocol.Op, encode func([]byte, uint64) []byte, reply protocol.Body) error {
 	backoff := time.Millisecond
 	reauthed := false
 	for {
@@ -223,7 +319,7 @@ func (c *Client) do(ctx context.Context, op protocol.Op, encode func([]byte, uin
 // doMinor is do for a request whose encoding depends on the protocol minor
 // version of the server it goes to (fields a later minor version added are
 // sent only to servers that said they have them).
-func (c *Client) doMinor(ctx context.Context, op protocol.Op, encode func(dst []byte, id uint64, minor uint16) []byte, reply protocol.Body) error {
+func (c *pool) doMinor(ctx context.Context, op protocol.Op, encode func(dst []byte, id uint64, minor uint16) []byte, reply protocol.Body) error {
 	backoff := time.Millisecond
 	for {
 		cn, err := c.conn(ctx)
@@ -249,20 +345,9 @@ const maxOverloadBackoff = 100 * time.Millisecond
 
 // Close closes every connection; calls in flight fail with ErrConnLost.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
+	if c.cl != nil {
+		c.cl.close()
 	}
-	c.closed = true
-	close(c.stop)
-	slots := append([]*conn(nil), c.slots...)
-	c.mu.Unlock()
-	for _, cn := range slots {
-		if cn != nil {
-			cn.close()
-		}
-	}
-	c.wg.Wait()
+	c.pool.close()
 	return nil
 }

@@ -14,6 +14,9 @@ import (
 // Push stores items and answers one result per item, in order. An item
 // answered PushQueued is durable under the broker's sync policy.
 func (c *Client) Push(ctx context.Context, items ...Item) (PushResults, error) {
+	if c.cl != nil {
+		return c.cl.push(ctx, items)
+	}
 	reply := pushReplies.Get().(*protocol.PushReply)
 	err := c.do(ctx, protocol.OpPush, pushFrame(items), reply)
 	if err != nil {
@@ -84,6 +87,9 @@ type PopRequest struct {
 
 // Pop asks for messages. An empty answer is normal.
 func (c *Client) Pop(ctx context.Context, r PopRequest) ([]Message, error) {
+	if c.cl != nil {
+		return c.cl.pop(ctx, r)
+	}
 	reply := popReplies.Get().(*protocol.PopReply)
 	err := c.doMinor(ctx, protocol.OpPop, r.frame(reply), reply)
 	if err != nil {
@@ -119,6 +125,11 @@ type Batch struct {
 // PopBatch is Pop into b: b.Messages holds the answer (empty is normal).
 func (c *Client) PopBatch(ctx context.Context, r PopRequest, b *Batch) error {
 	b.Messages, b.Cut = b.Messages[:0], false
+	if c.cl != nil {
+		msgs, err := c.cl.pop(ctx, r)
+		b.Messages = append(b.Messages, msgs...)
+		return err
+	}
 	if b.reply == nil {
 		b.reply = new(protocol.PopReply)
 	}
@@ -149,10 +160,10 @@ func (c *Client) AckBatch(ctx context.Context, b *Batch, status AckStatus, opt A
 // that pop may still find those messages' partitions leased. Until
 // WaitAck returns, b must not be popped into or acked again.
 func (c *Client) SendAck(ctx context.Context, b *Batch, status AckStatus, opt AckOptions) error {
-	if b.ack.cl != nil {
+	if b.ack.pending() {
 		return errors.New("client: SendAck on a batch whose ack is still pending")
 	}
-	p, err := c.startAck(ctx, len(b.Messages), sameAnswer(b.Messages, status, opt))
+	p, err := c.startAck(ctx, len(b.Messages), sameAnswer(b.Messages, status, opt), msgKey(b.Messages))
 	b.ack = p
 	return err
 }
@@ -161,7 +172,7 @@ func (c *Client) SendAck(ctx context.Context, b *Batch, status AckStatus, opt Ac
 // its next ack.
 func (c *Client) WaitAck(ctx context.Context, b *Batch) ([]AckResult, error) {
 	p := b.ack
-	if p.cl == nil {
+	if !p.pending() {
 		return nil, errors.New("client: WaitAck on a batch with no ack sent")
 	}
 	b.ack = pendingAck{}
@@ -208,7 +219,13 @@ var popReplies = sync.Pool{New: func() any { return new(protocol.PopReply) }}
 // Ack gives every message in msgs the same answer; use AckEach for an answer
 // per message. Refused acks are per-message results, not an error.
 func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
-	return c.ack(ctx, len(msgs), sameAnswer(msgs, status, opt), nil)
+	return c.ack(ctx, len(msgs), sameAnswer(msgs, status, opt), msgKey(msgs), nil)
+}
+
+// msgKey gives the queue and partition of message i, which route its ack
+// in a cluster.
+func msgKey(msgs []Message) func(i int) (string, string) {
+	return func(i int) (string, string) { return msgs[i].Queue, msgs[i].Partition }
 }
 
 // sameAnswer encodes ack item i of msgs, all with the same answer.
@@ -230,27 +247,42 @@ func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) 
 	return c.ack(ctx, len(acks), func(dst []byte, i int) []byte {
 		it := ackOf(&acks[i])
 		return protocol.AppendAckItem(dst, &it)
-	}, nil)
+	}, func(i int) (string, string) { return acks[i].Message.Queue, acks[i].Message.Partition }, nil)
 }
 
 // ack sends an Ack of n items, each encoded straight into the frame by
 // item, and appends the results to out.
-func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []byte, out []AckResult) ([]AckResult, error) {
-	p, err := c.startAck(ctx, n, item)
+func (c *Client) ack(ctx context.Context, n int, item func(dst []byte, i int) []byte, key func(i int) (string, string), out []AckResult) ([]AckResult, error) {
+	p, err := c.startAck(ctx, n, item, key)
 	if err != nil {
 		return nil, err
 	}
 	return p.finish(ctx, out)
 }
 
-// pendingAck is an Ack request on its way.
+// pendingAck is an Ack request on its way (in a cluster, the requests to
+// each owner).
 type pendingAck struct {
 	cl    *call
 	reply *protocol.AckReply
 	n     int
+	multi *clusterAck
 }
 
-func (c *Client) startAck(ctx context.Context, n int, item func(dst []byte, i int) []byte) (pendingAck, error) {
+func (p pendingAck) pending() bool { return p.cl != nil || p.multi != nil }
+
+// startAck sends an Ack of n items, item encoding each; key gives an item's
+// queue and partition, which route it in a cluster.
+func (c *Client) startAck(ctx context.Context, n int, item func(dst []byte, i int) []byte, key func(i int) (string, string)) (pendingAck, error) {
+	if c.cl != nil {
+		ca := &clusterAck{r: c.cl, n: n, item: item, key: key}
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		c.cl.startAck(ctx, ca, idx)
+		return pendingAck{multi: ca, n: n}, nil
+	}
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return pendingAck{}, err
@@ -273,6 +305,9 @@ func (c *Client) startAck(ctx context.Context, n int, item func(dst []byte, i in
 
 // finish waits for the answer and appends the results to out.
 func (p pendingAck) finish(ctx context.Context, out []AckResult) ([]AckResult, error) {
+	if p.multi != nil {
+		return p.multi.finish(ctx, out)
+	}
 	if err := p.cl.wait(ctx); err != nil {
 		return nil, err // not pooled: see Push
 	}
@@ -325,7 +360,12 @@ func appendAckResults(out []AckResult, in []protocol.AckResult) []AckResult {
 func (c *Client) Extend(ctx context.Context, lease ID, d time.Duration) (time.Time, error) {
 	req := protocol.LeaseExtendRequest{LeaseID: protocol.UUID(lease), DurationMs: uint64(max(d, 0) / time.Millisecond)}
 	var reply protocol.LeaseExtendReply
-	err := c.do(ctx, protocol.OpLeaseExtend, func(dst []byte, id uint64) []byte { return protocol.AppendLeaseExtendRequest(dst, id, &req) }, &reply)
+	var err error
+	if c.cl != nil {
+		reply, err = c.cl.extend(ctx, lease, &req)
+	} else {
+		err = c.do(ctx, protocol.OpLeaseExtend, func(dst []byte, id uint64) []byte { return protocol.AppendLeaseExtendRequest(dst, id, &req) }, &reply)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -34,6 +34,7 @@ type Producer struct {
 	closed  bool
 	flights sync.WaitGroup
 	cn      *conn
+	last    chan struct{} // in a cluster: closed when the last batch sent was answered
 }
 
 // Pending is the future result of one Send.
@@ -104,6 +105,30 @@ func (p *Producer) sendLocked() {
 	items, waits := p.items, p.waits
 	p.items, p.waits = nil, nil
 	p.flights.Add(1)
+	if p.c.cl != nil {
+		// A cluster's batch goes to several owners on their own
+		// connections: batches go one after the other, so that their
+		// order holds in every partition.
+		prev, mine := p.last, make(chan struct{})
+		p.last = mine
+		go func() {
+			defer p.flights.Done()
+			defer close(mine)
+			if prev != nil {
+				<-prev
+			}
+			res, err := p.c.cl.push(context.Background(), items)
+			for i, w := range waits {
+				if err != nil {
+					w.err = err
+				} else {
+					w.res = res[i]
+				}
+				close(w.done)
+			}
+		}()
+		return
+	}
 	// Queue the batch on the connection now, under p.mu, so batches go out
 	// in order; wait for the answer on another goroutine.
 	reply := pushReplies.Get().(*protocol.PushReply)

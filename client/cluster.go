@@ -1,0 +1,719 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/regentmq/regent/cluster"
+	"github.com/regentmq/regent/protocol"
+)
+
+// A cluster's brokers each own some of its shards (cluster.Shard of a
+// queue's partition). The router keeps the last shard map a broker gave
+// (Metadata) and one pool of connections per broker it has sent to:
+//
+//   - a push is split by owner, the parts sent at once, the results put
+//     back in the items' order;
+//   - a pop of a named partition goes to its owner; a pop of any partition
+//     asks each broker in turn without waiting, then, if it may wait,
+//     long-polls them all and takes the first answer with messages (the
+//     others' later answers are released: see popAny);
+//   - an ack goes, per message, to the owner of the message's partition;
+//   - a broker that answers not_owner (its map is newer than ours) makes
+//     the router ask for the map again and send again, a few times; a
+//     broker that cannot be reached answers unavailable at once, for its
+//     partitions only;
+//   - everything else (queue configuration, listings, statistics) goes to
+//     the broker dialled, which serves it for the whole cluster.
+
+// clusterMinor is the protocol minor version from which a server answers
+// Metadata.
+const clusterMinor = 6
+
+// routeAttempts bounds the sendings of one request that owners keep
+// answering not_owner (each after a fresh map).
+const routeAttempts = 4
+
+type router struct {
+	c *Client
+
+	mu      sync.Mutex
+	md      *protocol.MetadataReply
+	pools   map[string]*pool // by TCP address
+	leases  map[ID]*pool     // the broker each lease came from (Extend)
+	held    map[heldKey][]Message
+	closed  bool
+	refresh chan struct{} // closed when the refresh in progress ends; nil when none is
+}
+
+func newRouter(c *Client, md *protocol.MetadataReply) *router {
+	c.pool.failFast = true
+	r := &router{c: c, md: md, pools: map[string]*pool{c.addr: c.pool}, leases: map[ID]*pool{}}
+	for i := range md.Brokers {
+		if b := &md.Brokers[i]; b.ID == md.Node && b.TCP != "" && b.TCP != c.addr {
+			r.pools[b.TCP] = c.pool // the dialled broker under its advertised address
+		}
+	}
+	return r
+}
+
+func (r *router) close() {
+	r.mu.Lock()
+	r.closed = true
+	pools := make([]*pool, 0, len(r.pools))
+	for _, p := range r.pools {
+		if p != r.c.pool {
+			pools = append(pools, p)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range pools {
+		p.close()
+	}
+}
+
+// table is the current map.
+func (r *router) table() *protocol.MetadataReply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.md
+}
+
+// owner is the broker owning partition of queue under md ("" stands for the
+// default partition, as the broker has it).
+func owner(md *protocol.MetadataReply, queue, partition string) (*protocol.MetadataBroker, error) {
+	if partition == "" {
+		partition = defaultPartition
+	}
+	s := cluster.Shard(md.Seed, queue, partition, int(md.Shards))
+	o := md.Owners[s]
+	if o < 0 {
+		return nil, protocol.NewError(protocol.CodeUnavailable, fmt.Sprintf("shard %d of cluster %s has no owner yet", s, md.Cluster))
+	}
+	return &md.Brokers[o], nil
+}
+
+// defaultPartition is the partition a push or pop that names none means.
+const defaultPartition = "Default"
+
+// poolOf is the pool of broker b: unavailable at once when the map says it
+// is down.
+func (r *router) poolOf(b *protocol.MetadataBroker) (*pool, error) {
+	if !b.Live {
+		return nil, protocol.NewError(protocol.CodeUnavailable, "broker "+b.ID+" is down: its shards wait for it")
+	}
+	if b.TCP == "" {
+		return nil, protocol.NewError(protocol.CodeUnavailable, "broker "+b.ID+" has no address yet")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	p := r.pools[b.TCP]
+	if p == nil {
+		p = newPool(b.TCP, &r.c.opt, nil)
+		p.failFast = true
+		r.pools[b.TCP] = p
+	}
+	return p, nil
+}
+
+// livePools are the pools of every live broker with an address, starting
+// at a different one each call (so that pops of any partition share the
+// brokers).
+func (r *router) livePools(md *protocol.MetadataReply) []*pool {
+	var out []*pool
+	for i := range md.Brokers {
+		if p, err := r.poolOf(&md.Brokers[i]); err == nil {
+			out = append(out, p)
+		}
+	}
+	if n := len(out); n > 1 {
+		k := int(r.c.next.Add(1) % uint64(n))
+		out = append(out[k:], out[:k]...)
+	}
+	return out
+}
+
+// update asks for the map again (one request at a time: callers that come
+// while one is out wait for it) and keeps the newer of the two.
+func (r *router) update(ctx context.Context) error {
+	r.mu.Lock()
+	if ch := r.refresh; ch != nil {
+		r.mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ch := make(chan struct{})
+	r.refresh = ch
+	md := r.md
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.refresh = nil
+		r.mu.Unlock()
+		close(ch)
+	}()
+	// The dialled broker first, then the others that are up.
+	cands := append([]*pool{r.c.pool}, r.livePools(md)...)
+	var err error
+	for _, p := range cands {
+		var fresh protocol.MetadataReply
+		err = p.do(ctx, protocol.OpMetadata, func(dst []byte, id uint64) []byte { return protocol.AppendMetadataRequest(dst, id) }, &fresh)
+		if err == nil {
+			err = fresh.Check()
+		}
+		if err != nil {
+			continue
+		}
+		fresh.Detach()
+		r.mu.Lock()
+		if fresh.Epoch >= r.md.Epoch {
+			r.md = &fresh
+		}
+		r.mu.Unlock()
+		return nil
+	}
+	return err
+}
+
+// retryable says whether a request answered err should go again after a
+// fresh map: the broker does not own the shard (the map moved), or is
+// known to be down only by a map that may be old.
+func (r *router) retryable(ctx context.Context, err error) bool {
+	if protocol.CodeOf(err) != protocol.CodeNotOwner {
+		return false
+	}
+	return r.update(ctx) == nil
+}
+
+// push sends items to their owners, all parts at once, and puts the
+// results back in order. A part its owner refused whole (down, not
+// reachable, or another refusal) answers each of its items PushFailed with
+// the reason; when every part was refused with one error, Push returns it.
+func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
+	out := make(PushResults, len(items))
+	todo := make([]int, len(items))
+	for i := range todo {
+		todo[i] = i
+	}
+	var firstErr error
+	failedAll := true
+	for attempt := 0; len(todo) > 0; attempt++ {
+		md := r.table()
+		parts := map[*pool][]int{}
+		for _, i := range todo {
+			b, err := owner(md, items[i].Queue, items[i].Partition)
+			var p *pool
+			if err == nil {
+				p, err = r.poolOf(b)
+			}
+			if err != nil {
+				out[i] = PushResult{Status: PushFailed, TransactionID: items[i].TransactionID, Err: err}
+				firstErr = cmp(firstErr, err)
+				continue
+			}
+			parts[p] = append(parts[p], i)
+		}
+		type answer struct {
+			idx []int
+			res PushResults
+			err error
+		}
+		answers := make(chan answer, len(parts))
+		for p, idx := range parts {
+			go func() {
+				sub := make([]Item, len(idx))
+				for k, i := range idx {
+					sub[k] = items[i]
+				}
+				res, err := pushOn(ctx, p, sub)
+				answers <- answer{idx, res, err}
+			}()
+		}
+		todo = todo[:0]
+		again := false
+		for range parts {
+			a := <-answers
+			switch {
+			case a.err == nil:
+				failedAll = false
+				for k, i := range a.idx {
+					out[i] = a.res[k]
+				}
+			case protocol.CodeOf(a.err) == protocol.CodeNotOwner && attempt+1 < routeAttempts:
+				todo, again = append(todo, a.idx...), true
+			default:
+				firstErr = cmp(firstErr, a.err)
+				for _, i := range a.idx {
+					out[i] = PushResult{Status: PushFailed, TransactionID: items[i].TransactionID, Err: a.err}
+				}
+			}
+		}
+		if again {
+			if err := r.update(ctx); err != nil {
+				for _, i := range todo {
+					out[i] = PushResult{Status: PushFailed, TransactionID: items[i].TransactionID, Err: err}
+				}
+				return out, err
+			}
+		}
+	}
+	if failedAll && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+func cmp(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}
+
+// pushOn pushes items on one broker's pool.
+func pushOn(ctx context.Context, p *pool, items []Item) (PushResults, error) {
+	var reply protocol.PushReply
+	if err := p.do(ctx, protocol.OpPush, pushFrame(items), &reply); err != nil {
+		return nil, err
+	}
+	out := pushResults(reply.Items, items)
+	if len(out) != len(items) {
+		return nil, fmt.Errorf("client: push of %d items answered with %d results", len(items), len(out))
+	}
+	return out, nil
+}
+
+// pop serves Pop in a cluster.
+func (r *router) pop(ctx context.Context, req PopRequest) ([]Message, error) {
+	if req.Partition != "" || req.Queue == "" {
+		return r.popOwner(ctx, req)
+	}
+	return r.popAny(ctx, req)
+}
+
+// popOwner sends a pop of a named partition to its owner (and a pop by
+// namespace or task, which names no queue, to the broker dialled).
+func (r *router) popOwner(ctx context.Context, req PopRequest) ([]Message, error) {
+	for attempt := 0; ; attempt++ {
+		p := r.c.pool
+		if req.Queue != "" {
+			b, err := owner(r.table(), req.Queue, req.Partition)
+			if err != nil {
+				return nil, err
+			}
+			if p, err = r.poolOf(b); err != nil {
+				return nil, err
+			}
+		}
+		msgs, err := r.popOn(ctx, p, req)
+		if err != nil && attempt+1 < routeAttempts && r.retryable(ctx, err) {
+			continue
+		}
+		return msgs, err
+	}
+}
+
+// popOn pops on one broker's pool and remembers where the lease lives.
+func (r *router) popOn(ctx context.Context, p *pool, req PopRequest) ([]Message, error) {
+	reply := new(protocol.PopReply)
+	if err := p.doMinor(ctx, protocol.OpPop, req.frame(reply), reply); err != nil {
+		return nil, err
+	}
+	out := appendMessages(make([]Message, 0, len(reply.Messages)), reply)
+	reply.Detach()
+	if len(out) > 0 && !out[0].LeaseID.IsZero() {
+		r.mu.Lock()
+		if len(r.leases) >= maxLeaseMemo {
+			clear(r.leases) // Extend then asks every broker
+		}
+		for i := range out {
+			r.leases[out[i].LeaseID] = p
+		}
+		r.mu.Unlock()
+	}
+	return out, nil
+}
+
+// maxLeaseMemo bounds the leases whose broker the router remembers.
+const maxLeaseMemo = 1 << 16
+
+// popAny serves a pop of any partition of a queue spread over the
+// brokers. It asks each live broker in turn without waiting and returns
+// the first messages it gets. When none has any and the pop may wait, it
+// long-polls them all at once, in rounds of at most pollSlice (a poll
+// parked at a broker cannot be called back, and one that outlives its
+// caller takes messages nobody asked for), and returns the first answer
+// with messages. The other polls of the round go on in the background
+// until they end: what they take is given back (an ack Retry, which spends
+// no retry) for leased pops, and for autoAck pops, which cannot be given
+// back, kept for this client's next pop of that queue and group.
+func (r *router) popAny(ctx context.Context, req PopRequest) ([]Message, error) {
+	if msgs := r.takeHeld(req); len(msgs) > 0 {
+		return msgs, nil
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		md := r.table()
+		pools := r.livePools(md)
+		if len(pools) == 0 {
+			return nil, protocol.NewError(protocol.CodeUnavailable, "no broker of cluster "+md.Cluster+" is up")
+		}
+		quick := req
+		quick.Wait = false
+		var firstErr error
+		for _, p := range pools {
+			msgs, err := r.popOn(ctx, p, quick)
+			if err != nil {
+				firstErr = cmp(firstErr, err)
+				continue
+			}
+			if len(msgs) > 0 {
+				return msgs, nil
+			}
+		}
+		if firstErr != nil && protocol.CodeOf(firstErr) != protocol.CodeUnavailable {
+			return nil, firstErr
+		}
+		left := time.Until(deadline)
+		if !req.Wait || left <= 0 {
+			return nil, nil
+		}
+		round := req
+		round.Timeout = min(left, pollSlice)
+		msgs, err := r.pollAll(ctx, pools, round)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+	}
+}
+
+// pollSlice bounds one round of popAny's long polls.
+const pollSlice = 500 * time.Millisecond
+
+// pollAll long-polls every pool at once and returns the first answer with
+// messages; the others are given back when they come.
+func (r *router) pollAll(ctx context.Context, pools []*pool, req PopRequest) ([]Message, error) {
+	answers := make(chan answerMsgs, len(pools))
+	taken := make(chan struct{})
+	var once sync.Once
+	take := func() { once.Do(func() { close(taken) }) }
+	bg, cancel := context.WithTimeout(context.Background(), req.Timeout+10*time.Second)
+	var wg sync.WaitGroup
+	for _, p := range pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msgs, err := r.popOn(bg, p, req)
+			select {
+			case <-taken:
+				r.giveBack(req, msgs)
+			default:
+				answers <- answerMsgs{msgs, err}
+			}
+		}()
+	}
+	go func() { wg.Wait(); cancel() }()
+	var firstErr error
+	for range pools {
+		select {
+		case a := <-answers:
+			if len(a.msgs) > 0 {
+				take()
+				r.drain(req, answers)
+				return a.msgs, nil
+			}
+			if a.err != nil && protocol.CodeOf(a.err) != protocol.CodeUnavailable {
+				firstErr = cmp(firstErr, a.err)
+			}
+		case <-ctx.Done():
+			take()
+			r.drain(req, answers)
+			return nil, ctx.Err()
+		}
+	}
+	take()
+	return nil, firstErr
+}
+
+type answerMsgs struct {
+	msgs []Message
+	err  error
+}
+
+// drain gives back what answers already holds (answers that came before
+// the one taken, or in the same instant).
+func (r *router) drain(req PopRequest, answers chan answerMsgs) {
+	for {
+		select {
+		case a := <-answers:
+			r.giveBack(req, a.msgs)
+		default:
+			return
+		}
+	}
+}
+
+// giveBack returns messages a pop took that its caller will not get:
+// leased ones are released at their broker, autoAck ones held for the
+// next pop.
+func (r *router) giveBack(req PopRequest, msgs []Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	if req.AutoAck || msgs[0].LeaseID.IsZero() {
+		r.mu.Lock()
+		k := heldKey{req.Queue, req.Group}
+		if r.held == nil {
+			r.held = map[heldKey][]Message{}
+		}
+		r.held[k] = append(r.held[k], msgs...)
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.c.Ack(ctx, msgs, Retry, AckOptions{}) // a failure leaves them to their lease's expiry
+}
+
+// heldKey names the autoAck messages held for the next pop of a queue by
+// a group.
+type heldKey struct{ queue, group string }
+
+// takeHeld returns up to a batch of the messages held for req.
+func (r *router) takeHeld(req PopRequest) []Message {
+	if !req.AutoAck {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := heldKey{req.Queue, req.Group}
+	h := r.held[k]
+	if len(h) == 0 {
+		return nil
+	}
+	n := min(len(h), max(req.Batch, 1))
+	out := h[:n:n]
+	if n == len(h) {
+		delete(r.held, k)
+	} else {
+		r.held[k] = h[n:]
+	}
+	return out
+}
+
+// ackPart is the part of an ack that goes to one broker.
+type ackPart struct {
+	p     *pool
+	idx   []int // the items' places in the whole ack
+	cl    *call
+	reply *protocol.AckReply
+	err   error // refused before it was sent
+}
+
+// clusterAck is an ack split by owner, on its way.
+type clusterAck struct {
+	r     *router
+	n     int
+	item  func(dst []byte, i int) []byte
+	key   func(i int) (queue, partition string)
+	parts []ackPart
+}
+
+// startAck sends the items idx of an ack to their owners, one request per
+// owner.
+func (r *router) startAck(ctx context.Context, ca *clusterAck, idx []int) {
+	md := r.table()
+	byPool := map[*pool]int{}
+	for _, i := range idx {
+		q, part := ca.key(i)
+		var p *pool
+		var err error
+		if q == "" {
+			p = r.c.pool // a message built by hand, with no names: the broker dialled
+		} else if b, oerr := owner(md, q, part); oerr != nil {
+			err = oerr
+		} else {
+			p, err = r.poolOf(b)
+		}
+		if err != nil {
+			ca.parts = append(ca.parts, ackPart{idx: []int{i}, err: err})
+			continue
+		}
+		k, ok := byPool[p]
+		if !ok {
+			k = len(ca.parts)
+			byPool[p] = k
+			ca.parts = append(ca.parts, ackPart{p: p})
+		}
+		ca.parts[k].idx = append(ca.parts[k].idx, i)
+	}
+	for k := range ca.parts {
+		part := &ca.parts[k]
+		if part.p == nil {
+			continue
+		}
+		cn, err := part.p.conn(ctx)
+		if err != nil {
+			part.err = err
+			continue
+		}
+		part.reply = new(protocol.AckReply)
+		sub := part.idx
+		part.cl, part.err = cn.start(ctx, protocol.OpAck, func(dst []byte, id uint64) []byte {
+			dst, start := protocol.AppendAckRequestStart(dst, id, len(sub))
+			for _, i := range sub {
+				dst = ca.item(dst, i)
+			}
+			protocol.PatchLength(dst, start)
+			return dst
+		}, part.reply)
+	}
+}
+
+// finish waits for every part, sends again the parts answered not_owner
+// (after a fresh map), and appends the results in the items' order. When
+// every part failed, the first failure is the error; otherwise a failed
+// part's items carry it as their result.
+func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult, error) {
+	res := make([]AckResult, ca.n)
+	var firstErr error
+	anyOK := false
+	for attempt := 0; ; attempt++ {
+		var again []int
+		for k := range ca.parts {
+			part := &ca.parts[k]
+			err := part.err
+			if err == nil {
+				err = part.cl.wait(ctx)
+			}
+			if err == nil && len(part.reply.Items) != len(part.idx) {
+				err = fmt.Errorf("client: ack of %d items answered with %d results", len(part.idx), len(part.reply.Items))
+			}
+			switch {
+			case err == nil:
+				anyOK = true
+				rs := appendAckResults(nil, part.reply.Items)
+				for j, i := range part.idx {
+					res[i] = rs[j]
+				}
+			case protocol.CodeOf(err) == protocol.CodeNotOwner && attempt+1 < routeAttempts:
+				again = append(again, part.idx...)
+			default:
+				firstErr = cmp(firstErr, err)
+				for _, i := range part.idx {
+					res[i] = AckResult{Err: err}
+				}
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		if err := ca.r.update(ctx); err != nil {
+			firstErr = cmp(firstErr, err)
+			for _, i := range again {
+				res[i] = AckResult{Err: err}
+			}
+			break
+		}
+		ca.parts = nil
+		ca.r.startAck(ctx, ca, again)
+	}
+	if !anyOK && firstErr != nil {
+		return nil, firstErr
+	}
+	return append(out, res...), nil
+}
+
+// extend finds the broker holding lease: the one that granted it, as far
+// as this client remembers, else each live broker until one knows it.
+func (r *router) extend(ctx context.Context, lease ID, req *protocol.LeaseExtendRequest) (protocol.LeaseExtendReply, error) {
+	var reply protocol.LeaseExtendReply
+	encode := func(dst []byte, id uint64) []byte { return protocol.AppendLeaseExtendRequest(dst, id, req) }
+	r.mu.Lock()
+	known := r.leases[lease]
+	r.mu.Unlock()
+	if known != nil {
+		err := known.do(ctx, protocol.OpLeaseExtend, encode, &reply)
+		if err == nil || !errors.Is(err, errLeaseUnknown) {
+			return reply, err
+		}
+	}
+	var firstErr error
+	for _, p := range r.livePools(r.table()) {
+		if p == known {
+			continue
+		}
+		err := p.do(ctx, protocol.OpLeaseExtend, encode, &reply)
+		if err == nil {
+			r.mu.Lock()
+			r.leases[lease] = p
+			r.mu.Unlock()
+			return reply, nil
+		}
+		if !errors.Is(err, errLeaseUnknown) {
+			firstErr = cmp(firstErr, err)
+		}
+	}
+	if firstErr == nil {
+		firstErr = protocol.NewError(protocol.CodeLeaseInvalid, "no broker of the cluster holds lease "+lease.String())
+	}
+	return reply, firstErr
+}
+
+// errLeaseUnknown matches a broker's answer to a lease it does not hold.
+var errLeaseUnknown = protocol.NewError(protocol.CodeLeaseInvalid, "")
+
+// txnPool is the broker a transaction goes to: the owner of its items'
+// shard. A transaction is atomic within one shard; one whose items fall in
+// several is refused here rather than half applied.
+func (r *router) txnPool(acks []Ack, pushes []Item) (*pool, error) {
+	md := r.table()
+	shard := -1
+	var first *protocol.MetadataBroker
+	see := func(q, part string) error {
+		if part == "" {
+			part = defaultPartition
+		}
+		s := cluster.Shard(md.Seed, q, part, int(md.Shards))
+		if shard >= 0 && s != shard {
+			return protocol.NewError(protocol.CodeInvalid, "a transaction's items fall in several shards of the cluster: this client sends only transactions within one shard (give the queues a common partition, or split it)")
+		}
+		if shard < 0 {
+			shard = s
+			b, err := owner(md, q, part)
+			if err != nil {
+				return err
+			}
+			first = b
+		}
+		return nil
+	}
+	for i := range acks {
+		if err := see(acks[i].Message.Queue, acks[i].Message.Partition); err != nil {
+			return nil, err
+		}
+	}
+	for i := range pushes {
+		if err := see(pushes[i].Queue, pushes[i].Partition); err != nil {
+			return nil, err
+		}
+	}
+	if first == nil {
+		return r.c.pool, nil
+	}
+	return r.poolOf(first)
+}

@@ -1,0 +1,181 @@
+package client_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/broker/brokertest"
+	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
+)
+
+// TestClusterRoutesByShard: three brokers of one cluster. A client dialled
+// to any of them pushes to partitions spread over all three (each message
+// stored by its partition's owner only), pops them all back with pops of
+// any partition and of named ones, and acks them at their owners; nothing
+// is lost or delivered twice. A queue configured through one broker has
+// its options on every broker. A broker asked for a partition it does not
+// own refuses with not_owner.
+func TestClusterRoutesByShard(t *testing.T) {
+	cl := brokertest.StartCluster(t, 3, nil)
+	ctx := testCtx(t)
+	dialAt := func(i int) *client.Client {
+		c, err := client.Dial(ctx, cl.Brokers[i].TCPAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c0, c2 := dialAt(0), dialAt(2)
+	o := client.DefaultQueueOptions()
+	o.RetryLimit = 7
+	if _, err := c2.Configure(ctx, "jobs", o); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range cl.Brokers {
+		qi, err := b.Engine().Queue("jobs")
+		if err != nil || qi.Options.RetryLimit != 7 {
+			t.Fatalf("broker b%d after a configure through b3: %+v %v", i+1, qi.Options, err)
+		}
+	}
+	const parts, per = 24, 5
+	var items []client.Item
+	for p := range parts {
+		for k := range per {
+			items = append(items, client.Item{Queue: "jobs", Partition: fmt.Sprintf("p%d", p), Payload: fmt.Appendf(nil, "p%d-%d", p, k)})
+		}
+	}
+	res, err := c0.Push(ctx, items...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	holding := 0
+	var total uint64
+	for _, b := range cl.Brokers {
+		st := b.Engine().Stats()
+		total += st.Pushed
+		if st.Pushed > 0 {
+			holding++
+		}
+	}
+	if total != parts*per || holding != 3 {
+		t.Fatalf("%d messages stored on %d brokers, want %d on 3", total, holding, parts*per)
+	}
+	// A broker refuses a partition it does not own.
+	refused := 0
+	for p := range parts {
+		_, err := cl.Brokers[1].Engine().Push(ctx, []engine.PushItem{{Queue: "elsewhere", Partition: fmt.Sprintf("p%d", p), Payload: []byte("x")}})
+		if err != nil {
+			if protocol.CodeOf(err) != protocol.CodeNotOwner {
+				t.Fatalf("a push to another broker's partition: %v", err)
+			}
+			refused++
+		}
+	}
+	if refused == 0 || refused == parts {
+		t.Fatalf("b2 refused %d of %d partitions", refused, parts)
+	}
+	// Pop everything back: a named partition, then any partition.
+	seen := map[string]int{}
+	got, err := c2.Queue("jobs").Partition("p3").Batch(per).Pop(ctx)
+	if err != nil || len(got) != per {
+		t.Fatalf("pop of p3: %d messages, %v", len(got), err)
+	}
+	if _, err := c2.Ack(ctx, got, client.Completed, client.AckOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got {
+		seen[string(m.Payload)]++
+	}
+	// A message given back by a pop whose answer came second is popped
+	// again: the loop ends when all were seen, or after a few seconds
+	// with nothing new.
+	quiet := time.Now()
+	for len(seen) < parts*per && time.Since(quiet) < 5*time.Second {
+		msgs, err := c0.Queue("jobs").Batch(7).Partitions(3).Wait(true).Timeout(time.Second).Pop(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) > 0 {
+			quiet = time.Now()
+		}
+		acks, err := c0.Ack(ctx, msgs, client.Completed, client.AckOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range msgs {
+			if acks[i].Err != nil {
+				t.Fatalf("ack of %s: %v", m.Payload, acks[i].Err)
+			}
+			seen[string(m.Payload)]++
+		}
+	}
+	for _, it := range items {
+		if n := seen[string(it.Payload)]; n != 1 {
+			t.Errorf("%s delivered %d times", it.Payload, n)
+		}
+	}
+	if msgs, err := c2.Queue("jobs").Pop(ctx); err != nil || len(msgs) != 0 {
+		t.Fatalf("after everything was acked: %d messages, %v", len(msgs), err)
+	}
+}
+
+// TestClusterBrokerDownIsUnavailableFast: with one broker stopped, its
+// partitions answer unavailable at once (not a hang) while the others
+// serve; once it is back, what it had acknowledged is there.
+func TestClusterBrokerDownIsUnavailableFast(t *testing.T) {
+	cl := brokertest.StartCluster(t, 3, nil)
+	ctx := testCtx(t)
+	c, err := client.Dial(ctx, cl.Brokers[0].TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var items []client.Item
+	for p := range 24 {
+		items = append(items, client.Item{Queue: "q", Partition: fmt.Sprintf("p%d", p), Payload: fmt.Appendf(nil, "p%d", p)})
+	}
+	if res, err := c.Push(ctx, items...); err != nil || res.FirstErr() != nil {
+		t.Fatalf("push: %v %v", err, res.FirstErr())
+	}
+	down := cl.Brokers[2].Engine().Stats().Pushed
+	cl.Stop(2)
+	start := time.Now()
+	res, err := c.Push(ctx, items...)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > time.Second {
+		t.Fatalf("a push with one broker down took %v: %v", took, res.FirstErr())
+	}
+	var failed uint64
+	for _, r := range res {
+		if r.Err != nil {
+			if protocol.CodeOf(r.Err) != protocol.CodeUnavailable {
+				t.Fatalf("an item of the stopped broker: %v", r.Err)
+			}
+			failed++
+		}
+	}
+	if failed != down || failed == 0 {
+		t.Fatalf("%d items refused, the stopped broker held %d partitions' messages", failed, down)
+	}
+	cl.Restart(2)
+	if qi, err := cl.Brokers[2].Engine().Queue("q"); err != nil || qi.Messages != down {
+		t.Fatalf("after its restart b3 holds %d messages of q (%v); it had acknowledged %d", qi.Messages, err, down)
+	}
+	brokertest.CheckFor(t, 20*time.Second, func() error { // the client finds it again
+		res, err := c.Push(ctx, items...)
+		if err == nil {
+			err = res.FirstErr()
+		}
+		return err
+	})
+}
