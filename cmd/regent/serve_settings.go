@@ -129,6 +129,9 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 		return usage(err)
 	}
 	o.Auth, o.TLS = c.sec.auth, c.sec.tls
+	if o.Cluster, err = clusterFrom(s, o.Journal.Dir); err != nil {
+		return usage(err)
+	}
 	return c, exitOK, true
 }
 
@@ -247,10 +250,10 @@ func (c *serveConfig) banner(w io.Writer, b *broker.Broker, pprofAddr string) er
 	}
 	_, err = fmt.Fprintf(w, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n"+
 		"  memory  %s (cache of recent payloads %s)\n"+
-		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s%s",
+		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s%s%s",
 		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(c.memoryLimit), sizeText(c.opts.Engine.CacheBytes),
 		sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
-		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()), pprofBanner(pprofAddr))
+		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()), pprofBanner(pprofAddr), clusterBanner(c.opts.Cluster))
 	return err
 }
 
