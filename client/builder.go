@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/regentmq/regent/protocol"
@@ -86,7 +87,10 @@ func (q QueueBuilder) Push(ctx context.Context, payloads ...[]byte) (PushResults
 }
 
 // Txn is a transaction: acks and pushes applied all or nothing, as one
-// durable step.
+// durable step. In a cluster that holds when its items fall in one shard
+// (one broker applies it); across shards the client pushes, then acks,
+// and a transaction sent again after a failure between the two pushes
+// nothing twice within the dedup window (see txnAcross).
 type Txn struct {
 	c    *Client
 	acks []Ack
@@ -133,7 +137,10 @@ func (t *Txn) Commit(ctx context.Context) (TxnResult, error) {
 	p := t.c.pool
 	if t.c.cl != nil {
 		var err error
-		if p, err = t.c.cl.txnPool(t.acks, t.push); err != nil {
+		if p, err = t.c.cl.txnPool(t.acks, t.push); errors.Is(err, errAcrossShards) {
+			return t.c.cl.txnAcross(ctx, t.acks, t.push)
+		}
+		if err != nil {
 			return TxnResult{}, err
 		}
 	}

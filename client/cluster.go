@@ -1,9 +1,12 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -677,9 +680,11 @@ func (r *router) extend(ctx context.Context, lease ID, req *protocol.LeaseExtend
 // errLeaseUnknown matches a broker's answer to a lease it does not hold.
 var errLeaseUnknown = protocol.NewError(protocol.CodeLeaseInvalid, "")
 
+// errAcrossShards: a transaction's items fall in several shards.
+var errAcrossShards = errors.New("client: a transaction across shards")
+
 // txnPool is the broker a transaction goes to: the owner of its items'
-// shard. A transaction is atomic within one shard; one whose items fall in
-// several is refused here rather than half applied.
+// shard (errAcrossShards when they fall in several: txnAcross).
 func (r *router) txnPool(acks []Ack, pushes []Item) (*pool, error) {
 	md := r.table()
 	shard := -1
@@ -690,7 +695,7 @@ func (r *router) txnPool(acks []Ack, pushes []Item) (*pool, error) {
 		}
 		s := cluster.Shard(md.Seed, q, part, int(md.Shards))
 		if shard >= 0 && s != shard {
-			return protocol.NewError(protocol.CodeInvalid, "a transaction's items fall in several shards of the cluster: this client sends only transactions within one shard (give the queues a common partition, or split it)")
+			return errAcrossShards
 		}
 		if shard < 0 {
 			shard = s
@@ -717,3 +722,105 @@ func (r *router) txnPool(acks []Ack, pushes []Item) (*pool, error) {
 	}
 	return r.poolOf(first)
 }
+
+// txnAcross runs a transaction whose items fall in several shards, which no
+// broker can apply as one step: its pushes first, then its acks. Each push
+// without a transactionId gets one derived from the first acked message
+// (its id and the push's place), so that a transaction sent again after a
+// crash between the two steps pushes nothing twice: the broker's dedup
+// window drops the repeat ("effectively once within the dedup window").
+// When a push is refused nothing is acked and Err says why; when an ack is
+// refused the pushes stay (they are answered in Pushes) and Err says why.
+func (r *router) txnAcross(ctx context.Context, acks []Ack, pushes []Item) (TxnResult, error) {
+	items := append([]Item(nil), pushes...)
+	if len(acks) > 0 {
+		for i := range items {
+			if items[i].TransactionID == "" {
+				items[i].TransactionID = fmt.Sprintf("%s-txn-%d", acks[0].Message.ID, i)
+			}
+		}
+	}
+	var out TxnResult
+	if len(items) > 0 {
+		res, err := r.push(ctx, items)
+		if err != nil {
+			return TxnResult{}, err
+		}
+		out.Pushes = res
+		if err := res.FirstErr(); err != nil {
+			out.Err = protocol.NewError(protocol.CodeTxnAborted, "a push was refused, nothing was acked: "+err.Error())
+			return out, nil
+		}
+	}
+	if len(acks) > 0 {
+		res, err := r.c.AckEach(ctx, acks...)
+		if err != nil {
+			return out, err
+		}
+		out.Acks = res
+		for _, a := range res {
+			if a.Err != nil {
+				out.Err = protocol.NewError(protocol.CodeTxnAborted, "an ack was refused after the pushes were stored: "+a.Err.Error())
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// dlq lists the dead letters of every broker as one list: each broker's
+// entries from the first, merged by queue, time of failure and id (the
+// order a broker lists its own in), then the page f asks for. With a
+// broker down the listing fails with unavailable: its entries would be
+// missing.
+func (r *router) dlq(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) {
+	offset, limit := max(f.Offset, 0), f.Limit
+	if limit <= 0 {
+		limit = defaultDLQPage
+	}
+	want := offset + limit
+	var all []DLQEntry
+	total := 0
+	md := r.table()
+	for i := range md.Brokers {
+		p, err := r.poolOf(&md.Brokers[i])
+		if err != nil {
+			return nil, 0, err
+		}
+		g := f
+		g.Offset, g.Limit = 0, min(want, maxDLQPage)
+		var n int
+		for {
+			page, t, err := dlqOn(ctx, p, g)
+			if err != nil {
+				return nil, 0, err
+			}
+			all, n = append(all, page...), n+len(page)
+			if len(page) == 0 || n >= want || n >= t {
+				total += t
+				break
+			}
+			g.Offset = n
+		}
+	}
+	slices.SortStableFunc(all, func(a, b DLQEntry) int {
+		if c := strings.Compare(a.Message.Queue, b.Message.Queue); c != 0 {
+			return c
+		}
+		if c := a.FailedAt.Compare(b.FailedAt); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[:], b.ID[:])
+	})
+	if offset >= len(all) {
+		return nil, total, nil
+	}
+	return all[offset:min(want, len(all))], total, nil
+}
+
+// defaultDLQPage and maxDLQPage are a broker's page sizes for dead-letter
+// listings (the engine's DefaultDLQPage and MaxDLQPage).
+const (
+	defaultDLQPage = 100
+	maxDLQPage     = 10_000
+)

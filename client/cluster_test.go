@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +179,111 @@ func TestClusterBrokerDownIsUnavailableFast(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestClusterTransactionsAndDLQ: a transaction whose ack and push fall in
+// different shards is pushed, then acked, and sent again pushes nothing
+// twice; the dead letters of every broker list as one, paged.
+func TestClusterTransactionsAndDLQ(t *testing.T) {
+	cl := brokertest.StartCluster(t, 3, nil)
+	ctx := testCtx(t)
+	c, err := client.Dial(ctx, cl.Brokers[1].TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Find a source partition and a sink partition of different owners.
+	src, sink := "", ""
+	md := map[string]int{}
+	for p := range 40 {
+		name := fmt.Sprintf("p%d", p)
+		if _, err := c.Push(ctx, client.Item{Queue: "in", Partition: name, Payload: []byte(name)}); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range cl.Brokers {
+			if qi, err := b.Engine().Queue("in"); err == nil && qi.Messages > uint64(md[fmt.Sprint(i)]) {
+				md[fmt.Sprint(i)] = int(qi.Messages)
+				if src == "" {
+					src = name + "@" + fmt.Sprint(i)
+				} else if sink == "" && !strings.HasSuffix(src, "@"+fmt.Sprint(i)) {
+					sink = name
+				}
+			}
+		}
+	}
+	if src == "" || sink == "" {
+		t.Fatal("no two partitions of different owners in 40")
+	}
+	srcPart, _, _ := strings.Cut(src, "@")
+	msgs, err := c.Queue("in").Partition(srcPart).Group("g").Pop(ctx)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("pop: %d %v", len(msgs), err)
+	}
+	for range 2 { // the second is a repeat: its push is a duplicate
+		r, err := c.Transaction().Ack(msgs[0], client.Completed).Push(client.Item{Queue: "in", Partition: sink, Payload: []byte("result")}).Commit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Pushes) != 1 || r.Pushes[0].Err != nil {
+			t.Fatalf("the transaction's push: %+v", r.Pushes)
+		}
+	}
+	got, err := c.Queue("in").Partition(sink).Group("g").Batch(10).Pop(ctx)
+	if err != nil || len(got) != 2 || string(got[1].Payload) != "result" {
+		t.Fatalf("the sink holds %d messages (%v), want its own and one result", len(got), err)
+	}
+	if again, err := c.Queue("in").Partition(srcPart).Group("g").Pop(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("the acked source message came back: %d %v", len(again), err)
+	}
+	// Dead letters on every broker, listed as one.
+	o := client.DefaultQueueOptions()
+	o.RetryLimit = 0
+	if _, err := c.Configure(ctx, "dead", o); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	for p := range n {
+		if _, err := c.Push(ctx, client.Item{Queue: "dead", Partition: fmt.Sprintf("p%d", p), Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := 0
+	for failed < n {
+		ms, err := c.Queue("dead").Batch(10).Partitions(10).Pop(ctx)
+		if err != nil || len(ms) == 0 {
+			t.Fatalf("pop of dead: %d %v", len(ms), err)
+		}
+		if _, err := c.Ack(ctx, ms, client.DLQ, client.AckOptions{Error: "no"}); err != nil {
+			t.Fatal(err)
+		}
+		failed += len(ms)
+	}
+	holders := 0
+	for _, b := range cl.Brokers {
+		if _, total, _ := b.Engine().DLQ(engine.DLQFilter{Queue: "dead"}); total > 0 {
+			holders++
+		}
+	}
+	seen := map[client.ID]bool{}
+	for off := 0; ; off += 7 {
+		page, total, err := c.DLQ(ctx, client.DLQFilter{Queue: "dead", Limit: 7, Offset: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != n {
+			t.Fatalf("total %d, want %d", total, n)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			if seen[e.ID] {
+				t.Fatalf("entry %s listed twice", e.ID)
+			}
+			seen[e.ID] = true
+		}
+	}
+	if len(seen) != n || holders < 2 {
+		t.Fatalf("listed %d of %d dead letters held by %d brokers", len(seen), n, holders)
+	}
 }

@@ -569,6 +569,14 @@ func (c *Client) DeleteGroup(ctx context.Context, queue, group string) (int, err
 // shorter than f.Limit: ask for the next one from Offset + the entries
 // returned.
 func (c *Client) DLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) {
+	if c.cl != nil {
+		return c.cl.dlq(ctx, f)
+	}
+	return dlqOn(ctx, c.pool, f)
+}
+
+// dlqOn lists dead letters on one broker.
+func dlqOn(ctx context.Context, c *pool, f DLQFilter) ([]DLQEntry, int, error) {
 	req := protocol.DLQListRequest{Queue: f.Queue, Group: f.Group, Partition: f.Partition, Limit: uint32(max(f.Limit, 0)), Offset: uint32(max(f.Offset, 0))}
 	if !f.From.IsZero() {
 		req.From = f.From.UnixNano()
