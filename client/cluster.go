@@ -50,20 +50,55 @@ type router struct {
 	held    map[heldKey][]Message
 	closed  bool
 	refresh chan struct{} // closed when the refresh in progress ends; nil when none is
+	stop    chan struct{} // closed by close: ends the periodic refresh
+	done    chan struct{} // closed when the periodic refresh ended
 }
+
+// refreshEvery is how often the router asks for the map without being
+// told to: how soon it sees a broker come back, or go.
+const refreshEvery = time.Second
 
 func newRouter(c *Client, md *protocol.MetadataReply) *router {
 	c.pool.failFast = true
-	r := &router{c: c, md: md, pools: map[string]*pool{c.addr: c.pool}, leases: map[ID]*pool{}}
+	r := &router{c: c, md: md, pools: map[string]*pool{c.addr: c.pool}, leases: map[ID]*pool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range md.Brokers {
 		if b := &md.Brokers[i]; b.ID == md.Node && b.TCP != "" && b.TCP != c.addr {
 			r.pools[b.TCP] = c.pool // the dialled broker under its advertised address
 		}
 	}
+	go r.refreshLoop()
 	return r
 }
 
+// refreshLoop asks for the map every refreshEvery: a broker's liveness
+// changes without any request being refused for it.
+func (r *router) refreshLoop() {
+	defer close(r.done)
+	t := time.NewTicker(refreshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		_ = r.update(ctx) // a failure leaves the map as it was, until the next
+		cancel()
+	}
+}
+
 func (r *router) close() {
+	close(r.stop)
+	<-r.done
 	r.mu.Lock()
 	r.closed = true
 	pools := make([]*pool, 0, len(r.pools))

@@ -550,18 +550,39 @@ func (c *Client) Seek(ctx context.Context, queue, group string, to SeekTo) (int,
 	if !to.ToEnd {
 		req.Time = to.Time.UnixNano()
 	}
-	var reply protocol.SeekReply
-	err := c.do(ctx, protocol.OpSeek, func(dst []byte, id uint64) []byte { return protocol.AppendSeekRequest(dst, id, &req) }, &reply)
-	return int(reply.PartitionsMoved), err
+	moved := 0
+	seek := func(p *pool) error {
+		var reply protocol.SeekReply
+		err := p.do(ctx, protocol.OpSeek, func(dst []byte, id uint64) []byte { return protocol.AppendSeekRequest(dst, id, &req) }, &reply)
+		moved += int(reply.PartitionsMoved)
+		return err
+	}
+	if c.cl != nil && to.Partition != "" {
+		b, err := owner(c.cl.table(), queue, to.Partition)
+		if err != nil {
+			return 0, err
+		}
+		p, err := c.cl.poolOf(b)
+		if err != nil {
+			return 0, err
+		}
+		return moved, seek(p)
+	}
+	return moved, c.eachHaving(seek)
 }
 
 // DeleteGroup forgets a consumer group on a queue ("" = on every queue) and
 // returns how many queues had it.
 func (c *Client) DeleteGroup(ctx context.Context, queue, group string) (int, error) {
 	req := protocol.DeleteGroupRequest{Queue: queue, Group: group}
-	var reply protocol.DeleteGroupReply
-	err := c.do(ctx, protocol.OpDeleteGroup, func(dst []byte, id uint64) []byte { return protocol.AppendDeleteGroupRequest(dst, id, &req) }, &reply)
-	return int(reply.QueuesAffected), err
+	affected := 0
+	err := c.eachHaving(func(p *pool) error {
+		var reply protocol.DeleteGroupReply
+		err := p.do(ctx, protocol.OpDeleteGroup, func(dst []byte, id uint64) []byte { return protocol.AppendDeleteGroupRequest(dst, id, &req) }, &reply)
+		affected = max(affected, int(reply.QueuesAffected)) // each broker has the queues
+		return err
+	})
+	return affected, err
 }
 
 // DLQ lists a page of dead-letter entries and how many match in all. A
@@ -652,14 +673,19 @@ func dlqSelect(f DLQFilter, ids []ID) protocol.DLQSelect {
 // and removes them from the dead-letter queue.
 func (c *Client) Redrive(ctx context.Context, f DLQFilter, ids ...ID) ([]Redriven, error) {
 	req := protocol.DLQRedriveRequest{DLQSelect: dlqSelect(f, ids)}
-	var reply protocol.DLQRedriveReply
-	err := c.do(ctx, protocol.OpDLQRedrive, func(dst []byte, id uint64) []byte { return protocol.AppendDLQRedriveRequest(dst, id, &req) }, &reply)
+	var out []Redriven
+	err := c.each(func(p *pool) error {
+		var reply protocol.DLQRedriveReply
+		if err := p.do(ctx, protocol.OpDLQRedrive, func(dst []byte, id uint64) []byte { return protocol.AppendDLQRedriveRequest(dst, id, &req) }, &reply); err != nil {
+			return err
+		}
+		for _, r := range reply.Items {
+			out = append(out, Redriven{Entry: ID(r.Entry), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID), Queue: r.Queue, Partition: r.Partition})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	out := make([]Redriven, len(reply.Items))
-	for i, r := range reply.Items {
-		out[i] = Redriven{Entry: ID(r.Entry), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID), Queue: r.Queue, Partition: r.Partition}
 	}
 	return out, nil
 }
@@ -668,7 +694,58 @@ func (c *Client) Redrive(ctx context.Context, f DLQFilter, ids ...ID) ([]Redrive
 // when ids is not empty) and returns how many went.
 func (c *Client) PurgeDLQ(ctx context.Context, f DLQFilter, ids ...ID) (int, error) {
 	req := protocol.DLQPurgeRequest{DLQSelect: dlqSelect(f, ids)}
-	var reply protocol.DLQPurgeReply
-	err := c.do(ctx, protocol.OpDLQPurge, func(dst []byte, id uint64) []byte { return protocol.AppendDLQPurgeRequest(dst, id, &req) }, &reply)
-	return int(reply.Purged), err
+	purged := 0
+	err := c.each(func(p *pool) error {
+		var reply protocol.DLQPurgeReply
+		err := p.do(ctx, protocol.OpDLQPurge, func(dst []byte, id uint64) []byte { return protocol.AppendDLQPurgeRequest(dst, id, &req) }, &reply)
+		purged += int(reply.Purged)
+		return err
+	})
+	return purged, err
+}
+
+// eachHaving is each for an operation on a queue or group that only some
+// brokers of a cluster may hold: a broker that answers queue_not_found or
+// group_not_found does not count, unless all do.
+func (c *Client) eachHaving(op func(p *pool) error) error {
+	var missing error
+	found := false
+	err := c.each(func(p *pool) error {
+		err := op(p)
+		if code := protocol.CodeOf(err); c.cl != nil && (code == protocol.CodeQueueNotFound || code == protocol.CodeGroupNotFound) {
+			missing = cmp(missing, err)
+			return nil
+		}
+		found = found || err == nil
+		return err
+	})
+	if err == nil && !found && missing != nil {
+		return missing
+	}
+	return err
+}
+
+// each runs an operation that concerns the whole cluster on every broker,
+// one after the other (the broker dialled only, when it runs alone). With
+// a broker down it fails with unavailable before it runs anywhere: its
+// part would be missing.
+func (c *Client) each(op func(p *pool) error) error {
+	if c.cl == nil {
+		return op(c.pool)
+	}
+	md := c.cl.table()
+	pools := make([]*pool, 0, len(md.Brokers))
+	for i := range md.Brokers {
+		p, err := c.cl.poolOf(&md.Brokers[i])
+		if err != nil {
+			return err
+		}
+		pools = append(pools, p)
+	}
+	for _, p := range pools {
+		if err := op(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
