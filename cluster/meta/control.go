@@ -17,8 +17,13 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// resignTimeout bounds Close's resignation of the controller's election.
-const resignTimeout = 2 * time.Second
+// resignTimeout and revokeTimeout bound Close's resignation of the
+// controller's election and revocation of the session lease: without a
+// quorum neither can happen, and a stop must not wait for them.
+const (
+	resignTimeout = time.Second
+	revokeTimeout = time.Second
+)
 
 // retryDelay spaces the controller's attempts after a failed write.
 const retryDelay = time.Second

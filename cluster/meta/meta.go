@@ -344,11 +344,16 @@ func (n *Node) stop(clean bool) error {
 		s := n.sess
 		n.mu.Unlock()
 		if s != nil {
-			if err := s.Close(); err != nil {
-				// etcd without a quorum (the last brokers of a cluster
-				// stopping): the lease ends by itself after SessionTTL.
+			// Revoked within revokeTimeout, not the session's TTL: etcd
+			// without a quorum (the last brokers of a cluster stopping)
+			// cannot revoke, and the lease ends by itself after
+			// SessionTTL.
+			s.Orphan()
+			rctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+			if _, err := n.cli.Revoke(rctx, s.Lease()); err != nil {
 				n.log.Warn("cluster: the session lease could not be revoked; it expires by itself", "err", err)
 			}
+			cancel()
 		}
 		if err := n.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("meta: closing the etcd client: %w", err))
