@@ -11,15 +11,19 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/regentmq/regent/internal/freeport"
 )
 
 // broker is the `regent serve` child process, restarted on the same data
 // directory and ports.
 type broker struct {
 	cfg      *Config
+	n        int // its number: logs are broker-N-<start>.log in a cluster
 	dataDir  string
 	tcpAddr  string
 	httpAddr string
+	args     []string // a cluster's broker's flags
 	starts   int
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -38,26 +42,57 @@ func newBroker(cfg *Config) (*broker, error) {
 	return b, nil
 }
 
-// freeAddr finds a free loopback port (the broker binds it again on every
-// restart: gnet and net/http both set SO_REUSEADDR).
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("crash: find a free port: %w", err)
+// newCluster makes the brokers of a cluster of n (Config.Brokers): each an
+// embedded etcd voter, all members of the first shard map.
+func newCluster(cfg *Config, n int) ([]*broker, error) {
+	var peers []string
+	bs := make([]*broker, n)
+	clientURLs := make([]string, n)
+	for i := range n {
+		b, err := newBroker(cfg)
+		if err != nil {
+			return nil, err
+		}
+		b.n = i + 1
+		b.dataDir = filepath.Join(cfg.Dir, fmt.Sprintf("data-%d", i+1))
+		peer, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if clientURLs[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
+		peers = append(peers, fmt.Sprintf("b%d=http://%s", i+1, peer))
+		bs[i] = b
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	for i, b := range bs {
+		b.args = []string{"--cluster", "crash", "--node", fmt.Sprintf("b%d", i+1), "--peers", strings.Join(peers, ","),
+			"--etcd-voter", "--etcd-client-url", "http://" + clientURLs[i], "--shards", "16"}
+	}
+	return bs, nil
+}
+
+// freeAddr finds a free loopback port (the broker binds it again on every
+// restart: gnet and net/http both set SO_REUSEADDR), below the ephemeral
+// range so that no outgoing connection takes it while the broker is down.
+func freeAddr() (string, error) {
+	a, err := freeport.Addr()
+	if err != nil {
+		return "", fmt.Errorf("crash: %w", err)
+	}
+	return a, nil
 }
 
 // start runs the broker and waits until its TCP port answers a handshake,
 // or it exits (an error quoting its log), or StartTimeout passes.
 func (b *broker) start(ctx context.Context) error {
 	b.starts++
-	lf, err := os.Create(logPath(b.cfg.Dir, b.starts))
+	lf, err := os.Create(b.logPath())
 	if err != nil {
 		return err
 	}
-	args := append([]string{"serve", "--data", b.dataDir, "--tcp", b.tcpAddr, "--http", b.httpAddr, "--log-level", "warn"}, b.cfg.Args...)
+	args := append([]string{"serve", "--data", b.dataDir, "--tcp", b.tcpAddr, "--http", b.httpAddr, "--log-level", "warn"}, b.args...)
+	args = append(args, b.cfg.Args...)
 	cmd := exec.Command(b.cfg.Binary, args...)
 	cmd.Env = append(os.Environ(), b.cfg.Env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -131,10 +166,26 @@ func (b *broker) stop(grace time.Duration) error {
 
 // logTail is the end of the current start's log.
 func (b *broker) logTail() string {
-	data, _ := os.ReadFile(logPath(b.cfg.Dir, b.starts))
+	data, _ := os.ReadFile(b.logPath())
 	s := string(data)
 	if len(s) > 4000 {
 		s = "..." + s[len(s)-4000:]
 	}
 	return strings.TrimRight(s, "\n")
+}
+
+// logPath is the log of the broker's current start.
+func (b *broker) logPath() string {
+	if b.n == 0 {
+		return logPath(b.cfg.Dir, b.starts)
+	}
+	return filepath.Join(b.cfg.Dir, fmt.Sprintf("broker-%d-%d.log", b.n, b.starts))
+}
+
+// name is how the logs call the broker.
+func (b *broker) name() string {
+	if b.n == 0 {
+		return "the broker"
+	}
+	return fmt.Sprintf("broker b%d", b.n)
 }

@@ -45,6 +45,13 @@ type Config struct {
 	// Args are added to the broker's command line after the harness's own
 	// flags (--data, --tcp, --http, --log-level).
 	Args []string
+	// Brokers, above 1, runs a cluster of that many brokers on 127.0.0.1,
+	// each an embedded etcd voter (regent serve --cluster); each cycle
+	// kills one of them at random and restarts it, and the client follows
+	// the cluster's shard map. Transactions whose ack and push fall in
+	// different shards are then push-then-ack: a refused one may leave its
+	// push stored, answered queued, which the checks count as a push.
+	Brokers int
 	// StartTimeout bounds each start of the broker; default 30s.
 	StartTimeout time.Duration
 	// Logf, when set, receives progress lines.
@@ -168,17 +175,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Dir = d
 	}
 	rep.Dir = cfg.Dir
-	br, err := newBroker(&cfg)
+	brokers, err := newBrokers(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer br.kill()
+	defer func() {
+		for _, b := range brokers {
+			b.kill()
+		}
+	}()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	if err := br.start(ctx); err != nil {
+	if err := startAll(ctx, brokers); err != nil {
 		rep.problem(&rep.StartFailures, "first start: %v", err)
 		return rep, nil
 	}
-	c, err := client.Dial(ctx, br.tcpAddr, client.WithConns(4), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
+	c, err := client.Dial(ctx, brokers[0].tcpAddr, client.WithConns(4), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
 		client.WithDialTimeout(time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("crash: dial: %w", err)
@@ -201,9 +212,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			wg.Wait()
 			return nil, ctx.Err()
 		}
+		br := brokers[rng.IntN(len(brokers))]
 		br.kill()
 		rep.Cycles++
-		cfg.Logf("cycle %d: killed after %v under load (%d answers this cycle)", cycle, up.Round(time.Millisecond), led.answers()-before)
+		cfg.Logf("cycle %d: killed %s after %v under load (%d answers this cycle)", cycle, br.name(), up.Round(time.Millisecond), led.answers()-before)
 		if err := br.start(ctx); err != nil {
 			rep.problem(&rep.StartFailures, "restart after kill %d: %v", cycle, err)
 			stopWork()
@@ -220,17 +232,72 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := waitReady(ctx, c, 10*time.Second); err != nil {
 		return nil, fmt.Errorf("crash: broker not reachable for the checks: %w", err)
 	}
+	if len(brokers) > 1 {
+		// The client learns that a restarted broker is back from the
+		// cluster's map (its registration): wait until every part answers.
+		if err := waitCluster(ctx, c, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("crash: cluster not whole for the checks: %w", err)
+		}
+	}
 	if err := audit(ctx, c, led, rep, &cfg); err != nil {
 		return nil, fmt.Errorf("crash: checks: %w", err)
 	}
 	rep.Elapsed = time.Since(start)
-	if err := br.stop(10 * time.Second); err != nil {
-		cfg.Logf("graceful stop: %v", err)
+	for _, b := range brokers {
+		if err := b.stop(10 * time.Second); err != nil {
+			cfg.Logf("graceful stop of %s: %v", b.name(), err)
+		}
 	}
 	if temp && rep.Violations() == 0 {
 		os.RemoveAll(cfg.Dir)
 	}
 	return rep, nil
+}
+
+// newBrokers makes the one broker, or the brokers of a cluster.
+func newBrokers(cfg *Config) ([]*broker, error) {
+	if cfg.Brokers > 1 {
+		return newCluster(cfg, cfg.Brokers)
+	}
+	b, err := newBroker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []*broker{b}, nil
+}
+
+// startAll starts the brokers at once (a cluster's etcd voters wait for a
+// quorum).
+func startAll(ctx context.Context, brokers []*broker) error {
+	errs := make([]error, len(brokers))
+	var wg sync.WaitGroup
+	for i, b := range brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.start(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitCluster waits until the dead-letter listing, which asks every
+// broker, answers: every broker is up and the client reaches it.
+func waitCluster(ctx context.Context, c *client.Client, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, _, err := c.DLQ(cctx, client.DLQFilter{Queue: queueName, Limit: 1})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // setup configures queue "crash".

@@ -327,6 +327,11 @@ func txnWorker(ctx context.Context, c *client.Client, l *ledger, name string, r 
 			case res.Err != nil || len(res.Pushes) != 1:
 				ev.out = answeredRefused
 				out.sends = append(out.sends, answeredRefused)
+				if len(res.Pushes) == 1 && res.Pushes[0].Err == nil && res.Pushes[0].Status != client.PushFailed {
+					// A transaction across a cluster's shards pushes, then
+					// acks: its ack was refused, its push answered queued.
+					l.notePush(out, res.Pushes[0])
+				}
 			default:
 				ev.out = answeredOK
 				l.txns++

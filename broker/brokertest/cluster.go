@@ -2,17 +2,14 @@ package brokertest
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/internal/freeport"
 )
 
 // Cluster is a cluster of brokers in one process, each with an embedded
@@ -24,43 +21,15 @@ type Cluster struct {
 	Options []broker.Options // each broker's, as started: Restart uses them
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It
-// is drawn at random below the kernel's ephemeral range (where ports
-// given for ":0" and outgoing connections come from), so that another
-// test's listener on port 0 cannot take it between now and its use.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// drawn below the ephemeral range (internal/freeport).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	lo, hi := ephemeralRange()
-	for range 1000 {
-		port := 10000 + rand.IntN(max(lo-10000, 1))
-		if port >= lo && port <= hi {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
+	p, err := freeport.Get()
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
 	}
-	t.Fatalf("brokertest: no free port below the ephemeral range %d-%d", lo, hi)
-	return 0
-}
-
-// ephemeralRange is the kernel's range of ports for port 0 and outgoing
-// connections (Linux's default where it cannot be read).
-func ephemeralRange() (lo, hi int) {
-	lo, hi = 32768, 60999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			l, err1 := strconv.Atoi(f[0])
-			h, err2 := strconv.Atoi(f[1])
-			if err1 == nil && err2 == nil && l > 10001 {
-				lo, hi = l, h
-			}
-		}
-	}
-	return lo, hi
+	return p
 }
 
 // StartCluster starts n brokers (ids b1..bn) of one cluster, all etcd

@@ -1,0 +1,42 @@
+package crash
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestCrashKill9Cluster is the crash scenario against a cluster of three
+// brokers (regent serve --cluster, each an embedded etcd voter): each
+// cycle kills one broker at random under load and restarts it; the
+// client follows the shard map, and every promise of "After a crash" is
+// checked across the cluster: 0 acknowledged pushes lost, 0 completed
+// messages back.
+func TestCrashKill9Cluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills broker processes")
+	}
+	cfg := Config{Binary: binary(t), Dir: t.TempDir(), Brokers: 3, Cycles: cycles(), Logf: t.Logf,
+		Partitions: 8, StartTimeout: 60 * time.Second}
+	if !long() {
+		cfg.MinUp, cfg.MaxUp = 500*time.Millisecond, 1500*time.Millisecond
+	}
+	if v, err := strconv.ParseUint(os.Getenv("REGENT_CRASH_SEED"), 10, 64); err == nil {
+		cfg.Seed = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Cycles)*20*time.Second+2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.String())
+	if rep.Violations() != 0 {
+		t.Fatalf("the cluster broke its promises (data in %s):\n%s", cfg.Dir, rep)
+	}
+	if rep.Acknowledged == 0 || rep.AcksOK["completed"] == 0 || rep.Txns == 0 || rep.DLQEntries == 0 {
+		t.Fatalf("the workload did too little to mean anything:\n%s", rep)
+	}
+}
