@@ -24,6 +24,7 @@ type broker struct {
 	tcpAddr  string
 	httpAddr string
 	args     []string // a cluster's broker's flags
+	etcdURL  string   // a cluster's broker's embedded etcd client URL
 	starts   int
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -66,6 +67,7 @@ func newCluster(cfg *Config, n int) ([]*broker, error) {
 		bs[i] = b
 	}
 	for i, b := range bs {
+		b.etcdURL = "http://" + clientURLs[i]
 		b.args = []string{"--cluster", "crash", "--node", fmt.Sprintf("b%d", i+1), "--peers", strings.Join(peers, ","),
 			"--etcd-voter", "--etcd-client-url", "http://" + clientURLs[i], "--shards", "16"}
 	}
