@@ -382,6 +382,13 @@ func (c *clusterPart) record(ctx context.Context, queue string, value []byte) er
 	}
 }
 
+// Health is netserver.Cluster's: whether etcd answers, within a second.
+func (c *clusterPart) Health(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return c.node.Health(ctx)
+}
+
 // unavailable is an etcd failure as a client sees it.
 func unavailable(err error) error {
 	return protocol.NewError(protocol.CodeUnavailable, "the cluster's etcd: "+err.Error())

@@ -859,3 +859,46 @@ const (
 	defaultDLQPage = 100
 	maxDLQPage     = 10_000
 )
+
+// ClusterMap is a cluster's shard map as one of its brokers knows it
+// (Client.Cluster).
+type ClusterMap struct {
+	Name       string // "" when the broker runs alone
+	Node       string // the broker that answered
+	Epoch      int64  // orders maps: the etcd revision the map was written at
+	Shards     int
+	Controller string // the elected controller's id ("" when none is known)
+	Brokers    []ClusterBroker
+	// Owners holds each shard's owner's id ("" while it has none).
+	Owners []string
+}
+
+// ClusterBroker is one broker of a cluster.
+type ClusterBroker struct {
+	ID, TCP, HTTP string
+	Live          bool // registered now: its shards are served
+	Shards        int  // how many shards it owns
+}
+
+// Cluster asks the broker dialled for its cluster's shard map.
+func (c *Client) Cluster(ctx context.Context) (ClusterMap, error) {
+	var md protocol.MetadataReply
+	if err := c.pool.do(ctx, protocol.OpMetadata, func(dst []byte, id uint64) []byte { return protocol.AppendMetadataRequest(dst, id) }, &md); err != nil {
+		return ClusterMap{}, err
+	}
+	if err := md.Check(); err != nil {
+		return ClusterMap{}, err
+	}
+	out := ClusterMap{Name: md.Cluster, Node: md.Node, Epoch: md.Epoch, Shards: int(md.Shards), Controller: md.Controller,
+		Owners: make([]string, len(md.Owners))}
+	for _, b := range md.Brokers {
+		out.Brokers = append(out.Brokers, ClusterBroker{ID: b.ID, TCP: b.TCP, HTTP: b.HTTP, Live: b.Live})
+	}
+	for s, o := range md.Owners {
+		if o >= 0 {
+			out.Owners[s] = md.Brokers[o].ID
+			out.Brokers[o].Shards++
+		}
+	}
+	return out, nil
+}

@@ -3,10 +3,12 @@ package crash
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,6 +203,61 @@ func TestClusterSemantics(t *testing.T) {
 	got, err := c.any().Queue("sem").Partition("tx").Group("g3").Batch(10).AutoAck(true).Pop(ctx)
 	if err != nil || len(got) != 2 || string(got[1].Payload) != "result" {
 		t.Fatalf("partition tx holds %d messages, want the job and one result (%v)", len(got), err)
+	}
+	checkOperations(t, c)
+}
+
+// checkOperations: regent cluster status, /health and /metrics of each
+// broker describe the same cluster: three brokers up, every shard owned
+// once, a controller, etcd answering.
+func checkOperations(t *testing.T, c *cluster3) {
+	t.Helper()
+	cmd := exec.Command(c.brokers[0].cfg.Binary, "cluster", "status", "--json", "--addr", c.brokers[2].tcpAddr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("regent cluster status: %v\n%s", err, out)
+	}
+	var st struct {
+		Cluster    string `json:"cluster"`
+		Shards     int    `json:"shards"`
+		Controller string `json:"controller"`
+		Brokers    []struct {
+			ID     string `json:"id"`
+			Live   bool   `json:"live"`
+			Shards int    `json:"shards"`
+			Etcd   string `json:"etcd"`
+		} `json:"brokers"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("regent cluster status --json: %v\n%s", err, out)
+	}
+	owned := 0
+	for _, b := range st.Brokers {
+		if !b.Live || b.Etcd != "ok" || b.Shards == 0 {
+			t.Errorf("cluster status: broker %+v", b)
+		}
+		owned += b.Shards
+	}
+	if st.Cluster != "crash" || len(st.Brokers) != 3 || owned != st.Shards || st.Shards != 16 || st.Controller == "" {
+		t.Fatalf("cluster status: %s", out)
+	}
+	metricsOwned := 0
+	for _, b := range c.brokers {
+		resp, err := http.Get("http://" + b.httpAddr + "/metrics/prometheus")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "regent_cluster_shards_owned "); ok {
+				n, _ := strconv.Atoi(v)
+				metricsOwned += n
+			}
+		}
+		resp.Body.Close()
+	}
+	if metricsOwned != 16 {
+		t.Fatalf("the brokers' regent_cluster_shards_owned add up to %d, want 16", metricsOwned)
 	}
 }
 

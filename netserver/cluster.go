@@ -27,4 +27,8 @@ type Cluster interface {
 	// unavailable while a broker is down (its part would come back). It
 	// reports whether any broker had the queue.
 	DeleteQueue(ctx context.Context, queue string) (existed bool, err error)
+	// Health reports whether the cluster's etcd answers this broker (nil
+	// when it does). The data path does not need it: /health reports it
+	// beside the broker's own state, which it does not change.
+	Health(ctx context.Context) error
 }

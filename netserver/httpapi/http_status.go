@@ -39,7 +39,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	if cl := s.cfg.Cluster; cl != nil {
 		if md := cl.Metadata(); md.Cluster != "" {
-			v["cluster"] = map[string]any{"name": md.Cluster, "node": md.Node, "epoch": md.Epoch, "controller": md.Controller}
+			etcd := "ok"
+			if err := cl.Health(r.Context()); err != nil {
+				etcd = err.Error()
+			}
+			v["cluster"] = map[string]any{"name": md.Cluster, "node": md.Node, "epoch": md.Epoch, "controller": md.Controller, "etcd": etcd}
 		}
 	}
 	s.writeValue(w, code, v)

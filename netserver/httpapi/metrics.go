@@ -141,6 +141,26 @@ func (m *httpMetrics) write(w io.Writer) {
 		maint = 1
 	}
 	p.gauge("regent_maintenance_mode_enabled", "1 while maintenance mode is on, else 0.", maint)
+	if cl := m.s.cfg.Cluster; cl != nil {
+		if md := cl.Metadata(); md.Cluster != "" {
+			owned, live := uint64(0), uint64(0)
+			for _, o := range md.Owners {
+				if o >= 0 && int(o) < len(md.Brokers) && md.Brokers[o].ID == md.Node {
+					owned++
+				}
+			}
+			for _, b := range md.Brokers {
+				if b.Live {
+					live++
+				}
+			}
+			p.gauge("regent_cluster_shards", "Shards of the cluster.", uint64(md.Shards))
+			p.gauge("regent_cluster_shards_owned", "Shards this broker owns (serves).", owned)
+			p.gauge("regent_cluster_brokers", "Brokers of the cluster.", uint64(len(md.Brokers)))
+			p.gauge("regent_cluster_brokers_live", "Brokers of the cluster that are up (registered).", live)
+			p.gauge("regent_cluster_map_epoch", "The epoch of the shard map this broker routes by.", uint64(max(md.Epoch, 0)))
+		}
+	}
 
 	// Per queue: depth, pending, dead letters; per (queue, group): lag.
 	now := e.Now()
