@@ -68,6 +68,18 @@ func TestClusterRoutesByShard(t *testing.T) {
 	if total != parts*per || holding != 3 {
 		t.Fatalf("%d messages stored on %d brokers, want %d on 3", total, holding, parts*per)
 	}
+	// Listings and figures add up the three brokers'.
+	qs, err := c2.Queues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Name != "jobs" || qs[0].Messages != parts*per || qs[0].PartitionCount < parts {
+		t.Fatalf("queues of the cluster: %+v %v", qs, err)
+	}
+	qd, err := c0.QueueInfo(ctx, "jobs")
+	if err != nil || qd.Messages != parts*per || len(qd.Partitions) != qd.PartitionCount || qd.Options.RetryLimit != 7 {
+		t.Fatalf("queue info of the cluster: %d messages, %d partitions of %d, %v", qd.Messages, len(qd.Partitions), qd.PartitionCount, err)
+	}
+	if st, err := c0.Stats(ctx); err != nil || st.Pushed != parts*per {
+		t.Fatalf("stats of the cluster: pushed %d, %v", st.Pushed, err)
+	}
 	// A broker refuses a partition it does not own.
 	refused := 0
 	for p := range parts {

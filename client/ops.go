@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -425,6 +426,23 @@ func (c *Client) UpdateQueue(ctx context.Context, queue string, o QueueOptions, 
 // Queues lists every queue, by name. From a broker that speaks protocol
 // 1.2 it reads them a page at a time.
 func (c *Client) Queues(ctx context.Context) ([]QueueSummary, error) {
+	var all [][]QueueSummary
+	err := c.each(func(p *pool) error {
+		qs, err := queuesOn(ctx, p)
+		all = append(all, qs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 1 {
+		return all[0], nil
+	}
+	return mergeSummaries(all), nil
+}
+
+// queuesOn lists the queues of one broker.
+func queuesOn(ctx context.Context, c *pool) ([]QueueSummary, error) {
 	var out []QueueSummary
 	after := ""
 	for {
@@ -457,10 +475,38 @@ const MaxPage = 10_000
 // up to MaxPage at a time (QueueInfoPage); the summary is the first
 // page's. A 1.1 broker sends what fits one reply.
 func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, error) {
+	var all []QueueDetail
+	err := c.eachHaving(func(p *pool) error {
+		d, err := queueInfoOn(ctx, p, queue)
+		if err == nil {
+			all = append(all, d)
+		}
+		return err
+	})
+	if err != nil {
+		return QueueDetail{}, err
+	}
+	out := all[0]
+	if len(all) > 1 {
+		sums := make([][]QueueSummary, len(all))
+		for i := range all {
+			sums[i] = []QueueSummary{all[i].QueueSummary}
+			if i > 0 {
+				out.Partitions = append(out.Partitions, all[i].Partitions...)
+			}
+		}
+		out.QueueSummary = mergeSummaries(sums)[0]
+		slices.SortFunc(out.Partitions, func(a, b PartitionInfo) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return out, nil
+}
+
+// queueInfoOn describes a queue as one broker holds it, all pages.
+func queueInfoOn(ctx context.Context, c *pool, queue string) (QueueDetail, error) {
 	var out QueueDetail
 	var after ID
 	for page := 0; ; page++ {
-		d, more, err := c.QueueInfoPage(ctx, queue, after, MaxPage)
+		d, more, err := queueInfoPageOn(ctx, c, queue, after, MaxPage)
 		if err != nil {
 			return QueueDetail{}, err
 		}
@@ -481,8 +527,14 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueDetail, erro
 // created, at most limit of them (0: the broker's default page, 1,000; at
 // most MaxPage). more says that partitions follow: ask again with after set
 // to the last one's ID. A 1.1 broker ignores the page and sends the first
-// partitions that fit one reply, with more false.
+// partitions that fit one reply, with more false. In a cluster it pages
+// the broker dialled (its partitions only); QueueInfo gathers every
+// broker's.
 func (c *Client) QueueInfoPage(ctx context.Context, queue string, after ID, limit int) (QueueDetail, bool, error) {
+	return queueInfoPageOn(ctx, c.pool, queue, after, limit)
+}
+
+func queueInfoPageOn(ctx context.Context, c *pool, queue string, after ID, limit int) (QueueDetail, bool, error) {
 	req := protocol.QueueInfoRequest{Queue: queue, After: protocol.UUID(after), Limit: uint32(min(max(limit, 0), MaxPage))}
 	var reply protocol.QueueInfoReply
 	err := c.doMinor(ctx, protocol.OpQueueInfo, func(dst []byte, id uint64, minor uint16) []byte {
@@ -620,12 +672,75 @@ func dlqOn(ctx context.Context, c *pool, f DLQFilter) ([]DLQEntry, int, error) {
 
 // Stats returns the broker's counters.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	var reply protocol.StatsReply
-	err := c.do(ctx, protocol.OpStats, func(dst []byte, id uint64) []byte { return protocol.AppendStatsRequest(dst, id) }, &reply)
-	if err != nil {
-		return Stats{}, err
+	var out Stats
+	err := c.each(func(p *pool) error {
+		var reply protocol.StatsReply
+		if err := p.do(ctx, protocol.OpStats, func(dst []byte, id uint64) []byte { return protocol.AppendStatsRequest(dst, id) }, &reply); err != nil {
+			return err
+		}
+		out = addStats(out, statsFromWire(&reply))
+		return nil
+	})
+	return out, err
+}
+
+// addStats adds a broker's figures to a cluster's: counts add up, and
+// Queues is the most any broker has (each holds every configured queue).
+func addStats(a, b Stats) Stats {
+	a.Queues = max(a.Queues, b.Queues)
+	a.Pushed += b.Pushed
+	a.Popped += b.Popped
+	a.Acked += b.Acked
+	a.DeadLettered += b.DeadLettered
+	a.CacheBytes += b.CacheBytes
+	a.Connections += b.Connections
+	a.Fsyncs += b.Fsyncs
+	a.FsyncTime += b.FsyncTime
+	a.BytesWritten += b.BytesWritten
+	a.Entries += b.Entries
+	for k, v := range b.Extra {
+		if a.Extra == nil {
+			a.Extra = map[string]int64{}
+		}
+		a.Extra[k] += v
 	}
-	return statsFromWire(&reply), nil
+	return a
+}
+
+// mergeSummaries merges the queue lists of a cluster's brokers, each
+// sorted by name: a queue's partitions, messages and dead letters add up,
+// its groups are the union, and its id, creation and options are the
+// first broker's (each broker holds the same options).
+func mergeSummaries(all [][]QueueSummary) []QueueSummary {
+	byName := map[string]*QueueSummary{}
+	var names []string
+	for _, qs := range all {
+		for _, q := range qs {
+			m := byName[q.Name]
+			if m == nil {
+				c := q
+				c.Groups = append([]string(nil), q.Groups...)
+				byName[q.Name] = &c
+				names = append(names, q.Name)
+				continue
+			}
+			m.PartitionCount += q.PartitionCount
+			m.Messages += q.Messages
+			m.DeadLetters += q.DeadLetters
+			for _, g := range q.Groups {
+				if !slices.Contains(m.Groups, g) {
+					m.Groups = append(m.Groups, g)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	out := make([]QueueSummary, len(names))
+	for i, n := range names {
+		out[i] = *byName[n]
+		slices.Sort(out[i].Groups)
+	}
+	return out
 }
 
 // statsFromWire converts a Stats reply. The extras' names stay in the
