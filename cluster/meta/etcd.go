@@ -10,18 +10,14 @@ import (
 
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
-
-// etcdLogLevel is the level of the embedded etcd's and the client's own
-// logs: errors only, since the node logs what matters to a broker.
-const etcdLogLevel = "error"
 
 // startEtcd starts this voter's etcd member and waits until it serves
 // clients, which needs a majority of the voters up.
-func startEtcd(ctx context.Context, cfg *Config) (*embed.Etcd, error) {
+func startEtcd(ctx context.Context, cfg *Config, lg *zap.Logger) (*embed.Etcd, error) {
 	peer, err := parseURL(cfg.PeerURL)
 	if err != nil {
 		return nil, err
@@ -55,7 +51,7 @@ func startEtcd(ctx context.Context, cfg *Config) (*embed.Etcd, error) {
 	// prefix again (view.go).
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "1h"
-	ec.LogLevel = etcdLogLevel
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg) // zaplog.go: into the broker's log
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -87,14 +83,10 @@ func (n *Node) reportEtcd() {
 	}
 }
 
-// clientConfig is the configuration of the node's etcd client: it logs at
-// etcdLogLevel, and a connection that stops answering is dropped within
-// seconds so the client tries another endpoint.
-func clientConfig(endpoints []string) (clientv3.Config, error) {
-	lg, err := logutil.CreateDefaultZapLogger(logutil.ConvertToZapLevel(etcdLogLevel))
-	if err != nil {
-		return clientv3.Config{}, fmt.Errorf("meta: etcd client logger: %w", err)
-	}
+// clientConfig is the configuration of the node's etcd client: it logs
+// into the broker's log (zaplog.go), and a connection that stops answering
+// is dropped within seconds so the client tries another endpoint.
+func clientConfig(endpoints []string, lg *zap.Logger) (clientv3.Config, error) {
 	return clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          5 * time.Second,

@@ -107,6 +107,7 @@ type Node struct {
 	wg      sync.WaitGroup // the watch and the session loop
 	etcdWG  sync.WaitGroup // the embedded etcd's error reporter
 	crashed atomic.Bool    // Crash: the goroutines leave without a word to etcd
+	halting atomic.Bool    // Close or Crash began: etcd's complaints are expected (zaplog.go)
 
 	stopOnce sync.Once
 	stopErr  error
@@ -138,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}()
 
 	if cfg.Voter {
-		e, err := startEtcd(ctx, &cfg)
+		e, err := startEtcd(ctx, &cfg, newZapLogger(n.log, &n.halting))
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.etcdWG.Add(1)
 		go n.reportEtcd()
 	}
-	cc, err := clientConfig(cfg.Endpoints)
+	cc, err := clientConfig(cfg.Endpoints, newZapLogger(n.log, &n.halting))
 	if err != nil {
 		return nil, err
 	}
@@ -330,6 +331,7 @@ func (n *Node) Crash() {
 }
 
 func (n *Node) stop(clean bool) error {
+	n.halting.Store(true)
 	var errs []error
 	if !clean {
 		n.crashed.Store(true)
