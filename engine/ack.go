@@ -131,7 +131,9 @@ func (e *Engine) ackRun(items []AckItem, res []AckResult, pend *pending) (bool, 
 			refused = err
 			break
 		}
-		e.fileDead(p, g, dead)
+		if len(dead) > 0 {
+			e.fileDead(p, g, dead)
+		}
 		e.countAcks(p.q, items[start:i+1])
 		kept = true
 		if i < len(items)-1 {

@@ -85,16 +85,21 @@
 //
 // # Following an ack
 //
-// Ack and AckAsync (ack.go) find the partition (engine.go, which keeps the
-// tables) and take its stripe (state.go); ackOne checks the ack against the
-// live lease, or an ended one for a repeat, marks it and moves the cursor
-// (lease.go: the states, advanceCursor); dead letters are built and filed
-// by dlq.go; the change is encoded as one effect record and appended
-// (journal.go: effectRecord, appendHeld, pending; the format in record.go
-// and codec.go), or undone when the journal refuses it (state.go: save,
-// restore). settle then ends a finished lease (lease.go; its timer leaves
-// the wheel, wheel.go), tells the group what became deliverable (ready.go)
-// and shrinks the tail cache (cache.go, which refreshes depth.go's figures).
+// Ack and AckAsync (ack.go) find the partition and take its stripe
+// (state.go, which holds the tables, the partitions' ids and their
+// stripes); ackOne checks the ack against the live lease, or an ended one
+// for a repeat, marks it and moves the cursor (lease.go: the states,
+// advanceCursor); the change is encoded as one effect record and appended
+// (journal.go: effectRecord, appendHeld, pending; the format and its
+// encoders in record.go), or undone when the journal refuses it (state.go:
+// save, restore); dead letters, when there are any, are filed by dlq.go,
+// and the queue's counters count the acks (flow.go). settle then ends a
+// finished lease (lease.go; its timer leaves the wheel, wheel.go, which
+// holds the clock too), tells the group what became deliverable and
+// refreshes the queue's depth (ready.go), and shrinks the tail cache
+// (cache.go). A completed ack touches ten files: ack, state, lease,
+// journal, record, flow, wheel, ready, cache and uuid (the lease id's
+// type), measured by coverage around one Ack.
 // The answer comes when the last append pending holds is durable.
 //
 // # Reports

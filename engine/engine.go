@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -359,12 +358,6 @@ func (e *Engine) observeStamp(ts int64) {
 	}
 }
 
-func (e *Engine) stripeFor(q *queue, seq uint64) *stripe {
-	h := q.id*0x9e3779b97f4a7c15 + seq
-	h ^= h >> 29
-	return &e.stripes[h&e.smask]
-}
-
 // queue returns the live queue with that name, or nil.
 func (e *Engine) queue(name string) *queue {
 	e.mu.RLock()
@@ -413,82 +406,6 @@ func (e *Engine) newQueue(name string, id uint64, created int64, o *QueueOptions
 	return q
 }
 
-// partition returns the named partition of q, or nil.
-func (q *queue) partition(name string) *partition {
-	q.mu.RLock()
-	p := q.byName.get(name)
-	q.mu.RUnlock()
-	return p
-}
-
-// partitionOrCreate returns the named partition, creating it if needed; the
-// caller journals its creation with the first push record.
-func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created bool, err error) {
-	if p = q.partition(name); p != nil {
-		return p, false, nil
-	}
-	if err := checkName("partition", name, false); err != nil {
-		return nil, false, err
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if p = q.byName.get(name); p != nil {
-		return p, false, nil
-	}
-	if max := q.options().MaxPartitions; max > 0 && q.byName.len() >= max {
-		return nil, false, fmt.Errorf("%w: queue %q has its maximum of %d partitions", ErrInvalid, q.name, max)
-	}
-	p = e.addPartition(q, e.newSeq(q, name), name)
-	return p, true, nil
-}
-
-// addPartition creates partition seq of q; q.mu must be held. Sequence
-// numbers are never reused, and q.parts is indexed by position, not by
-// number, so a queue that created and forgot many partitions (or a corrupt
-// record naming partition 2^40) costs nothing for the numbers in between.
-func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
-	p := &partition{q: q, seq: seq, name: own(name)}
-	n := len(q.parts)
-	switch i := q.search(seq); {
-	case i == n:
-		q.parts, q.seqs = append(q.parts, p), append(q.seqs, seq)
-	case q.seqs[i] == seq:
-		if q.parts[i] == nil {
-			q.holes--
-		}
-		q.parts[i] = p
-	default:
-		// Out of order (recovery: partitions created together may be
-		// journaled in either order). New slices: callers may hold q.parts.
-		parts, seqs := make([]*partition, 0, n+1), make([]uint64, 0, n+1)
-		parts = append(append(append(parts, q.parts[:i]...), p), q.parts[i:]...)
-		seqs = append(append(append(seqs, q.seqs[:i]...), seq), q.seqs[i:]...)
-		q.parts, q.seqs = parts, seqs
-	}
-	if seq >= q.next {
-		q.next = seq + 1
-	}
-	q.byName.put(p)
-	return p
-}
-
-// search returns the position of the first entry numbered seq or higher.
-func (q *queue) search(seq uint64) int {
-	if n := len(q.seqs); n == 0 || q.seqs[n-1] < seq {
-		return n // the common case: a new partition
-	}
-	return sort.Search(len(q.seqs), func(i int) bool { return q.seqs[i] >= seq })
-}
-
-// partAt finds partition seq of q (nil if there is none); q.mu must be held
-// (or recovery running).
-func (q *queue) partAt(seq uint64) *partition {
-	if i := q.search(seq); i < len(q.seqs) && q.seqs[i] == seq {
-		return q.parts[i]
-	}
-	return nil
-}
-
 // dropPartition forgets p's entry; q.mu must be held. The entry becomes
 // nil in place (O(1), like a forgotten slot always was); once holes are most
 // of the table, it is compacted into new slices.
@@ -510,23 +427,6 @@ func (q *queue) dropPartition(p *partition) bool {
 		q.parts, q.seqs, q.holes = parts, seqs, 0
 	}
 	return true
-}
-
-// partitionByID finds a partition from its id.
-func (e *Engine) partitionByID(id UUID) *partition {
-	qid, seq, ok := splitPartitionID(id)
-	if !ok {
-		return nil
-	}
-	e.mu.RLock()
-	q := e.queuesID[qid]
-	e.mu.RUnlock()
-	if q == nil || q.deleted.Load() {
-		return nil
-	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	return q.partAt(seq)
 }
 
 // MaxPayloadBytes is the largest message payload a push accepts (see

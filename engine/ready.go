@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"sort"
 	"sync"
 )
 
@@ -11,7 +12,10 @@ import (
 // partition on the group's ready list, which pops take from the front of
 // (popReady), and takes off the group's waiter list a parked pop that wants
 // it; wake retries those pops once every lock is released. A waiter is a
-// parked long poll (below).
+// parked long poll (below). Further down, the two other questions of what
+// a group may be given: how much a queue still holds for its consumers
+// (depth, which maxSize caps), and when a message becomes visible
+// (delayedProcessing, windowBuffer).
 
 // deliverable reports whether g can be handed messages of p now; when only
 // time stands in the way, it arms p's timer. Caller holds p's stripe.
@@ -288,5 +292,115 @@ func (e *Engine) failWaiters(g *group, err error) {
 			w.c.done(nil, false, err)
 		}
 		w.mu.Unlock()
+	}
+}
+
+// Queue depth: the messages of a queue that are still to be done, counted
+// from each partition's slowest group (from its oldest message when the
+// queue has no group yet). maxSize caps it: a push that would go past it is
+// refused for that item. Each partition remembers where its pending
+// messages start (pendFrom), and the queue keeps the sum of next - pendFrom,
+// adjusted whenever a partition's slowest cursor moves.
+
+// pendingFrom is where p's pending messages start. Caller holds p's stripe.
+func (p *partition) pendingFrom() uint64 {
+	if min, any := p.minCursor(); any {
+		return max(min, p.low())
+	}
+	return p.low()
+}
+
+// refreshDepth re-reads p's slowest cursor and moves the queue's depth by
+// the difference. Caller holds p's stripe.
+func (e *Engine) refreshDepth(p *partition) {
+	from := min(p.pendingFrom(), p.next)
+	if from != p.pendFrom {
+		p.q.depth.Add(int64(p.pendFrom) - int64(from))
+		p.pendFrom = from
+	}
+}
+
+// reserve takes room for one message in q under maxSize; it reports false
+// when the queue is full.
+func (q *queue) reserve(maxSize int64) bool {
+	if q.depth.Add(1) > maxSize {
+		q.depth.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Depth is how many messages of the named queue are still to be done by its
+// slowest group.
+func (e *Engine) Depth(name string) (int64, error) {
+	q := e.queue(name)
+	if q == nil {
+		return 0, ErrQueueNotFound
+	}
+	return q.depth.Load(), nil
+}
+
+// Visibility options: delayedProcessing (a message is not deliverable until
+// createdAt + delay; the messages after it in its partition wait behind it,
+// so order holds) and windowBuffer (a partition is served only once its
+// newest message is that old, so that a burst comes out as one batch). Both
+// are driven by a timer per partition in its stripe's wheel: when the time
+// comes, the partition's groups are told, as a commit would tell them.
+
+// visibleEnd is the end of the messages of p a consumer may take now:
+// the durable ones, minus those still inside the delay, and none while the
+// window holds the partition back. wakeAt, when not 0, is when that changes.
+// Caller holds p's stripe.
+func (e *Engine) visibleEnd(p *partition) (end uint64, wakeAt int64) {
+	o := p.q.options()
+	end = p.durable
+	if o.DelayedProcessing <= 0 && o.WindowBuffer <= 0 {
+		return end, 0
+	}
+	now := e.clock.Now()
+	if w := int64(o.WindowBuffer); w > 0 && p.lastTS+w > now && end > p.low() {
+		return 0, p.lastTS + w
+	}
+	if d := int64(o.DelayedProcessing); d > 0 {
+		cut := now - d
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].ts > cut })
+		if i < len(p.chunks) && p.chunks[i].first < end {
+			end = p.chunks[i].first
+			wakeAt = p.chunks[i].ts + d
+		}
+	}
+	return end, wakeAt
+}
+
+// ptimer wakes a partition's groups when delayed messages become visible or
+// its window passes.
+type ptimer struct {
+	t timer
+	p *partition
+}
+
+func (e *Engine) armPartition(p *partition, at int64) {
+	if p.tm == nil {
+		p.tm = &ptimer{p: p}
+	}
+	if p.tm.t.scheduled() && p.tm.t.when*int64(e.cfg.TimerTick) <= at {
+		return // armed for sooner: firing re-arms it for what is left
+	}
+	p.st().wheel.schedule(&p.tm.t, at, p.tm)
+}
+
+func (pt *ptimer) fire(f *wheelFire) {
+	e, p := f.e, pt.p
+	if p.q.deleted.Load() {
+		return
+	}
+	var wakes []*waiter
+	for _, g := range p.q.groupList() {
+		if g != nil {
+			e.notify(p, g, e.pgFor(p, g), &wakes)
+		}
+	}
+	if len(wakes) > 0 {
+		f.after = append(f.after, func() { e.wake(wakes) })
 	}
 }

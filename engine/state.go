@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,7 +17,7 @@ type queue struct {
 	created int64
 	opts    atomic.Pointer[QueueOptions]
 	deleted atomic.Bool
-	depth   atomic.Int64 // messages still to be done by the slowest group (see depth.go)
+	depth   atomic.Int64 // messages still to be done by the slowest group (see ready.go)
 	flow    flow         // what went through it since start (flow.go)
 
 	mu     sync.RWMutex
@@ -56,7 +59,7 @@ type partition struct {
 	chunks   []chunk
 	memLo    int32       // chunks before this index have no messages in memory
 	lost     int32       // chunks lost to journal damage (damage.go)
-	pendFrom uint64      // where the pending messages start (depth.go)
+	pendFrom uint64      // where the pending messages start (ready.go)
 	tm       *ptimer     // delayedProcessing and windowBuffer: wakes the groups; nil until needed
 	groups   []pgState   // by group.idx
 	dedup    *dedupIndex // producer transactionIds of the window (dedup.go); nil until one is seen
@@ -356,5 +359,158 @@ func (e *Engine) active(p *partition, g *group, pg *pgState) *pgActive {
 func relax(pg *pgState) {
 	if pg.act != nil && pg.act.idle() {
 		pg.act = nil
+	}
+}
+
+func (e *Engine) stripeFor(q *queue, seq uint64) *stripe {
+	h := q.id*0x9e3779b97f4a7c15 + seq
+	h ^= h >> 29
+	return &e.stripes[h&e.smask]
+}
+
+// partition returns the named partition of q, or nil.
+func (q *queue) partition(name string) *partition {
+	q.mu.RLock()
+	p := q.byName.get(name)
+	q.mu.RUnlock()
+	return p
+}
+
+// partitionOrCreate returns the named partition, creating it if needed; the
+// caller journals its creation with the first push record.
+func (e *Engine) partitionOrCreate(q *queue, name string) (p *partition, created bool, err error) {
+	if p = q.partition(name); p != nil {
+		return p, false, nil
+	}
+	if err := checkName("partition", name, false); err != nil {
+		return nil, false, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if p = q.byName.get(name); p != nil {
+		return p, false, nil
+	}
+	if max := q.options().MaxPartitions; max > 0 && q.byName.len() >= max {
+		return nil, false, fmt.Errorf("%w: queue %q has its maximum of %d partitions", ErrInvalid, q.name, max)
+	}
+	p = e.addPartition(q, e.newSeq(q, name), name)
+	return p, true, nil
+}
+
+// addPartition creates partition seq of q; q.mu must be held. Sequence
+// numbers are never reused, and q.parts is indexed by position, not by
+// number, so a queue that created and forgot many partitions (or a corrupt
+// record naming partition 2^40) costs nothing for the numbers in between.
+func (e *Engine) addPartition(q *queue, seq uint64, name string) *partition {
+	p := &partition{q: q, seq: seq, name: own(name)}
+	n := len(q.parts)
+	switch i := q.search(seq); {
+	case i == n:
+		q.parts, q.seqs = append(q.parts, p), append(q.seqs, seq)
+	case q.seqs[i] == seq:
+		if q.parts[i] == nil {
+			q.holes--
+		}
+		q.parts[i] = p
+	default:
+		// Out of order (recovery: partitions created together may be
+		// journaled in either order). New slices: callers may hold q.parts.
+		parts, seqs := make([]*partition, 0, n+1), make([]uint64, 0, n+1)
+		parts = append(append(append(parts, q.parts[:i]...), p), q.parts[i:]...)
+		seqs = append(append(append(seqs, q.seqs[:i]...), seq), q.seqs[i:]...)
+		q.parts, q.seqs = parts, seqs
+	}
+	if seq >= q.next {
+		q.next = seq + 1
+	}
+	q.byName.put(p)
+	return p
+}
+
+// search returns the position of the first entry numbered seq or higher.
+func (q *queue) search(seq uint64) int {
+	if n := len(q.seqs); n == 0 || q.seqs[n-1] < seq {
+		return n // the common case: a new partition
+	}
+	return sort.Search(len(q.seqs), func(i int) bool { return q.seqs[i] >= seq })
+}
+
+// partAt finds partition seq of q (nil if there is none); q.mu must be held
+// (or recovery running).
+func (q *queue) partAt(seq uint64) *partition {
+	if i := q.search(seq); i < len(q.seqs) && q.seqs[i] == seq {
+		return q.parts[i]
+	}
+	return nil
+}
+
+// partitionByID finds a partition from its id.
+func (e *Engine) partitionByID(id UUID) *partition {
+	qid, seq, ok := splitPartitionID(id)
+	if !ok {
+		return nil
+	}
+	e.mu.RLock()
+	q := e.queuesID[qid]
+	e.mu.RUnlock()
+	if q == nil || q.deleted.Load() {
+		return nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.partAt(seq)
+}
+
+// partitionID builds the stable id of partition number seq of the queue with
+// the given 8-byte id: a UUIDv8 whose first half is the queue id and whose
+// second half is the sequence number (62 bits).
+func partitionID(queueID uint64, seq uint64) UUID {
+	var u UUID
+	binary.BigEndian.PutUint64(u[0:8], queueID)
+	u[6] = 0x80 | u[6]&0x0f // version 8
+	binary.BigEndian.PutUint64(u[8:16], seq)
+	u[8] = 0x80 | u[8]&0x3f // variant
+	return u
+}
+
+// queueSeq is the sequence number of a queue's own UUID (queueUUID): the
+// highest a UUID's second half holds (62 bits: the rest carries the UUID
+// variant), which no partition gets, so a queue's UUID is none of its
+// partitions' ids (nor another queue's: the first half is the queue's).
+const queueSeq = 1<<62 - 1
+
+// maxPartitionSeq is the highest partition number a partition id holds.
+const maxPartitionSeq = queueSeq - 1
+
+// queueUUID is the UUID of the queue with the given 8-byte id, as doors show
+// it (queueId): partitionID(queueID, queueSeq), xxxxxxxx-xxxx-8xxx-bfff-
+// ffffffffffff. Derived from the id the journal and snapshots keep, it
+// survives restarts; splitPartitionID refuses it, so it never names a
+// partition.
+func queueUUID(queueID uint64) UUID { return partitionID(queueID, queueSeq) }
+
+// splitPartitionID is the inverse of partitionID: the queue id (with its
+// version nibble) and the sequence number. A queue's UUID is not a
+// partition's: ok is false.
+func splitPartitionID(u UUID) (queueID uint64, seq uint64, ok bool) {
+	if u[6]>>4 != 8 || u[8]>>6 != 2 {
+		return 0, 0, false
+	}
+	queueID = binary.BigEndian.Uint64(u[0:8])
+	seq = binary.BigEndian.Uint64(u[8:16]) & (1<<62 - 1)
+	if seq > maxPartitionSeq {
+		return 0, 0, false
+	}
+	return queueID, seq, true
+}
+
+// newQueueID returns a random queue id whose UUID form carries version 8.
+func newQueueID() uint64 {
+	for {
+		id := rand.Uint64()
+		id = id&^(0xf<<12) | 0x8<<12 // version nibble at byte 6's high half
+		if id != 0 {
+			return id
+		}
 	}
 }

@@ -152,60 +152,6 @@ func (g *uuidGen) next(nowNanos int64) UUID {
 	return u
 }
 
-// partitionID builds the stable id of partition number seq of the queue with
-// the given 8-byte id: a UUIDv8 whose first half is the queue id and whose
-// second half is the sequence number (62 bits).
-func partitionID(queueID uint64, seq uint64) UUID {
-	var u UUID
-	binary.BigEndian.PutUint64(u[0:8], queueID)
-	u[6] = 0x80 | u[6]&0x0f // version 8
-	binary.BigEndian.PutUint64(u[8:16], seq)
-	u[8] = 0x80 | u[8]&0x3f // variant
-	return u
-}
-
-// queueSeq is the sequence number of a queue's own UUID (queueUUID): the
-// highest a UUID's second half holds (62 bits: the rest carries the UUID
-// variant), which no partition gets, so a queue's UUID is none of its
-// partitions' ids (nor another queue's: the first half is the queue's).
-const queueSeq = 1<<62 - 1
-
-// maxPartitionSeq is the highest partition number a partition id holds.
-const maxPartitionSeq = queueSeq - 1
-
-// queueUUID is the UUID of the queue with the given 8-byte id, as doors show
-// it (queueId): partitionID(queueID, queueSeq), xxxxxxxx-xxxx-8xxx-bfff-
-// ffffffffffff. Derived from the id the journal and snapshots keep, it
-// survives restarts; splitPartitionID refuses it, so it never names a
-// partition.
-func queueUUID(queueID uint64) UUID { return partitionID(queueID, queueSeq) }
-
-// splitPartitionID is the inverse of partitionID: the queue id (with its
-// version nibble) and the sequence number. A queue's UUID is not a
-// partition's: ok is false.
-func splitPartitionID(u UUID) (queueID uint64, seq uint64, ok bool) {
-	if u[6]>>4 != 8 || u[8]>>6 != 2 {
-		return 0, 0, false
-	}
-	queueID = binary.BigEndian.Uint64(u[0:8])
-	seq = binary.BigEndian.Uint64(u[8:16]) & (1<<62 - 1)
-	if seq > maxPartitionSeq {
-		return 0, 0, false
-	}
-	return queueID, seq, true
-}
-
-// newQueueID returns a random queue id whose UUID form carries version 8.
-func newQueueID() uint64 {
-	for {
-		id := rand.Uint64()
-		id = id&^(0xf<<12) | 0x8<<12 // version nibble at byte 6's high half
-		if id != 0 {
-			return id
-		}
-	}
-}
-
 // idText gives the text form of message ids (the transactionId of a message
 // pushed without one) out of one buffer per batch instead of one string per
 // message. A nil *idText makes each its own string.
