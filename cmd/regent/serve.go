@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/engine"
@@ -20,9 +16,9 @@ import (
 )
 
 // cmdServe runs a broker (package broker builds, starts and stops it) until
-// SIGINT or SIGTERM, or until a door dies. Its settings are in
-// serve_settings.go, its security in serve_auth.go, its descriptor limit in
-// fds.go.
+// SIGINT or SIGTERM, or until a door dies. Its settings (and --pprof's
+// listener) are in serve_settings.go, its security in serve_auth.go, its
+// cluster in serve_cluster.go, its descriptor limit in fds.go.
 func cmdServe(args []string, stdout, stderr io.Writer) int {
 	c, code, ok := parseServe(args, stderr)
 	if !ok {
@@ -100,22 +96,4 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
-}
-
-// listenPprof serves Go's profiles (net/http/pprof) on addr until the
-// listener is closed. They get their own listener and mux: nothing of them
-// reaches the HTTP door, and the HTTP door's auth does not guard them.
-func listenPprof(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	go func() { _ = (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
-	return ln, nil
 }
