@@ -243,7 +243,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	for i := range todo {
 		todo[i] = i
 	}
-	var firstErr error
+	var firstErr, ambiguous error
 	failedAll := true
 	for attempt := 0; len(todo) > 0; attempt++ {
 		md := r.table()
@@ -289,12 +289,21 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 				}
 			case protocol.CodeOf(a.err) == protocol.CodeNotOwner && attempt+1 < routeAttempts:
 				todo, again = append(todo, a.idx...), true
+			case !refused(a.err):
+				// The part may have been stored (a connection lost after it
+				// was sent): its items cannot be answered failed. The call
+				// fails as a push to one broker would; sent again, pushes
+				// with a transactionId are deduplicated.
+				ambiguous = cmp(ambiguous, a.err)
 			default:
 				firstErr = cmp(firstErr, a.err)
 				for _, i := range a.idx {
 					out[i] = PushResult{Status: PushFailed, TransactionID: items[i].TransactionID, Err: a.err}
 				}
 			}
+		}
+		if ambiguous != nil {
+			return nil, ambiguous
 		}
 		if again {
 			if err := r.update(ctx); err != nil {
@@ -309,6 +318,15 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// refused says whether a request that failed with err surely changed
+// nothing: a broker's answer (the engine refuses a request whole), or the
+// client's own refusal before sending it (a broker down). A lost
+// connection or a deadline leaves it unknown.
+func refused(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe)
 }
 
 func cmp(first, err error) error {
@@ -650,6 +668,10 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 				}
 			case protocol.CodeOf(err) == protocol.CodeNotOwner && attempt+1 < routeAttempts:
 				again = append(again, part.idx...)
+			case !refused(err):
+				// Maybe applied (see push): the call fails as an ack to one
+				// broker would.
+				return nil, err
 			default:
 				firstErr = cmp(firstErr, err)
 				for _, i := range part.idx {
