@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/internal/freeport"
+	"github.com/regentmq/regent/protocol"
 )
 
 // broker is the `regent serve` child process, restarted on the same data
@@ -46,6 +47,12 @@ func newBroker(cfg *Config) (*broker, error) {
 // newCluster makes the brokers of a cluster of n (Config.Brokers): each an
 // embedded etcd voter, all members of the first shard map.
 func newCluster(cfg *Config, n int) ([]*broker, error) {
+	return newClusterIn(cfg, n, "data")
+}
+
+// newClusterIn is newCluster with the brokers' directories named
+// <dir>-<n> under Config.Dir.
+func newClusterIn(cfg *Config, n int, dir string) ([]*broker, error) {
 	var peers []string
 	bs := make([]*broker, n)
 	clientURLs := make([]string, n)
@@ -55,7 +62,7 @@ func newCluster(cfg *Config, n int) ([]*broker, error) {
 			return nil, err
 		}
 		b.n = i + 1
-		b.dataDir = filepath.Join(cfg.Dir, fmt.Sprintf("data-%d", i+1))
+		b.dataDir = filepath.Join(cfg.Dir, fmt.Sprintf("%s-%d", dir, i+1))
 		peer, err := freeAddr()
 		if err != nil {
 			return nil, err
@@ -125,14 +132,40 @@ func (b *broker) start(ctx context.Context) error {
 	}
 }
 
-// probe connects to the TCP port (a connection is accepted only once the
-// journal is recovered and the engine runs: serve listens last).
+// probe says Hello on the TCP port and wants Regent's answer (a
+// connection is accepted only once the journal is recovered and the engine
+// runs: serve listens last). A connection alone is not enough: another
+// program may hold the port (our broker then fails to bind it and exits).
 func probe(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: "crash-probe"})
+	if _, err := c.Write(hello); err != nil {
+		return err
+	}
+	f, err := protocol.NewReader(c, protocol.DefaultMaxFrame).Next()
+	if err != nil {
+		return err
+	}
+	if f.IsError() {
+		var er protocol.ErrorReply
+		if err := er.Decode(f.Body); err != nil {
+			return err
+		}
+		return er.Err()
+	}
+	var hr protocol.HelloReply
+	if err := hr.Decode(f.Body); err != nil {
+		return err
+	}
+	if hr.ServerName != "regent" {
+		return fmt.Errorf("%s answers as %q, not regent", addr, hr.ServerName)
+	}
+	return nil
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

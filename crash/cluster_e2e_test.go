@@ -34,10 +34,10 @@ func startCluster3(t *testing.T) *cluster3 {
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	bs, err := newCluster(cfg, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.Brokers = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bs, err := startBrokers(ctx, cfg)
 	c := &cluster3{t: t, brokers: bs, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))}
 	t.Cleanup(func() {
 		for _, cl := range c.clients {
@@ -47,9 +47,7 @@ func startCluster3(t *testing.T) *cluster3 {
 			b.kill()
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := startAll(ctx, bs); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range bs {

@@ -175,20 +175,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Dir = d
 	}
 	rep.Dir = cfg.Dir
-	brokers, err := newBrokers(&cfg)
-	if err != nil {
-		return nil, err
-	}
+	brokers, err := startBrokers(ctx, &cfg)
 	defer func() {
 		for _, b := range brokers {
 			b.kill()
 		}
 	}()
-	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	if err := startAll(ctx, brokers); err != nil {
+	if err != nil {
 		rep.problem(&rep.StartFailures, "first start: %v", err)
 		return rep, nil
 	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	c, err := client.Dial(ctx, brokers[0].tcpAddr, client.WithConns(4), client.WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
 		client.WithDialTimeout(time.Second))
 	if err != nil {
@@ -254,16 +251,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// newBrokers makes the one broker, or the brokers of a cluster.
-func newBrokers(cfg *Config) ([]*broker, error) {
-	if cfg.Brokers > 1 {
-		return newCluster(cfg, cfg.Brokers)
+// startBrokers makes and starts the one broker, or the brokers of a
+// cluster. Ports are chosen before the brokers bind them, so another
+// program may take one meanwhile: a start that fails on a port in use is
+// made again on new ports (and new directories: a cluster's etcd members
+// remember their peers), up to three times.
+func startBrokers(ctx context.Context, cfg *Config) ([]*broker, error) {
+	for attempt := 1; ; attempt++ {
+		var bs []*broker
+		var err error
+		if cfg.Brokers > 1 {
+			bs, err = newClusterIn(cfg, cfg.Brokers, fmt.Sprintf("data%d", attempt))
+		} else {
+			var b *broker
+			if b, err = newBroker(cfg); err == nil {
+				bs = []*broker{b}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = startAll(ctx, bs)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return bs, err
+		}
+		cfg.Logf("start %d: a port was taken (%v): again on new ports", attempt, err)
+		for _, b := range bs {
+			b.kill()
+		}
 	}
-	b, err := newBroker(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return []*broker{b}, nil
 }
 
 // startAll starts the brokers at once (a cluster's etcd voters wait for a

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -35,9 +36,27 @@ func FreePort(t testing.TB) int {
 // StartCluster starts n brokers (ids b1..bn) of one cluster, all etcd
 // voters and all members of the first map, concurrently (etcd waits for a
 // quorum), and stops them when t ends. tune, when set, adjusts each
-// broker's options before its start.
+// broker's options before its start. Ports are chosen before the brokers
+// bind them, so another test may take one meanwhile: a start that fails on
+// a port in use is made again on new ports and directories, up to three
+// times.
 func StartCluster(t testing.TB, n int, tune func(i int, o *broker.Options)) *Cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := startCluster(t, n, tune)
+		if err == nil {
+			t.Cleanup(c.stop)
+			return c
+		}
+		c.stop()
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("brokertest: %v", err)
+		}
+		t.Logf("brokertest: start %d: a port was taken (%v): again on new ports", attempt, err)
+	}
+}
+
+func startCluster(t testing.TB, n int, tune func(i int, o *broker.Options)) (*Cluster, error) {
 	c := &Cluster{t: t, Name: "test", Brokers: make([]*broker.Broker, n), Options: make([]broker.Options, n)}
 	var peers []string
 	for i := range n {
@@ -75,17 +94,14 @@ func StartCluster(t testing.TB, n int, tune func(i int, o *broker.Options)) *Clu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.Brokers[i], errs[i] = start(c.Options[i])
+			var err error
+			if c.Brokers[i], err = start(c.Options[i]); err != nil {
+				errs[i] = fmt.Errorf("cluster broker %s: %w", members[i], err)
+			}
 		}()
 	}
 	wg.Wait()
-	t.Cleanup(c.stop)
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("brokertest: cluster broker %s: %v", members[i], err)
-		}
-	}
-	return c
+	return c, errors.Join(errs...)
 }
 
 func start(o broker.Options) (*broker.Broker, error) {
