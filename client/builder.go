@@ -112,6 +112,14 @@ func (t *Txn) AckWithError(m Message, status AckStatus, errText string) *Txn {
 	return t
 }
 
+// AddAck adds a, which names its message as a says (by offset, by
+// transactionId or by id) and carries its own status and error text. In a
+// cluster it is routed by a.Message's Queue and Partition, as Ack's are.
+func (t *Txn) AddAck(a Ack) *Txn {
+	t.acks = append(t.acks, a)
+	return t
+}
+
 // Push adds a message to push.
 func (t *Txn) Push(it Item) *Txn {
 	t.push = append(t.push, it)

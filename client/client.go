@@ -37,6 +37,7 @@ type options struct {
 	tls         *tls.Config // nil: plain TCP
 	token       TokenSource // nil: no token
 	renew       bool        // renew the token before it expires
+	alone       bool        // WithoutCluster: no Metadata, the broker dialled only
 }
 
 // WithConns sets how many connections the client keeps (default 2); calls
@@ -65,6 +66,17 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 func WithReconnectBackoff(min, max time.Duration) Option {
 	return func(o *options) { o.backoffMin, o.backoffMax = min, max }
 }
+
+// WithoutCluster makes the client talk to the broker dialled only: Dial
+// does not ask for the cluster's shard map, and every call goes to that
+// broker, which serves it or refuses it (not_owner, unavailable) as its
+// engine decides. It is what a broker uses to reach another (the HTTP
+// bridge forwards a request to its partition's owner, which must serve it
+// there, not route it again). Like a cluster's client with each broker, a
+// call made while no connection is up and the last attempt to make one
+// failed fails at once with unavailable, rather than wait for the next
+// attempt.
+func WithoutCluster() Option { return func(o *options) { o.alone = true } }
 
 // Client talks to a Regent broker over the binary protocol. It is safe for
 // concurrent use; one Client per process is the intended use.
@@ -119,6 +131,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{opt: o}
 	c.pool = newPool(addr, &c.opt, first)
+	if o.alone {
+		return c, nil
+	}
 	if first.minor >= clusterMinor {
 		var md protocol.MetadataReply
 		err := c.pool.do(ctx, protocol.OpMetadata, func(dst []byte, id uint64) []byte { return protocol.AppendMetadataRequest(dst, id) }, &md)
@@ -145,7 +160,8 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 
 // newPool keeps o.conns connections to addr, first among them if not nil.
 func newPool(addr string, o *options, first *conn) *pool {
-	p := &pool{addr: addr, opt: o, slots: make([]*conn, o.conns), changed: make(chan struct{}), stop: make(chan struct{})}
+	p := &pool{addr: addr, opt: o, slots: make([]*conn, o.conns), changed: make(chan struct{}), stop: make(chan struct{}),
+		failFast: o.alone}
 	p.slots[0] = first
 	p.wg.Add(o.conns)
 	go p.keep(0, first)

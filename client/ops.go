@@ -331,11 +331,14 @@ func ackItems(acks []Ack) []protocol.AckItem {
 	return items
 }
 
-// ackOf is a's wire item: by offset, or by transactionId.
+// ackOf is a's wire item: by offset, by transactionId, or by message id.
 func ackOf(a *Ack) protocol.AckItem {
 	it := ackItem(&a.Message, a.Message.Group, a.Status, a.Error)
-	if a.ByTransactionID {
+	switch {
+	case a.ByTransactionID:
 		it.HasOffset, it.Offset, it.MessageID, it.TransactionID = false, 0, protocol.UUID{}, a.Message.TransactionID
+	case a.ByMessageID:
+		it.HasOffset, it.Offset = false, 0
 	}
 	return it
 }

@@ -199,6 +199,10 @@ type Ack struct {
 	// broker refuses it (not in flight) when no message of that lease has
 	// that transactionId.
 	ByTransactionID bool
+	// ByMessageID names the message by Message.ID inside its lease, not by
+	// its offset (a broker forwarding an ack that names its message so).
+	// ByTransactionID wins when both are set.
+	ByMessageID bool
 }
 
 // SubscriptionMode decides where a group that never read a queue starts
