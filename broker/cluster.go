@@ -61,6 +61,9 @@ type clusterPart struct {
 	view atomic.Pointer[meta.View]
 	md   atomic.Pointer[protocol.MetadataReply]
 
+	links *links     // to the other brokers (link.go)
+	fw    *forwarder // the HTTP bridge's data plane (forward.go); nil until dataPlane
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -121,7 +124,7 @@ func startCluster(o ClusterOptions, tcpAddr, httpAddr string, logger *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("broker: cluster %s: %w", o.Name, err)
 	}
-	c := &clusterPart{o: o, node: n, prefix: "/regent/" + o.Name + "/", log: logger, stop: make(chan struct{})}
+	c := &clusterPart{o: o, node: n, prefix: "/regent/" + o.Name + "/", log: logger, stop: make(chan struct{}), links: newLinks(o.Node)}
 	c.setView(n.View())
 	c.wg.Add(1)
 	go c.follow()
@@ -205,7 +208,9 @@ func (c *clusterPart) follow() {
 	defer c.wg.Done()
 	for {
 		ch := c.node.Changes()
-		c.setView(c.node.View())
+		v := c.node.View()
+		c.setView(v)
+		c.links.prune(v)
 		select {
 		case <-ch:
 		case <-c.stop:
@@ -394,9 +399,21 @@ func unavailable(err error) error {
 	return protocol.NewError(protocol.CodeUnavailable, "the cluster's etcd: "+err.Error())
 }
 
-// close stops following etcd and leaves the cluster (others see this
-// broker down at once).
+// dataPlane is the HTTP bridge's data plane over e: every partition of
+// the cluster, forwarding what another broker owns to it (forward.go).
+func (c *clusterPart) dataPlane(e *engine.Engine) *forwarder {
+	c.fw = newForwarder(e, c)
+	return c.fw
+}
+
+// close stops forwarding (the links close, then what the forwarder runs
+// ends), stops following etcd and leaves the cluster (others see this
+// broker down at once). The doors stopped before.
 func (c *clusterPart) close() error {
+	c.links.close()
+	if c.fw != nil {
+		c.fw.close()
+	}
 	close(c.stop)
 	c.wg.Wait()
 	return c.node.Close()

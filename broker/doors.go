@@ -38,6 +38,12 @@ type (
 	HTTPConfig = httpapi.Config
 )
 
+// popWaiter is what the HTTP door's data plane answers for a pop that
+// parked; a cluster's broker gives the door its own data plane (forward.go).
+type popWaiter = netserver.PopWaiter
+
+var _ netserver.DataPlane = (*forwarder)(nil)
+
 // doors are the broker's two transports.
 type doors struct {
 	tcpCfg   tcp.Config
@@ -102,7 +108,7 @@ func (b *Broker) buildDoors() (err error) {
 	hc := b.d.httpCfg
 	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
 	if b.cl != nil {
-		hc.Cluster = b.cl
+		hc.Cluster, hc.DataPlane = b.cl, b.cl.dataPlane(b.e)
 	}
 	b.d.http, err = httpapi.New(hc, b.e)
 	return err

@@ -44,14 +44,10 @@ func newBroker(cfg *Config) (*broker, error) {
 	return b, nil
 }
 
-// newCluster makes the brokers of a cluster of n (Config.Brokers): each an
+// newClusterIn makes the brokers of a cluster of n (Config.Brokers): each an
 // embedded etcd voter, all members of the first shard map.
-func newCluster(cfg *Config, n int) ([]*broker, error) {
-	return newClusterIn(cfg, n, "data")
-}
-
-// newClusterIn is newCluster with the brokers' directories named
-// <dir>-<n> under Config.Dir.
+//
+// The brokers' directories are <dir>-<n> under Config.Dir.
 func newClusterIn(cfg *Config, n int, dir string) ([]*broker, error) {
 	var peers []string
 	bs := make([]*broker, n)

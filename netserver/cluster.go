@@ -11,8 +11,10 @@ import (
 // configurations: the broker runs alone). The data path needs nothing of
 // it: the engine routes pushes, pops and acks itself (engine.Config.Route)
 // and refuses a partition of another broker with not_owner or
-// unavailable. What the doors ask of it are the answers that concern the
-// whole cluster.
+// unavailable, which the Go client avoids by sending to the owner; the
+// HTTP door, whose clients talk to one broker, gets a DataPlane from the
+// broker that forwards to the owner (dataplane.go). What the doors ask of
+// Cluster are the answers that concern the whole cluster.
 type Cluster interface {
 	// Metadata is the cluster's shard map as this broker knows it. It is
 	// called on an event loop and must not block: the broker keeps the

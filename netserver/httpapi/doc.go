@@ -25,6 +25,16 @@
 // encoding/json on small structs. Both map engine errors through
 // netserver's one table (netserver.HTTPStatus).
 //
+// # In a cluster
+//
+// The data-plane routes (push, pop, ack, ack batch, transaction, lease
+// extend) call a netserver.DataPlane: the engine itself when the broker
+// runs alone (netserver.EnginePlane, no cost per request), or the one a
+// cluster's broker gives (Config.DataPlane), which forwards what another
+// broker owns to it, so that Queen's clients may talk to any broker. The
+// other routes answer from this broker's engine, or ask the cluster
+// (Config.Cluster) where they concern all of it.
+//
 // # Authentication
 //
 // With Config.Auth on, every route but the public ones needs

@@ -70,6 +70,12 @@ type Config struct {
 	// configure and delete-queue apply to every broker. Without it the
 	// broker runs alone.
 	Cluster netserver.Cluster
+	// DataPlane, when set, serves the data-plane routes (push, pop, ack,
+	// transaction, lease extend) instead of the engine: a cluster's broker
+	// gives one that forwards what another broker owns to it, so that any
+	// broker's bridge serves the whole cluster. nil: the engine
+	// (netserver.EnginePlane).
+	DataPlane netserver.DataPlane
 	// Version is reported by /health; default "dev".
 	Version string
 	// Logger receives the bridge's logs; nil means slog.Default().
@@ -143,6 +149,7 @@ func (c *Config) setDefaults() error {
 type Server struct {
 	cfg      Config
 	e        *engine.Engine
+	dp       netserver.DataPlane // Config.DataPlane, or the engine's
 	log      *slog.Logger
 	mux      *http.ServeMux
 	handler  http.Handler
@@ -170,8 +177,11 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, e: e, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now(),
+	s := &Server{cfg: cfg, e: e, dp: cfg.DataPlane, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now(),
 		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight)}
+	if s.dp == nil {
+		s.dp = netserver.EnginePlane{E: e}
+	}
 	if cfg.Auth.Enabled {
 		a, err := netserver.NewAuthenticator(cfg.Auth)
 		if err != nil {

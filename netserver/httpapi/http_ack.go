@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
 )
 
 // POST /api/v1/ack
@@ -23,11 +25,14 @@ import (
 // "leaseReleased","dlq"}. A refused ack (lease expired or released, lease
 // missing on a server that checks leases, message not in flight, unknown
 // status) is success:false with the reason, never an HTTP error: it usually
-// means the message is coming back. Acks are applied in order through
-// engine.AckAsync and answered once durable; the cursor rule, retry counts
-// and the dead-letter queue are the engine's. A message is named by its
-// partitionId and transactionId (a message pushed without a transactionId
-// has its id as transactionId).
+// means the message is coming back. Acks are applied in order through the
+// data plane's AckAsync (the engine's, alone) and answered once durable;
+// the cursor rule, retry counts and the dead-letter queue are the
+// engine's. A message is named by its partitionId and transactionId (a
+// message pushed without a transactionId has its id as transactionId).
+// In a cluster, an ack another broker applied answers queueName and
+// partitionName null: the binary protocol's ack result does not carry
+// them.
 
 // ackCall holds one ack request's pooled state.
 type ackCall struct {
@@ -149,7 +154,7 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.add(&a, nil)
-	s.runAcks(w, c)
+	s.runAcks(r.Context(), w, c)
 }
 
 func (s *Server) handleAckBatch(w http.ResponseWriter, r *http.Request) {
@@ -167,7 +172,7 @@ func (s *Server) handleAckBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	s.runAcks(w, c)
+	s.runAcks(r.Context(), w, c)
 }
 
 // readBatch reads a batch ack body into c's items. A body it refuses
@@ -228,14 +233,15 @@ func (c *ackCall) readBatch(body []byte) (msg string, err error) {
 	return "", nil
 }
 
-// runAcks sends c's items to the engine and answers.
-func (s *Server) runAcks(w http.ResponseWriter, c *ackCall) {
+// runAcks sends c's items to the data plane (the engine, alone) and
+// answers.
+func (s *Server) runAcks(ctx context.Context, w http.ResponseWriter, c *ackCall) {
 	if cap(c.res) < len(c.items) {
 		c.res = make([]engine.AckResult, len(c.items))
 	}
 	c.res = c.res[:len(c.items)]
 	if len(c.items) > 0 {
-		s.e.AckAsync(c.items, c.res, c.done)
+		s.dp.AckAsync(ctx, c.items, c.res, c.done)
 		if err := <-c.ch; err != nil {
 			s.writeErr(w, err)
 			return
@@ -283,17 +289,20 @@ func (s *Server) runAcks(w http.ResponseWriter, c *ackCall) {
 }
 
 // ackErrText words a refused ack as Queen's clients expect ("Invalid or
-// expired lease", "Message not found") followed by the engine's reason.
+// expired lease", "Message not found") followed by the engine's reason:
+// this broker's engine's, or, for an ack forwarded to another broker, the
+// reason that broker sent (a *protocol.Error with the same meaning).
 func ackErrText(err error) string {
+	code := protocol.CodeOf(err)
 	switch {
-	case errors.Is(err, engine.ErrLeaseRequired):
-		return "Lease required: this server checks leases, send the leaseId the pop returned (regent serve --unchecked-acks takes acks without one, as Queen does): " + err.Error()
-	case errors.Is(err, engine.ErrLeaseInvalid):
-		return "Invalid or expired lease: " + err.Error()
-	case errors.Is(err, engine.ErrMessageNotFound):
-		return "Message not found: " + err.Error()
+	case errors.Is(err, engine.ErrLeaseRequired) || code == protocol.CodeLeaseRequired:
+		return "Lease required: this server checks leases, send the leaseId the pop returned (regent serve --unchecked-acks takes acks without one, as Queen does): " + errText(err)
+	case errors.Is(err, engine.ErrLeaseInvalid) || code == protocol.CodeLeaseInvalid:
+		return "Invalid or expired lease: " + errText(err)
+	case errors.Is(err, engine.ErrMessageNotFound) || code == protocol.CodeMessageNotFound:
+		return "Message not found: " + errText(err)
 	}
-	return err.Error()
+	return errText(err)
 }
 
 // POST /api/v1/lease/{leaseId}/extend  {"seconds":60}
@@ -338,15 +347,15 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	id, err := engine.ParseUUID(leaseText)
 	var exp time.Time
 	if err == nil {
-		exp, err = s.e.ExtendLease(id, time.Duration(seconds*float64(time.Second)))
+		exp, err = s.dp.ExtendLease(r.Context(), id, time.Duration(seconds*float64(time.Second)))
 	}
 	switch {
 	case err == nil:
 		b = append(b, `,"success":true,"error":null,"expiresAt":`...)
 		b = appendTime(b, exp.UnixNano())
-	case errors.Is(err, engine.ErrLeaseInvalid) || errors.Is(err, engine.ErrBadUUID):
+	case errors.Is(err, engine.ErrLeaseInvalid) || errors.Is(err, engine.ErrBadUUID) || protocol.CodeOf(err) == protocol.CodeLeaseInvalid:
 		b = append(b, `,"success":false,"error":`...)
-		b = appendString(b, "Lease not found or expired: "+err.Error())
+		b = appendString(b, "Lease not found or expired: "+errText(err))
 		b = append(b, `,"expiresAt":null`...)
 	default:
 		s.writeErr(w, err)

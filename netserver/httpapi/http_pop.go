@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -24,11 +25,11 @@ import (
 // there is nothing (also after a long poll's timeout, and while pops are
 // paused by maintenance).
 //
-// Every pop goes through engine.PopAsync. A long poll (wait=true) parks in
-// the engine and is cancelled when the client goes away (the request's
-// context ends), so a vanished client never takes messages; if the engine
-// handed messages over in the same instant, their lease is given back at
-// once with a retry ack (no retry is spent).
+// Every pop goes through the data plane's PopAsync (the engine's, alone).
+// A long poll (wait=true) parks there and is cancelled when the client
+// goes away (the request's context ends), so a vanished client never takes
+// messages; if they were handed over in the same instant, their lease is
+// given back at once with a retry ack (no retry is spent).
 
 type popAnswer struct {
 	msgs []engine.Message
@@ -68,7 +69,7 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 		req.Buf = *mb
 	}
 	c := popCalls.Get().(*popCall)
-	pw := s.e.PopAsync(req, c.done)
+	pw := s.dp.PopAsync(req, c.done)
 	if pw != nil {
 		// Parked: the engine holds no Buf (the answer brings its own).
 		netserver.RecyclePopBuf(mb, nil)
@@ -80,7 +81,7 @@ func (s *Server) handlePop(w http.ResponseWriter, r *http.Request) {
 	select {
 	case a = <-c.ch:
 	case <-r.Context().Done():
-		if pw.Cancel() {
+		if pw != nil && pw.Cancel() {
 			popCalls.Put(c)
 			return // nothing was taken
 		}
@@ -178,7 +179,7 @@ func (s *Server) giveBack(msgs []engine.Message) {
 		})
 	}
 	if len(acks) > 0 {
-		s.e.AckAsync(acks, make([]engine.AckResult, len(acks)), func(error) {})
+		s.dp.AckAsync(context.Background(), acks, make([]engine.AckResult, len(acks)), func(error) {})
 	}
 }
 

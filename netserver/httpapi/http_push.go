@@ -70,7 +70,7 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request) {
 		c.res = make([]engine.PushResult, len(c.items))
 	}
 	c.res = c.res[:len(c.items)]
-	s.e.PushAsync(c.items, c.res, c.done)
+	s.dp.PushAsync(r.Context(), c.items, c.res, c.done)
 	if err := <-c.ch; err != nil {
 		s.writeErr(w, err)
 		return

@@ -179,7 +179,7 @@ func (s *Server) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	}
 	ch := make(chan answer, 1)
 	stampProducer(r, pushes)
-	s.e.TransactionAsync(acks, pushes, func(r engine.TxnResult, err error) { ch <- answer{r, err} })
+	s.dp.TransactionAsync(r.Context(), acks, pushes, func(r engine.TxnResult, err error) { ch <- answer{r, err} })
 	a := <-ch
 	if a.err != nil {
 		s.writeErr(w, a.err)
@@ -242,7 +242,7 @@ func (s *Server) requiredLease(it *engine.AckItem, required []engine.UUID) engin
 	if len(required) == 0 || s.e.UncheckedAcks() {
 		return engine.UUID{}
 	}
-	if live, ok := s.e.LiveLease(it.PartitionID, it.Group); ok {
+	if live, ok := s.dp.LiveLease(it.PartitionID, it.Group); ok {
 		for _, id := range required {
 			if id == live {
 				return id

@@ -1,0 +1,228 @@
+package crash
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// httpCall sends a request to the HTTP door of a random broker of c and
+// decodes the answer into out (when not nil); it returns the status.
+func (c *cluster3) httpCall(t *testing.T, method, path string, body any, out any) int {
+	t.Helper()
+	b := c.brokers[c.rng.IntN(len(c.brokers))]
+	var rd io.Reader
+	if body != nil {
+		j, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, "http://"+b.httpAddr+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v", method, path, b.name(), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil && len(data) > 0 && resp.StatusCode < 300 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s on %s: %d %s: %v", method, path, b.name(), resp.StatusCode, data, err)
+		}
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNoContent {
+		t.Logf("%s %s on %s: %d %s", method, path, b.name(), resp.StatusCode, data)
+	}
+	return resp.StatusCode
+}
+
+type obj = map[string]any
+
+// httpPop pops through a random broker: a named partition, or any.
+func (c *cluster3) httpPop(t *testing.T, queue, partition, group string, batch int, wait bool) []obj {
+	t.Helper()
+	path := "/api/v1/pop/queue/" + url.PathEscape(queue)
+	if partition != "" {
+		path += "/partition/" + url.PathEscape(partition)
+	}
+	path += fmt.Sprintf("?consumerGroup=%s&batch=%d&wait=%v&timeout=2000", url.QueryEscape(group), batch, wait)
+	var ans struct {
+		Messages []obj `json:"messages"`
+	}
+	switch code := c.httpCall(t, "GET", path, nil, &ans); code {
+	case http.StatusOK:
+		return ans.Messages
+	case http.StatusNoContent:
+		return nil
+	default:
+		t.Fatalf("pop %s: %d", path, code)
+		return nil
+	}
+}
+
+// httpAck acks one popped message through a random broker and returns
+// Queen's answer for it.
+func (c *cluster3) httpAck(t *testing.T, m obj, group, status, errText string) obj {
+	t.Helper()
+	var res []obj
+	body := obj{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+		"status": status, "consumerGroup": group}
+	if errText != "" {
+		body["error"] = errText
+	}
+	if code := c.httpCall(t, "POST", "/api/v1/ack", body, &res); code != http.StatusOK || len(res) != 1 {
+		t.Fatalf("ack %v: %d %v", m["transactionId"], code, res)
+	}
+	return res[0]
+}
+
+// TestClusterSemanticsHTTP runs SEMANTICS.md's scenarios against three
+// broker processes of one cluster through Queen's HTTP API, each request
+// sent to the HTTP door of a random broker (which forwards it to the
+// partition's owner): configure, deduplicated pushes, one lease per group
+// and partition, the four acks, lease extension, independent groups, pops
+// of any partition, and a transaction.
+func TestClusterSemanticsHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	c := startCluster3(t)
+	if code := c.httpCall(t, "POST", "/api/v1/configure", obj{"queue": "hq",
+		"options": obj{"retryLimit": 1, "retryDelay": 50, "leaseTime": 2}}, nil); code != http.StatusOK {
+		t.Fatalf("configure: %d", code)
+	}
+	const parts = 6
+	for p := range parts {
+		part := fmt.Sprintf("p%d", p)
+		var first any
+		for k := range 3 {
+			var res []obj
+			code := c.httpCall(t, "POST", "/api/v1/push", obj{"items": []obj{{"queue": "hq", "partition": part, "transactionId": "t-" + part, "payload": obj{"n": part + "-a"}}}}, &res)
+			if code != http.StatusCreated && code != http.StatusOK || len(res) != 1 {
+				t.Fatalf("push %s: %d %v", part, code, res)
+			}
+			if k == 0 {
+				first = res[0]["messageId"]
+			} else if res[0]["status"] != "duplicate" || res[0]["messageId"] != first {
+				t.Fatalf("repeat %d of %s: %v, want a duplicate of %v", k, part, res[0], first)
+			}
+		}
+		var res []obj
+		if code := c.httpCall(t, "POST", "/api/v1/push", obj{"items": []obj{{"queue": "hq", "partition": part, "payload": obj{"n": part + "-b"}}}}, &res); code >= 300 {
+			t.Fatalf("push: %d", code)
+		}
+		payload := func(m obj) string { return fmt.Sprint(m["data"].(map[string]any)["n"]) }
+		// One lease per group and partition.
+		ms := c.httpPop(t, "hq", part, "g1", 1, false)
+		if len(ms) != 1 || payload(ms[0]) != part+"-a" {
+			t.Fatalf("%s: first pop %v", part, ms)
+		}
+		if again := c.httpPop(t, "hq", part, "g1", 1, false); len(again) != 0 {
+			t.Fatalf("%s: a second pop under a live lease got %v", part, again)
+		}
+		// The lease is extended through any broker.
+		var ext []obj
+		if code := c.httpCall(t, "POST", "/api/v1/lease/"+fmt.Sprint(ms[0]["leaseId"])+"/extend", obj{"seconds": 5}, &ext); code != http.StatusOK || len(ext) != 1 || ext[0]["success"] != true {
+			t.Fatalf("%s: lease extend: %d %v", part, code, ext)
+		}
+		// failed: back after retryDelay with its retry spent.
+		if r := c.httpAck(t, ms[0], "g1", "failed", "boom"); r["success"] != true {
+			t.Fatalf("%s: failed ack: %v", part, r)
+		}
+		ms = c.httpPopWait(t, "hq", part, "g1")
+		if payload(ms[0]) != part+"-a" || ms[0]["retryCount"] != 1.0 {
+			t.Fatalf("%s: after failed: %v", part, ms[0])
+		}
+		// retry: back at once, no retry spent.
+		if r := c.httpAck(t, ms[0], "g1", "retry", ""); r["success"] != true {
+			t.Fatalf("%s: retry ack: %v", part, r)
+		}
+		ms = c.httpPopWait(t, "hq", part, "g1")
+		if payload(ms[0]) != part+"-a" || ms[0]["retryCount"] != 1.0 {
+			t.Fatalf("%s: after retry: %v", part, ms[0])
+		}
+		// dlq: filed at once; the next message follows.
+		if r := c.httpAck(t, ms[0], "g1", "dlq", "bad "+part); r["success"] != true || r["dlq"] != true {
+			t.Fatalf("%s: dlq ack: %v", part, r)
+		}
+		ms = c.httpPopWait(t, "hq", part, "g1")
+		if payload(ms[0]) != part+"-b" {
+			t.Fatalf("%s: after the dlq ack: %v", part, ms[0])
+		}
+		if r := c.httpAck(t, ms[0], "g1", "completed", ""); r["success"] != true {
+			t.Fatalf("%s: completed ack: %v", part, r)
+		}
+		if left := c.httpPop(t, "hq", part, "g1", 10, false); len(left) != 0 {
+			t.Fatalf("%s: a completed message came back: %v", part, left)
+		}
+		// Another group reads both from the start.
+		if g2 := c.httpPop(t, "hq", part, "g2", 10, false); len(g2) != 2 {
+			t.Fatalf("%s: group g2 read %v", part, g2)
+		}
+	}
+	// Pops of any partition gather what every broker holds: two groups
+	// more read all 12 messages, acked through random brokers.
+	seen := map[string]int{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < 2*parts && time.Now().Before(deadline) {
+		for _, m := range c.httpPop(t, "hq", "", "g3", 5, true) {
+			seen[fmt.Sprint(m["transactionId"])]++
+			if r := c.httpAck(t, m, "g3", "completed", ""); r["success"] != true {
+				t.Fatalf("any-partition ack: %v", r)
+			}
+		}
+	}
+	if len(seen) != 2*parts {
+		t.Fatalf("pops of any partition saw %d of %d messages: %v", len(seen), 2*parts, seen)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s delivered %d times", k, n)
+		}
+	}
+	// A transaction within one partition: ack and push together.
+	var res []obj
+	c.httpCall(t, "POST", "/api/v1/push", obj{"items": []obj{{"queue": "hq", "partition": "tx", "payload": obj{"n": "job"}}}}, &res)
+	ms := c.httpPop(t, "hq", "tx", "g4", 1, false)
+	if len(ms) != 1 {
+		t.Fatalf("tx pop: %v", ms)
+	}
+	var tr obj
+	code := c.httpCall(t, "POST", "/api/v1/transaction", obj{"operations": []obj{
+		{"type": "ack", "transactionId": ms[0]["transactionId"], "partitionId": ms[0]["partitionId"], "leaseId": ms[0]["leaseId"], "status": "completed", "consumerGroup": "g4"},
+		{"type": "push", "items": []obj{{"queue": "hq", "partition": "tx", "payload": obj{"n": "result"}}}},
+	}}, &tr)
+	if code != http.StatusOK || tr["success"] != true {
+		t.Fatalf("transaction: %d %v", code, tr)
+	}
+	if got := c.httpPop(t, "hq", "tx", "g5", 10, false); len(got) != 2 {
+		t.Fatalf("partition tx holds %v, want the job and the result", got)
+	}
+}
+
+// httpPopWait pops one message of a partition through random brokers until
+// one comes (retry delays and lease expiry bring them back later).
+func (c *cluster3) httpPopWait(t *testing.T, queue, partition, group string) []obj {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if ms := c.httpPop(t, queue, partition, group, 1, true); len(ms) > 0 {
+			return ms
+		}
+	}
+	t.Fatalf("%s/%s: nothing came back within 10 s", queue, partition)
+	return nil
+}
