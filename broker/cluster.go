@@ -228,25 +228,39 @@ func (c *clusterPart) bind(e *engine.Engine) error {
 	c.e.Store(e)
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.StartTimeout)
 	defer cancel()
-	resp, err := c.node.Client().Get(ctx, c.prefix+queuesKey, clientv3.WithPrefix())
+	rev, err := c.applyAll(ctx)
 	if err != nil {
-		return fmt.Errorf("broker: queue configurations: %w", err)
+		return err
 	}
-	for _, kv := range resp.Kvs {
-		c.apply(ctx, string(kv.Key), kv.Value)
-	}
-	if err := c.applied(ctx, resp.Header.Revision); err != nil {
+	if err := c.applied(ctx, rev); err != nil {
 		return err
 	}
 	c.wg.Add(1)
-	go c.watchQueues(resp.Header.Revision + 1)
+	go c.watchQueues(rev + 1)
 	return nil
 }
 
-// apply applies one queue record to the engine. A record that does not
-// parse or apply is logged and passed over: it came from a broker of the
-// same cluster, which applied it itself first.
-func (c *clusterPart) apply(ctx context.Context, key string, value []byte) {
+// applyAll applies every queue configuration etcd holds and returns the
+// revision it read at. Tombstones are passed over: a queue is deleted only
+// while every broker is up, so each applied its deletion as it came (the
+// watch); a tombstone read later would delete the queue that pushes made
+// again since (a restart would lose its messages).
+func (c *clusterPart) applyAll(ctx context.Context) (int64, error) {
+	resp, err := c.node.Client().Get(ctx, c.prefix+queuesKey, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("broker: queue configurations: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		c.apply(ctx, string(kv.Key), kv.Value, false)
+	}
+	return resp.Header.Revision, nil
+}
+
+// apply applies one queue record to the engine; a tombstone only when
+// deletes is set (as it comes, not when read again: see applyAll). A
+// record that does not parse or apply is logged and passed over: it came
+// from a broker of the same cluster, which applied it itself first.
+func (c *clusterPart) apply(ctx context.Context, key string, value []byte, deletes bool) {
 	e := c.e.Load()
 	name := key[len(c.prefix+queuesKey):]
 	var rec queueRecord
@@ -255,9 +269,11 @@ func (c *clusterPart) apply(ctx context.Context, key string, value []byte) {
 		return
 	}
 	var err error
-	if rec.Deleted {
+	switch {
+	case rec.Deleted && !deletes:
+	case rec.Deleted:
 		_, err = e.DeleteQueue(ctx, name)
-	} else {
+	default:
 		_, err = e.Configure(ctx, name, rec.Options)
 	}
 	if err != nil {
@@ -288,11 +304,20 @@ func (c *clusterPart) watchQueues(rev int64) {
 		for resp := range wch {
 			if err := resp.Err(); err != nil {
 				c.log.Warn("cluster: watch of queue configurations", "err", err)
+				if resp.CompactRevision > 0 {
+					// Behind etcd's history (cut an hour back): read the
+					// configurations again, and follow from there. A
+					// deletion in the gap is missed: this broker was out
+					// of etcd's reach, the delete went on without it.
+					if r, err := c.applyAll(ctx); err == nil {
+						rev = r + 1
+					}
+				}
 				break
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypePut {
-					c.apply(ctx, string(ev.Kv.Key), ev.Kv.Value)
+					c.apply(ctx, string(ev.Kv.Key), ev.Kv.Value, true)
 				}
 			}
 			rev = resp.Header.Revision + 1

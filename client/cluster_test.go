@@ -299,3 +299,44 @@ func TestClusterTransactionsAndDLQ(t *testing.T) {
 		t.Fatalf("listed %d of %d dead letters held by %d brokers", len(seen), n, holders)
 	}
 }
+
+// TestClusterQueueMadeAgainSurvivesRestart: a queue deleted, then made
+// again by pushes, keeps its new messages when its brokers restart (the
+// deletion's tombstone in etcd is not applied again at start).
+func TestClusterQueueMadeAgainSurvivesRestart(t *testing.T) {
+	cl := brokertest.StartCluster(t, 3, nil)
+	ctx := testCtx(t)
+	c, err := client.Dial(ctx, cl.Brokers[0].TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Configure(ctx, "again", client.DefaultQueueOptions()); err != nil {
+		t.Fatal(err)
+	}
+	var items []client.Item
+	for p := range 12 {
+		items = append(items, client.Item{Queue: "again", Partition: fmt.Sprintf("p%d", p), Payload: []byte("x")})
+	}
+	if _, err := c.Push(ctx, items...); err != nil {
+		t.Fatal(err)
+	}
+	if existed, err := c.DeleteQueue(ctx, "again"); err != nil || !existed {
+		t.Fatalf("delete: %v %v", existed, err)
+	}
+	if res, err := c.Push(ctx, items...); err != nil || res.FirstErr() != nil {
+		t.Fatalf("push after the delete: %v %v", err, res.FirstErr())
+	}
+	for i := range cl.Brokers {
+		before, err := cl.Brokers[i].Engine().Queue("again")
+		if err != nil {
+			continue // this broker holds none of its partitions
+		}
+		cl.Stop(i)
+		cl.Restart(i)
+		after, err := cl.Brokers[i].Engine().Queue("again")
+		if err != nil || after.Messages != before.Messages {
+			t.Fatalf("b%d held %d messages of the queue made again; after its restart %d (%v)", i+1, before.Messages, after.Messages, err)
+		}
+	}
+}
