@@ -213,32 +213,28 @@ func (p *placer) place(i, s int) {
 	if err != nil {
 		key = "\x00" + err.Error()
 	}
-	pt := p.by[key]
-	if pt == nil {
-		pt = &part{id: id, local: local, err: err}
+	p.add(i, key, part{id: id, local: local, err: err})
+}
+
+// add puts item i in the part of key, made as pt when it is the first.
+func (p *placer) add(i int, key string, pt part) {
+	have := p.by[key]
+	if have == nil {
+		have = &pt
 		if p.by == nil {
 			p.by = map[string]*part{}
 		}
-		p.by[key] = pt
-		p.list = append(p.list, pt)
+		p.by[key] = have
+		p.list = append(p.list, have)
 	}
-	pt.idx = append(pt.idx, i)
+	have.idx = append(have.idx, i)
 }
 
 // placeHere puts item i in this broker's part (an ack whose partition id
 // names no shard: the engine refuses it).
 func (p *placer) placeHere(i int) {
 	id := p.f.c.o.Node
-	pt := p.by[id]
-	if pt == nil {
-		pt = &part{id: id, local: true}
-		if p.by == nil {
-			p.by = map[string]*part{}
-		}
-		p.by[id] = pt
-		p.list = append(p.list, pt)
-	}
-	pt.idx = append(pt.idx, i)
+	p.add(i, id, part{id: id, local: true})
 }
 
 // run runs every part at once: a refused part is failed at once, this
@@ -269,6 +265,28 @@ func (f *forwarder) run(list []*part, local func(pt *part, end func()), remote f
 			}
 		}
 	}
+}
+
+// runLocal gives this broker's part of a push or an ack to the engine
+// (async: PushAsync or AckAsync) and puts its results in their places;
+// when the engine refuses the part whole, fail answers its items. end
+// runs after either.
+func runLocal[I, R any](pt *part, items []I, res []R, async func([]I, []R, func(error)), fail func(*part), end func()) {
+	sub, subRes := make([]I, len(pt.idx)), make([]R, len(pt.idx))
+	for k, i := range pt.idx {
+		sub[k] = items[i]
+	}
+	async(sub, subRes, func(err error) {
+		if err != nil {
+			pt.err = err
+			fail(pt)
+		} else {
+			for k, i := range pt.idx {
+				res[i] = subRes[k]
+			}
+		}
+		end()
+	})
 }
 
 // outcome is the error of a request whose parts ended: that of the first
@@ -315,23 +333,7 @@ func (f *forwarder) PushAsync(ctx context.Context, items []engine.PushItem, res 
 			res[i] = engine.PushResult{Status: engine.Failed, TransactionID: items[i].TransactionID, Err: pt.err}
 		}
 	}
-	local := func(pt *part, end func()) {
-		sub, subRes := make([]engine.PushItem, len(pt.idx)), make([]engine.PushResult, len(pt.idx))
-		for k, i := range pt.idx {
-			sub[k] = items[i]
-		}
-		f.e.PushAsync(sub, subRes, func(err error) {
-			if err != nil {
-				pt.err = err
-				fail(pt)
-			} else {
-				for k, i := range pt.idx {
-					res[i] = subRes[k]
-				}
-			}
-			end()
-		})
-	}
+	local := func(pt *part, end func()) { runLocal(pt, items, res, f.e.PushAsync, fail, end) }
 	remote := func(pt *part) {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -408,23 +410,7 @@ func (f *forwarder) AckAsync(ctx context.Context, items []engine.AckItem, res []
 			res[i] = engine.AckResult{Err: pt.err}
 		}
 	}
-	local := func(pt *part, end func()) {
-		sub, subRes := make([]engine.AckItem, len(pt.idx)), make([]engine.AckResult, len(pt.idx))
-		for k, i := range pt.idx {
-			sub[k] = items[i]
-		}
-		f.e.AckAsync(sub, subRes, func(err error) {
-			if err != nil {
-				pt.err = err
-				fail(pt)
-			} else {
-				for k, i := range pt.idx {
-					res[i] = subRes[k]
-				}
-			}
-			end()
-		})
-	}
+	local := func(pt *part, end func()) { runLocal(pt, items, res, f.e.AckAsync, fail, end) }
 	remote := func(pt *part) {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
