@@ -164,7 +164,7 @@ func (c *Client) SendAck(ctx context.Context, b *Batch, status AckStatus, opt Ac
 	if b.ack.pending() {
 		return errors.New("client: SendAck on a batch whose ack is still pending")
 	}
-	p, err := c.startAck(ctx, len(b.Messages), sameAnswer(b.Messages, status, opt), msgKey(b.Messages))
+	p, err := c.startAck(ctx, len(b.Messages), sameAnswer(b.Messages, status, opt), c.msgKey(b.Messages))
 	b.ack = p
 	return err
 }
@@ -220,12 +220,18 @@ var popReplies = sync.Pool{New: func() any { return new(protocol.PopReply) }}
 // Ack gives every message in msgs the same answer; use AckEach for an answer
 // per message. Refused acks are per-message results, not an error.
 func (c *Client) Ack(ctx context.Context, msgs []Message, status AckStatus, opt AckOptions) ([]AckResult, error) {
-	return c.ack(ctx, len(msgs), sameAnswer(msgs, status, opt), msgKey(msgs), nil)
+	return c.ack(ctx, len(msgs), sameAnswer(msgs, status, opt), c.msgKey(msgs), nil)
 }
 
 // msgKey gives the queue and partition of message i, which route its ack
 // in a cluster.
-func msgKey(msgs []Message) func(i int) (string, string) {
+//
+// Nil when the broker runs alone: nothing routes, and the closure is not
+// made (an allocation per ack request).
+func (c *Client) msgKey(msgs []Message) func(i int) (string, string) {
+	if c.cl == nil {
+		return nil
+	}
 	return func(i int) (string, string) { return msgs[i].Queue, msgs[i].Partition }
 }
 
@@ -248,7 +254,15 @@ func (c *Client) AckEach(ctx context.Context, acks ...Ack) ([]AckResult, error) 
 	return c.ack(ctx, len(acks), func(dst []byte, i int) []byte {
 		it := ackOf(&acks[i])
 		return protocol.AppendAckItem(dst, &it)
-	}, func(i int) (string, string) { return acks[i].Message.Queue, acks[i].Message.Partition }, nil)
+	}, c.ackKey(acks), nil)
+}
+
+// ackKey is msgKey for AckEach's acks.
+func (c *Client) ackKey(acks []Ack) func(i int) (string, string) {
+	if c.cl == nil {
+		return nil
+	}
+	return func(i int) (string, string) { return acks[i].Message.Queue, acks[i].Message.Partition }
 }
 
 // ack sends an Ack of n items, each encoded straight into the frame by
