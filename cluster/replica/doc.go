@@ -1,0 +1,61 @@
+// Package replica replicates a shard's journal on several brokers with
+// etcd-io/raft (go.etcd.io/raft/v3), the second stage of CLUSTER.md: the
+// shard's Raft log is its journal, and a broker serves a shard only while
+// it leads the shard's Raft group.
+//
+// # The model
+//
+// A broker runs one Node. The Node holds one Shard per Raft group the
+// broker is a member of, each driven through a raft.RawNode, and moves them
+// all forward in three steps that the caller (Run, or a test that wants
+// every step in a known order) repeats:
+//
+//   - Tick advances every group's clock by one tick (100 ms in Run);
+//   - Receive steps the Raft messages that came from other brokers;
+//   - Process takes every group's Ready, saves their entries and hard
+//     states to their Logs, makes them durable together (Config.Sync: one
+//     group commit for every shard of the broker), sends the messages of all
+//     groups batched per peer (Transport), and applies what was committed.
+//
+// Every call into a RawNode happens under its Shard's mutex, so Append, on
+// the engine's goroutines, proposes at once.
+//
+// # Leading a shard: the engine behind the term
+//
+// A shard's state machine is Regent's engine (package engine) limited to
+// the shard's partitions, and it exists only on the leader. A broker that
+// becomes leader in term T waits until it has applied an entry of term T
+// (Raft's empty entry at the start of every term: once it is committed, so
+// is everything before it), then builds a fresh engine over a Journal that
+// replays the committed log and proposes what the engine appends. Followers
+// keep the log and build nothing: whichever of them leads next rebuilds the
+// state from the same committed entries.
+//
+// The engine's Journal contract maps onto Raft as follows:
+//
+//   - Append proposes the record and returns the index Raft gives it (the
+//     leader's log grows only by its own proposals within a term, so the
+//     index is known at once); done runs when the entry is committed, that
+//     is when a majority of the group has made it durable, and never before.
+//   - When leadership is lost (a higher term seen, CheckQuorum stepping down),
+//     the Journal is deposed: every proposal still waiting is answered with
+//     ErrNotLeader, Err reports ErrNotLeader (the engine then refuses
+//     everything), and the engine is closed. A deposed leader completes
+//     nothing it had not seen committed: an entry it proposed may still be
+//     committed by the next leader, and then a client that retries is
+//     deduplicated by its transactionId.
+//   - Positions are Raft indexes, the same on every replica, so a snapshot
+//     one engine wrote stays valid for the next engine on the broker.
+//
+// What the broker's shard leader tells a client is therefore justified by a
+// committed record, for every request whose answer the engine gives after
+// its journal's done: pushes and acks. A pop's lease grant is not yet a
+// record of its own (see the README's cluster section for what stage 2
+// still lacks).
+//
+// # Lock order
+//
+// An engine lock, then Shard.mu (Append and Read are called under partition
+// locks). Shard.mu is never held while calling into the engine or running
+// a done callback: those take partition locks.
+package replica

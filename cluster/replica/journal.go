@@ -1,0 +1,176 @@
+package replica
+
+import (
+	"fmt"
+	"sort"
+	"syscall"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// journal is the engine.Journal of a shard's leader in one term: the
+// shard's Raft log seen from the engine. Its fields past start are guarded
+// by Shard.mu.
+type journal struct {
+	s     *Shard
+	term  uint64
+	start uint64 // the last index of the log the engine replays
+
+	deposed bool
+	err     error      // why it refuses (deposed, or the engine could not be built)
+	next    uint64     // the index the next proposal gets
+	pend    []proposal // proposed, not yet committed, by index
+}
+
+// proposal is a record proposed and not yet committed.
+type proposal struct {
+	index uint64
+	data  []byte // Read serves it until it is committed
+	done  func(error)
+	at    time.Time
+}
+
+// Append proposes rec. The leader's log grows only by its own proposals
+// within a term (takeOverLocked opened the journal on a log with nothing
+// unapplied), so the index is j.next.
+func (j *journal) Append(rec []byte, done func(error)) (uint64, error) {
+	s := j.s
+	if len(rec) > s.n.cfg.MaxEntryBytes {
+		return 0, fmt.Errorf("replica: a record of %d bytes passes the entry limit of %d: %w", len(rec), s.n.cfg.MaxEntryBytes, syscall.EMSGSIZE)
+	}
+	data := append([]byte(nil), rec...)
+	s.mu.Lock()
+	if j.deposed || j.err != nil {
+		err := j.err
+		s.mu.Unlock()
+		return 0, err
+	}
+	if err := s.rn.Propose(data); err != nil {
+		// The lead is not lost (checkLeadLocked would have deposed j):
+		// what drops a proposal here is the uncommitted limit.
+		s.mu.Unlock()
+		return 0, fmt.Errorf("replica: shard %d: %v: %w", s.id, err, syscall.EAGAIN)
+	}
+	idx := j.next
+	j.next++
+	j.pend = append(j.pend, proposal{index: idx, data: data, done: done, at: time.Now()})
+	s.mu.Unlock()
+	s.n.kick()
+	return idx, nil
+}
+
+// Read returns a copy of the record at index pos.
+func (j *journal) Read(pos uint64) ([]byte, error) {
+	s := j.s
+	s.mu.Lock()
+	if i := sort.Search(len(j.pend), func(i int) bool { return j.pend[i].index >= pos }); i < len(j.pend) && j.pend[i].index == pos {
+		data := append([]byte(nil), j.pend[i].data...)
+		s.mu.Unlock()
+		return data, nil
+	}
+	s.mu.Unlock()
+	ents, err := s.log.Entries(pos, pos+1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("replica: shard %d: entry %d: %w", s.id, pos, err)
+	}
+	if len(ents) != 1 || ents[0].GetType() != pb.EntryNormal || len(ents[0].GetData()) == 0 {
+		return nil, fmt.Errorf("replica: shard %d: entry %d holds no record", s.id, pos)
+	}
+	return append([]byte(nil), ents[0].GetData()...), nil
+}
+
+// replayBatch is how many bytes of entries Replay asks the log for at once.
+const replayBatch = 4 << 20
+
+// Replay calls fn for every record of the committed log after index after,
+// up to the index the shard was taken over at.
+func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) error {
+	s := j.s
+	lo := after + 1
+	first, err := s.log.FirstIndex()
+	if err != nil {
+		return err
+	}
+	switch {
+	case lo == 1 && first == 2:
+		// Index 1 is the group's bootstrap (Bootstrap): no engine state.
+		lo = first
+	case lo < first:
+		return fmt.Errorf("replica: shard %d: replay from %d, but the log starts at %d", s.id, lo, first)
+	}
+	for lo <= j.start {
+		ents, err := s.log.Entries(lo, j.start+1, replayBatch)
+		if err != nil {
+			return fmt.Errorf("replica: shard %d: entries from %d: %w", s.id, lo, err)
+		}
+		for _, e := range ents {
+			if e.GetType() == pb.EntryNormal && len(e.GetData()) > 0 {
+				if err := fn(e.GetIndex(), e.GetData()); err != nil {
+					return err
+				}
+			}
+			lo = e.GetIndex() + 1
+		}
+	}
+	return nil
+}
+
+// LoadSnapshot returns the newest snapshot an engine of this broker wrote
+// for the shard.
+func (j *journal) LoadSnapshot() (uint64, []byte, bool, error) {
+	s := j.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.snap.ok || s.snap.pos > j.start {
+		return 0, nil, false, nil
+	}
+	return s.snap.pos, s.snap.data, true, nil
+}
+
+// WriteSnapshot keeps data as the shard's snapshot at pos. The engine
+// writes one once the records up to pos are durable, which here means
+// committed and applied; a deposed journal keeps none.
+func (j *journal) WriteSnapshot(pos uint64, data []byte) error {
+	s := j.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j.deposed {
+		return j.err
+	}
+	if pos > s.applied {
+		return fmt.Errorf("replica: shard %d: a snapshot at %d, past the applied index %d", s.id, pos, s.applied)
+	}
+	s.snap.pos, s.snap.data, s.snap.ok = pos, append([]byte(nil), data...), true
+	return nil
+}
+
+// Release keeps everything: a follower that falls behind is caught up from
+// the log, since no snapshot is shipped between brokers yet (stage 3).
+func (j *journal) Release(covered, live uint64) error { return nil }
+
+// OldestSegment reports nothing to drop (Release keeps everything).
+func (j *journal) OldestSegment() (uint64, uint64, bool) { return 0, 0, false }
+
+// Err reports why the journal refuses: its broker lost the lead, or the
+// engine could not be built.
+func (j *journal) Err() error {
+	s := j.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return j.err
+}
+
+// Stalled reports a proposal that has waited longer than after for its
+// commit: no majority of the group is answering.
+func (j *journal) Stalled(after time.Duration) error {
+	s := j.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(j.pend) > 0 {
+		if w := time.Since(j.pend[0].at); w > after {
+			return fmt.Errorf("replica: shard %d: entry %d has waited %s for a majority", s.id, j.pend[0].index, w.Round(time.Millisecond))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,364 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/regentmq/regent/engine"
+)
+
+// Envelope is one Raft message of one shard's group.
+type Envelope struct {
+	Shard uint32
+	Msg   *pb.Message
+}
+
+// Transport carries Raft messages between brokers. Send is called from the
+// node loop with every message of one Process for one peer; it must not
+// block, and it may drop messages (Raft sends again what matters).
+type Transport interface {
+	Send(to uint64, msgs []Envelope)
+}
+
+// Log is one shard's Raft log on this broker. Raft reads it (raft.Storage);
+// the node loop writes what each Ready holds with Save, and Config.Sync
+// makes every Save of one Process durable at once.
+type Log interface {
+	raft.Storage
+	// Save appends entries (replacing any at the same indexes and after),
+	// records the hard state when it is not empty, and installs snap when it
+	// is not empty.
+	Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot) error
+}
+
+// Config is what a Node is built from.
+type Config struct {
+	// ID is this broker's Raft id in every group: not zero.
+	ID uint64
+	// Transport carries the messages of every group to the other brokers.
+	Transport Transport
+	// NewEngine builds the engine of a shard this broker has just taken the
+	// lead of, over j; it runs without any of the Node's locks, and the
+	// engine replays j while it is built.
+	NewEngine func(shard uint32, j engine.Journal) (*engine.Engine, error)
+	// Sync makes the Saves of one Process durable; nil when the Logs are
+	// durable as soon as they are saved.
+	Sync func() error
+	// Logger takes the Node's and Raft's messages; nil discards them.
+	Logger *slog.Logger
+
+	// ElectionTicks is the ticks without a leader's word before a follower
+	// campaigns (default 10); HeartbeatTicks the ticks between a leader's
+	// heartbeats (default 1).
+	ElectionTicks, HeartbeatTicks int
+	// MaxMsgBytes caps the entries of one append message (default 1 MiB);
+	// MaxInflightMsgs and MaxInflightBytes cap what a leader has sent a
+	// follower and not heard back about (defaults 256 and 32 MiB).
+	MaxMsgBytes      uint64
+	MaxInflightMsgs  int
+	MaxInflightBytes uint64
+	// MaxUncommittedBytes caps what a leader holds proposed and not yet
+	// committed: past it, Append refuses with syscall.EAGAIN (default
+	// 64 MiB). MaxEntryBytes caps one record (default 16 MiB).
+	MaxUncommittedBytes uint64
+	MaxEntryBytes       int
+}
+
+func (c *Config) setDefaults() error {
+	if c.ID == 0 {
+		return errors.New("replica: the node's id must not be zero")
+	}
+	if c.Transport == nil || c.NewEngine == nil {
+		return errors.New("replica: a node needs a Transport and NewEngine")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.MaxMsgBytes == 0 {
+		c.MaxMsgBytes = 1 << 20
+	}
+	if c.MaxInflightMsgs == 0 {
+		c.MaxInflightMsgs = 256
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 32 << 20
+	}
+	if c.MaxUncommittedBytes == 0 {
+		c.MaxUncommittedBytes = 64 << 20
+	}
+	if c.MaxEntryBytes == 0 {
+		c.MaxEntryBytes = 16 << 20
+	}
+	return nil
+}
+
+// Node is one broker's part of every shard group it belongs to.
+type Node struct {
+	cfg    Config
+	logger raft.Logger
+
+	mu     sync.Mutex
+	shards map[uint32]*Shard
+	order  []*Shard // by id: Process visits groups in a fixed order
+
+	wake chan struct{}
+	// async builds engines on goroutines of their own (Run): a replay must
+	// not hold back the heartbeats of the other groups.
+	async bool
+}
+
+// NewNode returns a Node with no shard.
+func NewNode(cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Node{
+		cfg:    cfg,
+		logger: raftLogger{cfg.Logger},
+		shards: make(map[uint32]*Shard),
+		wake:   make(chan struct{}, 1),
+	}, nil
+}
+
+// AddShard makes this broker a member of shard's group over log, which
+// holds the group's state so far: a new group's log holds a snapshot
+// naming its voters (Bootstrap).
+func (n *Node) AddShard(shard uint32, log Log) (*Shard, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.shards[shard]; ok {
+		return nil, fmt.Errorf("replica: shard %d is already on this node", shard)
+	}
+	c := &raft.Config{
+		ID:                        n.cfg.ID,
+		ElectionTick:              n.cfg.ElectionTicks,
+		HeartbeatTick:             n.cfg.HeartbeatTicks,
+		Storage:                   log,
+		MaxSizePerMsg:             n.cfg.MaxMsgBytes,
+		MaxInflightMsgs:           n.cfg.MaxInflightMsgs,
+		MaxInflightBytes:          n.cfg.MaxInflightBytes,
+		MaxUncommittedEntriesSize: n.cfg.MaxUncommittedBytes,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		// Only the engine of the leader proposes: a follower's proposal
+		// is refused at once rather than forwarded (Append knows the
+		// index it gets).
+		DisableProposalForwarding: true,
+		Logger:                    n.logger,
+	}
+	var applied, appliedTerm uint64
+	if first, err := log.FirstIndex(); err != nil {
+		return nil, fmt.Errorf("replica: shard %d: %w", shard, err)
+	} else if first > 1 {
+		// Applying starts after the log's snapshot.
+		applied = first - 1
+		if appliedTerm, err = log.Term(applied); err != nil {
+			return nil, fmt.Errorf("replica: shard %d: %w", shard, err)
+		}
+	}
+	rn, err := raft.NewRawNode(c)
+	if err != nil {
+		return nil, fmt.Errorf("replica: shard %d: %w", shard, err)
+	}
+	s := &Shard{id: shard, n: n, log: log, rn: rn, applied: applied, appliedTerm: appliedTerm}
+	n.shards[shard] = s
+	n.order = append(n.order, s)
+	slices.SortFunc(n.order, func(a, b *Shard) int { return int(a.id) - int(b.id) })
+	return s, nil
+}
+
+// Shard returns the shard of that id, or nil.
+func (n *Node) Shard(id uint32) *Shard {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.shards[id]
+}
+
+func (n *Node) list() []*Shard {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.order)
+}
+
+// Close stops serving every shard: the proposals still waiting are
+// answered ErrClosed and the engines closed. Stop Run first.
+func (n *Node) Close() {
+	for _, s := range n.list() {
+		s.close(ErrClosed)
+	}
+}
+
+// kick wakes Run for a Process.
+func (n *Node) kick() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Tick advances every group by one tick.
+func (n *Node) Tick() {
+	for _, s := range n.list() {
+		s.mu.Lock()
+		s.rn.Tick()
+		d := s.checkLeadLocked()
+		s.mu.Unlock()
+		d.run()
+	}
+}
+
+// Receive steps messages from another broker into their groups. A message
+// for a shard this broker does not hold is dropped.
+func (n *Node) Receive(envs []Envelope) {
+	for _, env := range envs {
+		s := n.Shard(env.Shard)
+		if s == nil || env.Msg == nil {
+			continue
+		}
+		s.mu.Lock()
+		err := s.rn.Step(env.Msg)
+		d := s.checkLeadLocked()
+		s.mu.Unlock()
+		d.run()
+		if err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			n.cfg.Logger.Debug("raft message refused", "shard", env.Shard, "type", env.Msg.GetType().String(), "err", err)
+		}
+	}
+	n.kick()
+}
+
+type ready struct {
+	s  *Shard
+	rd raft.Ready
+}
+
+// Process moves every group on: it saves what their Readys hold, makes it
+// durable in one Sync, sends their messages batched per peer, applies what
+// was committed and builds the engine of a shard just taken over.
+func (n *Node) Process() error {
+	var rs []ready
+	for _, s := range n.list() {
+		s.mu.Lock()
+		if s.rn.HasReady() {
+			rs = append(rs, ready{s, s.rn.Ready()})
+		}
+		s.mu.Unlock()
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	sync := false
+	for _, r := range rs {
+		if err := r.s.log.Save(r.rd.HardState, r.rd.Entries, r.rd.Snapshot); err != nil {
+			return fmt.Errorf("replica: saving shard %d: %w", r.s.id, err)
+		}
+		sync = sync || r.rd.MustSync
+	}
+	if sync && n.cfg.Sync != nil {
+		if err := n.cfg.Sync(); err != nil {
+			return fmt.Errorf("replica: sync: %w", err)
+		}
+	}
+	n.send(rs)
+	for _, r := range rs {
+		r.s.apply(r.rd)
+	}
+	return nil
+}
+
+// send hands every message of rs to the transport, one call per peer.
+func (n *Node) send(rs []ready) {
+	var peers []uint64
+	out := make(map[uint64][]Envelope)
+	for _, r := range rs {
+		for _, m := range r.rd.Messages {
+			to := m.GetTo()
+			if _, ok := out[to]; !ok {
+				peers = append(peers, to)
+			}
+			out[to] = append(out[to], Envelope{Shard: r.s.id, Msg: m})
+		}
+	}
+	for _, to := range peers {
+		n.cfg.Transport.Send(to, out[to])
+	}
+}
+
+// Run drives the node until ctx ends: a Tick every tick, and a Process
+// after each tick and whenever a message or a proposal arrives.
+func (n *Node) Run(ctx context.Context, tick time.Duration) error {
+	n.async = true
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			n.Tick()
+		case <-n.wake:
+		}
+		if err := n.Process(); err != nil {
+			return err
+		}
+	}
+}
+
+// raftLogger passes Raft's messages to slog: its warnings and errors as
+// such, its chatter at debug.
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) Debug(v ...any)              { r.l.Debug(fmt.Sprint(v...), "part", "raft") }
+func (r raftLogger) Debugf(f string, v ...any)   { r.l.Debug(fmt.Sprintf(f, v...), "part", "raft") }
+func (r raftLogger) Info(v ...any)               { r.l.Debug(fmt.Sprint(v...), "part", "raft") }
+func (r raftLogger) Infof(f string, v ...any)    { r.l.Debug(fmt.Sprintf(f, v...), "part", "raft") }
+func (r raftLogger) Warning(v ...any)            { r.l.Warn(fmt.Sprint(v...), "part", "raft") }
+func (r raftLogger) Warningf(f string, v ...any) { r.l.Warn(fmt.Sprintf(f, v...), "part", "raft") }
+func (r raftLogger) Error(v ...any)              { r.l.Error(fmt.Sprint(v...), "part", "raft") }
+func (r raftLogger) Errorf(f string, v ...any)   { r.l.Error(fmt.Sprintf(f, v...), "part", "raft") }
+func (r raftLogger) Fatal(v ...any)              { r.Panic(v...) }
+func (r raftLogger) Fatalf(f string, v ...any)   { r.Panicf(f, v...) }
+func (r raftLogger) Panic(v ...any)              { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(f string, v ...any)   { panic(fmt.Sprintf(f, v...)) }
+
+// Bootstrap returns what every replica's log of a new group starts from: a
+// snapshot at index 1 in term 1 with voters as the group and no engine
+// state, and the hard state of term 1 (so the first election is for term
+// 2, and no leader shares the bootstrap's term).
+func Bootstrap(voters []uint64) (*pb.Snapshot, *pb.HardState) {
+	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+			Index:     new(uint64(1)),
+			Term:      new(uint64(1)),
+			ConfState: &pb.ConfState{Voters: slices.Clone(voters)},
+		}}, &pb.HardState{
+			Term:   new(uint64(1)),
+			Commit: new(uint64(1)),
+		}
+}
+
+// hasReady reports whether some group has a Ready to process.
+func (n *Node) hasReady() bool {
+	for _, s := range n.list() {
+		s.mu.Lock()
+		r := s.rn.HasReady()
+		s.mu.Unlock()
+		if r {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,241 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/regentmq/regent/engine"
+)
+
+var voters3 = []uint64{1, 2, 3}
+
+// settled settles c's network; true, for use inside a condition.
+func settled(c *testCluster) bool { c.net.settle(); return true }
+
+func push(e *engine.Engine, queue, partition, txn string) *outcome {
+	o := &outcome{}
+	res := make([]engine.PushResult, 1)
+	e.PushAsync([]engine.PushItem{{Queue: queue, Partition: partition, TransactionID: txn, Payload: []byte(txn)}}, res, o.done)
+	return o
+}
+
+// held pops (autoAck off, no wait) everything partition holds for a new
+// group and returns the transactionIds.
+func held(t *testing.T, e *engine.Engine, queue, partition, group string) []string {
+	t.Helper()
+	ms, err := e.Pop(context.Background(), engine.PopRequest{Queue: queue, Partition: partition, Group: group, Batch: 1000})
+	if err != nil && !errors.Is(err, engine.ErrQueueNotFound) {
+		t.Fatalf("pop %s/%s: %v", queue, partition, err)
+	}
+	var txns []string
+	for _, m := range ms {
+		txns = append(txns, m.TransactionID)
+	}
+	return txns
+}
+
+// A push is answered only once a majority has its record: when every
+// append response to the leader is lost, the followers hold the entry and
+// the push stays unanswered, and its message is not delivered either.
+func TestLostAppendResponseNeverAcknowledgesAPush(t *testing.T) {
+	c := newTestCluster(t, voters3, nil)
+	c.elect(1)
+	e := c.engine(1)
+	o := push(e, "q", "p", "first")
+	if c.net.settle(); o.n != 1 || o.err != nil {
+		t.Fatalf("a push with the network whole: %v", o)
+	}
+
+	c.net.drop = func(from, to uint64, m *pb.Message) bool { return to == 1 && m.GetType() == pb.MsgAppResp }
+	o = push(e, "q", "p", "second")
+	for i := 0; i < 30; i++ { // three election timeouts of heartbeats
+		c.net.tick()
+	}
+	if o.n != 0 {
+		t.Fatalf("the push was %s without one append response reaching the leader", o)
+	}
+	last1, _ := c.shard(1).log.LastIndex()
+	for _, id := range []uint64{2, 3} {
+		if last, _ := c.shard(id).log.LastIndex(); last != last1 {
+			t.Fatalf("follower %d holds up to %d, the leader %d: the entry did not reach it, the test proves nothing", id, last, last1)
+		}
+	}
+	if got := held(t, e, "q", "p", "g1"); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("a consumer got %q while the second push was not committed", got)
+	}
+
+	c.net.drop = nil
+	c.net.tick()
+	if o.n != 1 || o.err != nil {
+		t.Fatalf("once the responses arrive the push is %s", o)
+	}
+	if got := held(t, e, "q", "p", "g2"); !slices.Equal(got, []string{"first", "second"}) {
+		t.Fatalf("after the commit a consumer got %q", got)
+	}
+}
+
+// A leader cut off from the others (a pause, a partition) completes nothing
+// it did not see committed: its push and its ack stay unanswered while it is
+// cut off, are refused once it learns of the new term, and its engine
+// refuses everything after. The new leader holds what was committed and
+// nothing else.
+func TestDeposedLeaderCompletesNothing(t *testing.T) {
+	c := newTestCluster(t, voters3, nil)
+	c.elect(1)
+	old := c.engine(1)
+	if o := push(old, "q", "p", "a"); settled(c) && (o.err != nil || o.n != 1) {
+		t.Fatalf("push a: %v", o)
+	}
+	ms, err := old.Pop(context.Background(), engine.PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("pop: %v, %d messages", err, len(ms))
+	}
+
+	c.net.isolate(1, true)
+	c.net.paused[1] = true // stopped: it neither ticks nor hears anything
+	pushB := push(old, "q", "p", "b")
+	ack := &outcome{}
+	ackRes := make([]engine.AckResult, 1)
+	old.AckAsync([]engine.AckItem{{PartitionID: ms[0].PartitionID, Group: "g", LeaseID: ms[0].LeaseID, MessageID: ms[0].ID, Status: engine.Completed}}, ackRes, ack.done)
+
+	next := c.leader(2, 3)
+	// The old leader runs again, still cut off: it goes on believing it
+	// leads until CheckQuorum steps it down; nothing it holds commits.
+	c.net.paused[1] = false
+	for i := 0; i < 5; i++ {
+		c.net.tick()
+	}
+	if pushB.n != 0 || ack.n != 0 {
+		t.Fatalf("cut off, the old leader answered: push %s, ack %s", pushB, ack)
+	}
+	c.net.isolate(1, false)
+	for i := 0; i < 30; i++ {
+		c.net.tick()
+	}
+	for name, o := range map[string]*outcome{"push": pushB, "ack": ack} {
+		if o.n != 1 || !errors.Is(o.err, ErrNotLeader) {
+			t.Errorf("the deposed leader's %s: %v (want one answer, not_leader)", name, o)
+		}
+	}
+	if o := push(old, "q", "p", "c"); o.n != 0 {
+		// a refusal comes back through done or at once; either way no success
+		if o.err == nil {
+			t.Errorf("the deposed engine took a push: %v", o)
+		}
+	}
+
+	e := c.engine(next)
+	// a is there and, its ack never committed, still to be completed; b
+	// never reached a majority.
+	if got := held(t, e, "q", "p", "g2"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("the new leader holds %q, want [a]", got)
+	}
+	if got := held(t, e, "q", "p", "g"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("group g gets %q from the new leader, want [a] again (its ack never committed)", got)
+	}
+}
+
+// A leader that dies in the middle of a batch: one push of four
+// partitions (four records); two of its entries reach one follower, none
+// reaches the other, and no response comes back. The push is never
+// answered as a success. The new leader commits the two entries its log
+// holds, and a client that sends the whole batch again, with its
+// transactionIds, finds two stored and two taken: every message once.
+func TestLeaderChangeMidBatch(t *testing.T) {
+	c := newTestCluster(t, voters3, func(cfg *Config) { cfg.MaxMsgBytes = 1 }) // one entry per append message
+	c.elect(1)
+	old := c.engine(1)
+	if o := push(old, "q", "warm", "w"); settled(c) && (o.err != nil || o.n != 1) {
+		t.Fatalf("push: %v", o)
+	}
+
+	items := make([]engine.PushItem, 4)
+	for i := range items {
+		items[i] = engine.PushItem{Queue: "q", Partition: fmt.Sprint("p", i), TransactionID: fmt.Sprint("m", i), Payload: []byte{byte(i)}}
+	}
+	batch := &outcome{}
+	old.PushAsync(items, make([]engine.PushResult, 4), batch.done)
+
+	apps := 0
+	c.net.drop = func(from, to uint64, m *pb.Message) bool {
+		switch {
+		case to == 1:
+			return true // no response reaches the leader
+		case m.GetType() == pb.MsgApp && to == 2 && len(m.GetEntries()) > 0:
+			apps++
+			return apps > 2 // the first two entries reach follower 2
+		case m.GetType() == pb.MsgApp:
+			return true // none reaches follower 3
+		}
+		return false
+	}
+	if err := c.net.nodes[1].Process(); err != nil {
+		t.Fatal(err)
+	}
+	c.net.deliver()
+	c.net.settle()
+	if apps < 3 {
+		t.Fatalf("the leader sent %d append messages with entries to follower 2; the test needs 4", apps)
+	}
+	c.net.drop = nil
+	c.net.isolate(1, true)
+	c.net.paused[1] = true // dead
+	if batch.n != 0 {
+		t.Fatalf("the batch was %s before any response reached the leader", batch)
+	}
+
+	next := c.leader(2, 3)
+	if next != 2 {
+		t.Fatalf("node %d took over; only node 2 holds the batch's first entries", next)
+	}
+	e := c.engine(next)
+	var stored []string
+	for i := range items {
+		stored = append(stored, held(t, e, "q", items[i].Partition, "before")...)
+	}
+	if !slices.Equal(stored, []string{"m0", "m1"}) {
+		t.Fatalf("the new leader holds %q of the batch, want [m0 m1]: the entries a majority holds, no more", stored)
+	}
+
+	res := make([]engine.PushResult, len(items))
+	again := &outcome{}
+	e.PushAsync(items, res, again.done)
+	if c.net.settle(); again.n != 1 || again.err != nil {
+		t.Fatalf("the batch sent again: %v", again)
+	}
+	for i, r := range res {
+		want := engine.Duplicate
+		if i >= 2 {
+			want = engine.Queued
+		}
+		if r.Status != want {
+			t.Errorf("the batch sent again, item %d: %v, want %v", i, r.Status, want)
+		}
+	}
+	stored = nil
+	for i := range items {
+		stored = append(stored, held(t, e, "q", items[i].Partition, "after")...)
+	}
+	if !slices.Equal(stored, []string{"m0", "m1", "m2", "m3"}) {
+		t.Fatalf("after the batch was sent again: %q", stored)
+	}
+
+	// The old leader comes back: its batch is answered not_leader, never
+	// success, and its engine is gone.
+	c.net.paused[1] = false
+	c.net.isolate(1, false)
+	for i := 0; i < 30; i++ {
+		c.net.tick()
+	}
+	if batch.n != 1 || !errors.Is(batch.err, ErrNotLeader) {
+		t.Fatalf("the old leader's batch: %v", batch)
+	}
+	if e, _, _ := c.shard(1).Engine(); e != nil {
+		t.Fatal("the old leader still serves an engine")
+	}
+}

@@ -1,0 +1,233 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regentmq/regent/engine"
+)
+
+// ErrNotLeader answers what a broker cannot do for a shard it does not
+// lead (or no longer leads): the client asks the leader (Shard.Leader).
+var ErrNotLeader = errors.New("replica: this broker does not lead the shard")
+
+// Shard is this broker's replica of one shard's Raft group.
+type Shard struct {
+	id  uint32
+	n   *Node
+	log Log
+
+	mu          sync.Mutex
+	rn          *raft.RawNode
+	applied     uint64 // the last entry applied
+	appliedTerm uint64 // its term
+	// j is the journal of the engine while this broker leads the shard in
+	// j.term and has taken it over; nil otherwise.
+	j   *journal
+	eng *engine.Engine // built over j; nil while it is built
+	// snap is the newest snapshot an engine of this broker wrote: positions
+	// are Raft indexes, the same for every engine of the shard.
+	snap struct {
+		pos  uint64
+		data []byte
+		ok   bool
+	}
+}
+
+// ID returns the shard's number.
+func (s *Shard) ID() uint32 { return s.id }
+
+// Engine returns the shard's engine while this broker leads the shard and
+// has taken it over, with the term it leads in; otherwise nil, and the
+// broker the group last heard of as its leader (0: none) with the term.
+func (s *Shard) Engine() (eng *engine.Engine, leader, term uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.rn.BasicStatus()
+	if s.eng != nil {
+		return s.eng, st.ID, s.j.term
+	}
+	return nil, st.Lead, st.HardState.GetTerm()
+}
+
+// Campaign makes this broker stand for election now (a leadership
+// transfer, or a test that picks the first leader).
+func (s *Shard) Campaign() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.rn.Campaign()
+	s.n.kick()
+	return err
+}
+
+// Applied returns the index of the last entry applied here.
+func (s *Shard) Applied() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+// deposal is what losing the lead leaves to do once Shard.mu is released:
+// the answers of the proposals that were waiting, and the engine to close.
+type deposal struct {
+	fail []proposal
+	eng  *engine.Engine
+	err  error
+}
+
+func (d deposal) run() {
+	for _, p := range d.fail {
+		if p.done != nil {
+			p.done(d.err)
+		}
+	}
+	if d.eng != nil {
+		// Its Close finds the journal deposed and writes nothing.
+		_ = d.eng.Close()
+	}
+}
+
+// ErrClosed answers what was waiting on a shard when its Node closed.
+var ErrClosed = errors.New("replica: the node is closed")
+
+// close stops serving the shard: what waits is answered err, and the
+// engine is closed without a snapshot (the next leader replays the log).
+func (s *Shard) close(err error) {
+	s.mu.Lock()
+	d := deposal{err: err}
+	if j := s.j; j != nil {
+		d.fail, d.eng = j.pend, s.eng
+		j.pend, j.deposed, j.err = nil, true, err
+		s.j, s.eng = nil, nil
+	}
+	s.mu.Unlock()
+	d.run()
+}
+
+// checkLeadLocked deposes the journal when this broker no longer leads in
+// its term. Call it after every step of the RawNode.
+func (s *Shard) checkLeadLocked() deposal {
+	j := s.j
+	if j == nil {
+		return deposal{}
+	}
+	st := s.rn.BasicStatus()
+	if st.RaftState == raft.StateLeader && st.HardState.GetTerm() == j.term {
+		return deposal{}
+	}
+	err := fmt.Errorf("%w: shard %d: leader %d in term %d", ErrNotLeader, s.id, st.Lead, st.HardState.GetTerm())
+	d := deposal{fail: j.pend, eng: s.eng, err: err}
+	j.pend, j.deposed, j.err = nil, true, err
+	s.j, s.eng = nil, nil
+	s.n.cfg.Logger.Info("shard lead lost", "shard", s.id, "term", j.term, "leader", st.Lead, "now_term", st.HardState.GetTerm(), "unanswered", len(d.fail))
+	return d
+}
+
+// apply applies rd's committed entries, answers the proposals they commit,
+// advances the RawNode and, when this broker leads and has applied an entry
+// of its term, takes the shard over.
+func (s *Shard) apply(rd raft.Ready) {
+	var done []proposal
+	var failed []proposal
+	s.mu.Lock()
+	for _, e := range rd.CommittedEntries {
+		switch e.GetType() {
+		case pb.EntryConfChange:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err == nil {
+				s.rn.ApplyConfChange(&cc)
+			}
+		case pb.EntryConfChangeV2:
+			var cc pb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err == nil {
+				s.rn.ApplyConfChange(&cc)
+			}
+		default:
+			if j := s.j; j != nil {
+				for len(j.pend) > 0 && j.pend[0].index <= e.GetIndex() {
+					p := j.pend[0]
+					j.pend = j.pend[1:]
+					if p.index == e.GetIndex() && e.GetTerm() == j.term {
+						done = append(done, p)
+					} else {
+						failed = append(failed, p) // replaced by another leader's entry
+					}
+				}
+			}
+		}
+		s.applied, s.appliedTerm = e.GetIndex(), e.GetTerm()
+	}
+	s.rn.Advance(rd)
+	d := s.checkLeadLocked()
+	j := s.takeOverLocked()
+	s.mu.Unlock()
+	for _, p := range done {
+		if p.done != nil {
+			p.done(nil)
+		}
+	}
+	for _, p := range failed {
+		if p.done != nil {
+			p.done(fmt.Errorf("%w: shard %d: entry %d was replaced", ErrNotLeader, s.id, p.index))
+		}
+	}
+	d.run()
+	if j != nil {
+		if s.n.async {
+			go s.build(j)
+		} else {
+			s.build(j)
+		}
+	}
+}
+
+// takeOverLocked opens a journal when this broker leads and has applied an
+// entry of its term: everything before that entry is committed and applied,
+// and nothing follows it (proposals were closed), so the next index is
+// known.
+func (s *Shard) takeOverLocked() *journal {
+	if s.j != nil {
+		return nil
+	}
+	st := s.rn.BasicStatus()
+	term := st.HardState.GetTerm()
+	if st.RaftState != raft.StateLeader || s.appliedTerm != term {
+		return nil
+	}
+	last, err := s.log.LastIndex()
+	if err != nil || last != s.applied {
+		return nil // entries of the term not yet applied: the next Ready
+	}
+	j := &journal{s: s, term: term, start: s.applied, next: last + 1}
+	s.j = j
+	s.n.cfg.Logger.Info("shard taken over", "shard", s.id, "term", term, "index", last)
+	return j
+}
+
+// build makes the engine of a shard just taken over. It runs without
+// Shard.mu: the engine replays the journal, and appends to it.
+func (s *Shard) build(j *journal) {
+	eng, err := s.n.cfg.NewEngine(s.id, j)
+	s.mu.Lock()
+	if s.j != j || j.deposed {
+		s.mu.Unlock()
+		if eng != nil {
+			_ = eng.Close()
+		}
+		return
+	}
+	if err != nil {
+		// The shard stays led and unserved; the error says why.
+		j.err = fmt.Errorf("replica: shard %d: building its engine: %w", s.id, err)
+		s.mu.Unlock()
+		s.n.cfg.Logger.Error("shard engine", "shard", s.id, "err", err)
+		return
+	}
+	s.eng = eng
+	s.mu.Unlock()
+}
