@@ -172,7 +172,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 					minLive = c.pos
 				}
 			}
-			b = appendHeldition(b, p, groups)
+			b = appendPartition(b, p, groups)
 		}
 		q.dlqMu.Lock()
 		b = appendUvarint(b, uint64(len(q.dlq)))
@@ -189,7 +189,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 	return b, pos, minLive
 }
 
-func appendHeldition(b []byte, p *partition, groups []*group) []byte {
+func appendPartition(b []byte, p *partition, groups []*group) []byte {
 	b = appendUvarint(b, p.seq)
 	b = appendStr(b, p.name)
 	b = appendUvarint(b, p.next)
