@@ -230,7 +230,8 @@ func (e *Engine) Seek(ctx context.Context, queueName, groupName, partName string
 		} else {
 			cursors[i] = p.firstAfter(ts)
 		}
-		ef := effect{queueID: q.id, seq: p.seq, group: g.name, cursor: cursors[i]}
+		// The seek ends the group's leases (stated, with Config.JournalLeases).
+		ef := effect{queueID: q.id, seq: p.seq, group: g.name, cursor: cursors[i], withLease: e.cfg.JournalLeases}
 		subs = append(subs, appendEffect(make([]byte, 0, 32+len(g.name)), &ef))
 	}
 	if len(subs) == 0 {

@@ -151,6 +151,12 @@ func (e *Engine) effectRecord(p *partition, g *group, pg *pgState, dead []deadEn
 		ef.blockedUntil = a.blockedUntil
 	}
 	size := 64 + len(g.name) + 4*len(ef.retries)
+	if e.cfg.JournalLeases {
+		ef.withLease, ef.lease = true, leaseRecOf(pg)
+		if ef.lease != nil {
+			size += 40 + len(ef.lease.status)
+		}
+	}
 	for i := range dead {
 		size += 64 + len(dead[i].err) + len(dead[i].m.txn) + len(dead[i].m.trace) + len(dead[i].m.payload)
 	}

@@ -354,6 +354,25 @@ func (r *leaseRegistry) ended(l *lease) {
 	sh.mu.Unlock()
 }
 
+// restore adds l, replayed, to the set of its id (a pop over several
+// partitions gave them one id).
+func (r *leaseRegistry) restore(l *lease) {
+	sh := r.shard(l.id)
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.m = make(map[UUID]*leaseSet)
+	}
+	s := sh.m[l.id]
+	if s == nil {
+		s = &leaseSet{id: l.id}
+		sh.m[l.id] = s
+	}
+	s.leases = append(s.leases, l)
+	s.live++
+	l.set = s
+	sh.mu.Unlock()
+}
+
 func (r *leaseRegistry) get(id UUID) []*lease {
 	sh := r.shard(id)
 	sh.mu.Lock()
@@ -363,4 +382,86 @@ func (r *leaseRegistry) get(id UUID) []*lease {
 		return nil
 	}
 	return append([]*lease(nil), s.leases...)
+}
+
+// Leases in records (Config.JournalLeases): an effect record, and each group
+// state of a snapshot, states the group's lease of the partition after the
+// change, so that replay (on the next leader of a replicated shard) knows
+// every live lease.
+
+// leaseRecOf states pg's live lease; nil when it has none.
+func leaseRecOf(pg *pgState) *leaseRec {
+	if pg.act == nil || pg.act.lease == nil || pg.act.lease.ended {
+		return nil
+	}
+	l := pg.act.lease
+	return &leaseRec{id: l.id, from: l.from, expires: l.expires, released: l.released, status: l.status}
+}
+
+func appendLeaseRec(b []byte, l *leaseRec) []byte {
+	if l == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = append(b, l.id[:]...)
+	b = appendUvarint(b, l.from)
+	b = appendVarint(b, l.expires)
+	b = appendBool(b, l.released)
+	return appendBytes(b, l.status)
+}
+
+func readLeaseRec(r *reader) *leaseRec {
+	if r.u8() != 1 {
+		return nil
+	}
+	l := &leaseRec{id: r.uuid(), from: r.uvarint(), expires: r.varint(), released: r.bool()}
+	l.status = append([]uint8(nil), r.bytesRef()...)
+	if r.err != nil || l.from+uint64(len(l.status)) < l.from {
+		r.fail()
+		return nil
+	}
+	return l
+}
+
+// restoreLease makes pg's lease the one rec states (nil: none), on replay:
+// its timer is armed for the expiry it had (late by the time the replay took
+// to come, never early), and a lease that rec states finished or released
+// ends, remembered for repeated acks. Caller holds p's stripe.
+func (e *Engine) restoreLease(p *partition, g *group, pg *pgState, rec *leaseRec) {
+	var wakes []*waiter // nothing waits during a replay
+	var l *lease
+	if pg.act != nil {
+		l = pg.act.lease
+	}
+	if l != nil && (rec == nil || l.id != rec.id || l.from != rec.from || int(l.to-l.from) != len(rec.status)) {
+		e.endLease(p, pg, l, &wakes)
+		l = nil
+	}
+	if rec == nil {
+		relax(pg)
+		return
+	}
+	if l == nil {
+		l = &lease{id: rec.id, p: p, gidx: g.idx, from: rec.from, to: rec.from + uint64(len(rec.status)), status: make([]uint8, len(rec.status))}
+		e.active(p, g, pg).lease = l
+		e.leases.restore(l)
+	}
+	copy(l.status, rec.status)
+	l.nDone = 0
+	for _, st := range l.status {
+		if finished(st) {
+			l.nDone++
+		}
+	}
+	l.released = rec.released
+	if l.ended {
+		return
+	}
+	if rec.expires != l.expires || !l.timer.scheduled() {
+		l.expires = rec.expires
+		p.st().wheel.schedule(&l.timer, l.expires, l)
+	}
+	if l.released || l.nDone == len(l.status) {
+		e.endLease(p, pg, l, &wakes)
+	}
 }

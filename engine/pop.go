@@ -175,8 +175,8 @@ func (e *Engine) newPopCall(req PopRequest, done func([]Message, bool, error)) (
 	return &popCall{req: req, q: q, g: g, done: done, deadline: e.clock.Now() + int64(req.Timeout)}, nil
 }
 
-// deliver answers a pop: at once, or (autoAck) when its cursor moves are
-// durable.
+// deliver answers a pop: at once, or (autoAck, or leases journaled) when
+// its records are durable.
 func (e *Engine) deliver(c *popCall, msgs []Message, pend *pending, err error) {
 	cut := c.cut
 	if pend == nil {
@@ -218,7 +218,7 @@ func (e *Engine) attempt(c *popCall) ([]Message, *pending, error) {
 		set = &leaseSet{id: e.ids.next(now)}
 	}
 	var pend *pending
-	if c.req.AutoAck {
+	if c.req.AutoAck || e.cfg.JournalLeases {
 		pend = newPending(nil)
 	}
 	out := c.req.Buf[:0]
@@ -416,6 +416,9 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		if a != nil {
 			ef.retries, ef.blockedUntil = retriesFrom(a.retries, to), a.blockedUntil
 		}
+		if e.cfg.JournalLeases {
+			ef.withLease, ef.lease = true, leaseRecOf(pg)
+		}
 		if _, err := e.appendHeld(appendEffect(make([]byte, 0, 64+len(c.g.name)+4*len(ef.retries)), &ef), pend); err != nil {
 			e.putBack(p, c, pg)
 			return out[:start], err
@@ -436,8 +439,22 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 				l.nDone++
 			}
 		}
+		prev := pg.cursor
 		advanceCursor(pg, l) // deleted messages at the front are passed at once
 		l.expires = now + int64(c.q.options().LeaseTime)
+		if e.cfg.JournalLeases {
+			// The grant is a record, and the pop is answered once it is
+			// durable; refused, nothing changed.
+			ef := effect{queueID: p.q.id, seq: p.seq, group: c.g.name, cursor: pg.cursor, retries: a.retries, blockedUntil: a.blockedUntil,
+				withLease: true, lease: &leaseRec{id: l.id, from: l.from, expires: l.expires, status: l.status}}
+			if _, err := e.appendHeld(appendEffect(make([]byte, 0, 96+len(c.g.name)+4*len(ef.retries)+len(l.status)), &ef), pend); err != nil {
+				pg.cursor = prev
+				e.dropNames(l)
+				relax(pg)
+				e.putBack(p, c, pg)
+				return out[:start], err
+			}
+		}
 		a.lease = l
 		p.st().wheel.schedule(&l.timer, l.expires, l)
 		set.leases = append(set.leases, l)
@@ -497,6 +514,9 @@ func (e *Engine) deadUnreadable(p *partition, g *group, pg *pgState, from uint64
 	ef := effect{queueID: p.q.id, seq: p.seq, group: g.name, cursor: cursor, dead: dead}
 	if a != nil {
 		ef.retries, ef.blockedUntil = retriesFrom(a.retries, cursor), a.blockedUntil
+	}
+	if e.cfg.JournalLeases {
+		ef.withLease, ef.lease = true, leaseRecOf(pg)
 	}
 	size := 64 + len(g.name) + 4*len(ef.retries)
 	for i := range dead {

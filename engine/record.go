@@ -25,6 +25,9 @@ import (
 //	               Sealed without 4 (records written before keys were named): any key given may open them.
 //	effect  (4)  = queueID u64 | seq uvarint | group str | cursor uvarint | blockedUntil varint
 //	               | n uvarint | n × (offset uvarint | retries uvarint) | m uvarint | m × dead
+//	               | [lease, with Config.JournalLeases]
+//	  lease      = 0 (the group holds no live lease of the partition)
+//	               | 1 | id [16] | from uvarint | expires varint | released u8 | n uvarint | n × status u8
 //	  dead       = entry id [16] | offset uvarint | retries uvarint | failedAt varint | error str
 //	               | flags u8 | [sub str, when flags has 2] | [key u64, when flags has 4]
 //	               | id [16] | transactionId str | traceId str | createdAt varint | payload bytes
@@ -269,6 +272,19 @@ type effect struct {
 	blockedUntil int64
 	retries      []retryCount
 	dead         []deadEntry
+	// withLease says the record states the group's lease of the partition
+	// (Config.JournalLeases): lease, or none when nil.
+	withLease bool
+	lease     *leaseRec
+}
+
+// leaseRec is a lease as an effect record states it.
+type leaseRec struct {
+	id       UUID
+	from     uint64
+	expires  int64
+	released bool
+	status   []uint8
 }
 
 type retryCount struct {
@@ -302,6 +318,9 @@ func appendEffect(b []byte, e *effect) []byte {
 	b = appendUvarint(b, uint64(len(e.dead)))
 	for i := range e.dead {
 		b = appendDead(b, &e.dead[i])
+	}
+	if e.withLease {
+		b = appendLeaseRec(b, e.lease)
 	}
 	return b
 }
@@ -375,6 +394,9 @@ func readEffect(r *reader) effect {
 	m := r.count(41)
 	for i := 0; i < m && r.err == nil; i++ {
 		e.dead = append(e.dead, readDead(r))
+	}
+	if r.err == nil && len(r.b) > 0 {
+		e.withLease, e.lease = true, readLeaseRec(r)
 	}
 	return e
 }

@@ -343,6 +343,9 @@ func (e *Engine) replayEffect(ef *effect) {
 		pg.act.blockedUntil = 0
 		relax(pg)
 	}
+	if ef.withLease {
+		e.restoreLease(p, g, pg, ef.lease)
+	}
 	e.refileDead(p, g, ef.dead)
 }
 

@@ -12,7 +12,7 @@ import (
 // payloads, which stay in the journal) at one journal position; recovery
 // loads it and replays only what follows.
 //
-//	snapshot   = version u8 (1) | stamp varint | nq uvarint | nq × queue | [keys (keys.go)]
+//	snapshot   = version u8 (1, or 2 with Config.JournalLeases) | stamp varint | nq uvarint | nq × queue | [keys (keys.go)]
 //	             | [streams (streams.go)]
 //	queue      = id u64 | name str | created varint | options | ngroups uvarint | ngroups × group
 //	             | nparts uvarint | nparts × partition | ndead uvarint | ndead × dead
@@ -21,10 +21,14 @@ import (
 //	             | nchunks uvarint | nchunks × (first uvarint | pos uvarint | ts varint)   (pos 0: lost, damage.go)
 //	             | ndedup uvarint | ndedup × (fingerprint u64 | offset uvarint)
 //	             | nstates uvarint | nstates × (gidx uvarint | cursor uvarint | blockedUntil varint
-//	                                           | nretries uvarint | nretries × (offset uvarint | n uvarint))
+//	                                           | nretries uvarint | nretries × (offset uvarint | n uvarint)
+//	                                           | [lease, in version 2: as in an effect record])
 //	             | ntombs uvarint | ntombs × offset uvarint
 //	dead       = seq uvarint | group str | (as in an effect record's dead entry)
-const snapshotVersion = 1
+const (
+	snapshotVersion       = 1
+	snapshotVersionLeases = 2 // group states carry their lease (Config.JournalLeases)
+)
 
 // Snapshot writes the engine's state to the journal's snapshot store and
 // drops journal segments that nothing needs any more. It briefly stops every
@@ -127,7 +131,12 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 	pos := e.lastPos.Load()
 	var minLive uint64
 	b := make([]byte, 0, 1<<16)
-	b = append(b, snapshotVersion)
+	leases := e.cfg.JournalLeases
+	if leases {
+		b = append(b, snapshotVersionLeases)
+	} else {
+		b = append(b, snapshotVersion)
+	}
 	b = appendVarint(b, e.stamp.Load())
 	b = appendUvarint(b, uint64(len(e.queues)))
 	for _, q := range e.queues {
@@ -172,7 +181,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 					minLive = c.pos
 				}
 			}
-			b = appendPartition(b, p, groups)
+			b = appendPartition(b, p, groups, leases)
 		}
 		q.dlqMu.Lock()
 		b = appendUvarint(b, uint64(len(q.dlq)))
@@ -189,7 +198,7 @@ func (e *Engine) encodeSnapshot() ([]byte, uint64, uint64) {
 	return b, pos, minLive
 }
 
-func appendPartition(b []byte, p *partition, groups []*group) []byte {
+func appendPartition(b []byte, p *partition, groups []*group, leases bool) []byte {
 	b = appendUvarint(b, p.seq)
 	b = appendStr(b, p.name)
 	b = appendUvarint(b, p.next)
@@ -236,6 +245,9 @@ func appendPartition(b []byte, p *partition, groups []*group) []byte {
 			b = appendUvarint(b, rc.off)
 			b = appendUvarint(b, uint64(rc.n))
 		}
+		if leases {
+			b = appendLeaseRec(b, leaseRecOf(pg))
+		}
 	}
 	tombs := p.q.tombsOf(p)
 	b = appendUvarint(b, uint64(len(tombs)))
@@ -248,7 +260,8 @@ func appendPartition(b []byte, p *partition, groups []*group) []byte {
 // loadSnapshot rebuilds the state from a snapshot (recovery only).
 func (e *Engine) loadSnapshot(data []byte) error {
 	r := reader{b: data}
-	if v := r.u8(); v != snapshotVersion {
+	v := r.u8()
+	if v != snapshotVersion && v != snapshotVersionLeases {
 		return fmt.Errorf("%w: snapshot version %d", errCorruptRecord, v)
 	}
 	e.observeStamp(r.varint())
@@ -279,7 +292,7 @@ func (e *Engine) loadSnapshot(data []byte) error {
 		}
 		np := r.count(4)
 		for k := 0; k < np && r.err == nil; k++ {
-			e.readPartition(&r, q)
+			e.readPartition(&r, q, v == snapshotVersionLeases)
 		}
 		nd := r.count(8)
 		for k := 0; k < nd && r.err == nil; k++ {
@@ -311,7 +324,7 @@ func (e *Engine) loadSnapshot(data []byte) error {
 	return r.err
 }
 
-func (e *Engine) readPartition(r *reader, q *queue) {
+func (e *Engine) readPartition(r *reader, q *queue, leases bool) {
 	seq := r.uvarint()
 	name := r.str()
 	// A snapshot lists a queue's partitions in ascending order.
@@ -363,7 +376,11 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 			off := r.uvarint()
 			retries = append(retries, retryCount{off: off, n: uint32(r.uvarint())})
 		}
-		if gidx >= len(groups) || groups[gidx] == nil {
+		var lr *leaseRec
+		if leases {
+			lr = readLeaseRec(r)
+		}
+		if r.err != nil || gidx >= len(groups) || groups[gidx] == nil {
 			r.fail()
 			return
 		}
@@ -373,6 +390,11 @@ func (e *Engine) readPartition(r *reader, q *queue) {
 		if len(retries) > 0 || blocked != 0 {
 			a := e.active(p, g, pg)
 			a.retries, a.blockedUntil = retries, blocked
+		}
+		if lr != nil {
+			p.st().mu.Lock()
+			e.restoreLease(p, g, pg, lr)
+			p.st().mu.Unlock()
 		}
 	}
 	nt := r.count(1)
