@@ -49,9 +49,14 @@
 //
 // What the broker's shard leader tells a client is therefore justified by a
 // committed record, for every request whose answer the engine gives after
-// its journal's done: pushes and acks. A pop's lease grant is not yet a
-// record of its own (see the README's cluster section for what stage 2
-// still lacks).
+// its journal's done: pushes, acks, and (with engine.Config.JournalLeases,
+// which NewEngine must set) a leased pop, whose grant is a record. The next
+// leader replays the grants: a live lease survives the failover, its
+// consumer's acks are accepted there, an ack under a lease the leader never
+// granted is refused, and the lease's expiry is re-armed at the time it had
+// (late by at most the failover, never early). A lease extension is not yet
+// a record: after a failover the lease expires at the time its grant (or
+// its last ack) gave it.
 //
 // # Lock order
 //

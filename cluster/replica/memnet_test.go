@@ -192,7 +192,7 @@ func newTestCluster(t *testing.T, ids []uint64, tune func(*Config)) *testCluster
 			Transport: memPort{net: c.net, from: id},
 			Logger:    logger.With("node", id),
 			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
-				e, err := engine.New(engine.Config{Clock: c.clock, NoTicker: true, Logger: slog.New(slog.DiscardHandler)}, j)
+				e, err := engine.New(engine.Config{Clock: c.clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
 				if err == nil {
 					c.built[id] = append(c.built[id], e)
 				}
@@ -270,4 +270,34 @@ func (o *outcome) String() string {
 		return "unanswered"
 	}
 	return fmt.Sprintf("answered %d time(s), last with %v", o.n, o.err)
+}
+
+// pop pops from e and settles the network until the pop is answered (a
+// leased pop is answered once its grant is committed).
+func (c *testCluster) pop(e *engine.Engine, req engine.PopRequest) ([]engine.Message, error) {
+	c.t.Helper()
+	var got []engine.Message
+	var gerr error
+	answered := false
+	e.PopAsync(req, func(ms []engine.Message, _ bool, err error) {
+		got, gerr, answered = append([]engine.Message(nil), ms...), err, true
+	})
+	c.net.settle()
+	if !answered {
+		c.t.Fatalf("pop %+v: unanswered with the network settled", req)
+	}
+	return got, gerr
+}
+
+// ack acks on e and settles the network until it is answered.
+func (c *testCluster) ack(e *engine.Engine, items ...engine.AckItem) ([]engine.AckResult, error) {
+	c.t.Helper()
+	res := make([]engine.AckResult, len(items))
+	o := &outcome{}
+	e.AckAsync(items, res, o.done)
+	c.net.settle()
+	if o.n != 1 {
+		c.t.Fatalf("ack: %v with the network settled", o)
+	}
+	return res, o.err
 }

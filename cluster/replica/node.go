@@ -47,7 +47,8 @@ type Config struct {
 	Transport Transport
 	// NewEngine builds the engine of a shard this broker has just taken the
 	// lead of, over j; it runs without any of the Node's locks, and the
-	// engine replays j while it is built.
+	// engine replays j while it is built. The engine must journal its
+	// leases (engine.Config.JournalLeases), or a failover forgets them.
 	NewEngine func(shard uint32, j engine.Journal) (*engine.Engine, error)
 	// Sync makes the Saves of one Process durable; nil when the Logs are
 	// durable as soon as they are saved.

@@ -1,11 +1,11 @@
 package replica
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
@@ -24,11 +24,11 @@ func push(e *engine.Engine, queue, partition, txn string) *outcome {
 	return o
 }
 
-// held pops (autoAck off, no wait) everything partition holds for a new
-// group and returns the transactionIds.
-func held(t *testing.T, e *engine.Engine, queue, partition, group string) []string {
+// held pops (leased, no wait) everything partition holds for group and
+// returns the transactionIds.
+func held(t *testing.T, c *testCluster, e *engine.Engine, queue, partition, group string) []string {
 	t.Helper()
-	ms, err := e.Pop(context.Background(), engine.PopRequest{Queue: queue, Partition: partition, Group: group, Batch: 1000})
+	ms, err := c.pop(e, engine.PopRequest{Queue: queue, Partition: partition, Group: group, Batch: 1000})
 	if err != nil && !errors.Is(err, engine.ErrQueueNotFound) {
 		t.Fatalf("pop %s/%s: %v", queue, partition, err)
 	}
@@ -65,8 +65,16 @@ func TestLostAppendResponseNeverAcknowledgesAPush(t *testing.T) {
 			t.Fatalf("follower %d holds up to %d, the leader %d: the entry did not reach it, the test proves nothing", id, last, last1)
 		}
 	}
-	if got := held(t, e, "q", "p", "g1"); !slices.Equal(got, []string{"first"}) {
-		t.Fatalf("a consumer got %q while the second push was not committed", got)
+	// A pop now is granted "first" only (what is committed), and the grant
+	// itself cannot commit: the pop waits too.
+	var popped []engine.Message
+	answered := false
+	e.PopAsync(engine.PopRequest{Queue: "q", Partition: "p", Group: "g1", Batch: 10}, func(ms []engine.Message, _ bool, err error) {
+		popped, answered = append(popped, ms...), true
+	})
+	c.net.tick()
+	if answered {
+		t.Fatalf("a pop was answered (%d messages) while its grant could not commit", len(popped))
 	}
 
 	c.net.drop = nil
@@ -74,13 +82,16 @@ func TestLostAppendResponseNeverAcknowledgesAPush(t *testing.T) {
 	if o.n != 1 || o.err != nil {
 		t.Fatalf("once the responses arrive the push is %s", o)
 	}
-	if got := held(t, e, "q", "p", "g2"); !slices.Equal(got, []string{"first", "second"}) {
+	if !answered || len(popped) != 1 || popped[0].TransactionID != "first" {
+		t.Fatalf("once the responses arrive the pop has %d messages (answered %v), want [first]", len(popped), answered)
+	}
+	if got := held(t, c, e, "q", "p", "g2"); !slices.Equal(got, []string{"first", "second"}) {
 		t.Fatalf("after the commit a consumer got %q", got)
 	}
 }
 
 // A leader cut off from the others (a pause, a partition) completes nothing
-// it did not see committed: its push and its ack stay unanswered while it is
+// it did not see committed: its push, its ack and its pop's lease grant stay unanswered while it is
 // cut off, are refused once it learns of the new term, and its engine
 // refuses everything after. The new leader holds what was committed and
 // nothing else.
@@ -91,7 +102,7 @@ func TestDeposedLeaderCompletesNothing(t *testing.T) {
 	if o := push(old, "q", "p", "a"); settled(c) && (o.err != nil || o.n != 1) {
 		t.Fatalf("push a: %v", o)
 	}
-	ms, err := old.Pop(context.Background(), engine.PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	ms, err := c.pop(old, engine.PopRequest{Queue: "q", Partition: "p", Group: "g"})
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("pop: %v, %d messages", err, len(ms))
 	}
@@ -103,6 +114,14 @@ func TestDeposedLeaderCompletesNothing(t *testing.T) {
 	ackRes := make([]engine.AckResult, 1)
 	old.AckAsync([]engine.AckItem{{PartitionID: ms[0].PartitionID, Group: "g", LeaseID: ms[0].LeaseID, MessageID: ms[0].ID, Status: engine.Completed}}, ackRes, ack.done)
 
+	pop := &outcome{}
+	old.PopAsync(engine.PopRequest{Queue: "q", Partition: "p", Group: "g3"}, func(ms []engine.Message, _ bool, err error) {
+		if err == nil && len(ms) == 0 {
+			err = errors.New("an empty answer")
+		}
+		pop.done(err)
+	})
+
 	next := c.leader(2, 3)
 	// The old leader runs again, still cut off: it goes on believing it
 	// leads until CheckQuorum steps it down; nothing it holds commits.
@@ -110,14 +129,14 @@ func TestDeposedLeaderCompletesNothing(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		c.net.tick()
 	}
-	if pushB.n != 0 || ack.n != 0 {
-		t.Fatalf("cut off, the old leader answered: push %s, ack %s", pushB, ack)
+	if pushB.n != 0 || ack.n != 0 || pop.n != 0 {
+		t.Fatalf("cut off, the old leader answered: push %s, ack %s, pop %s", pushB, ack, pop)
 	}
 	c.net.isolate(1, false)
 	for i := 0; i < 30; i++ {
 		c.net.tick()
 	}
-	for name, o := range map[string]*outcome{"push": pushB, "ack": ack} {
+	for name, o := range map[string]*outcome{"push": pushB, "ack": ack, "pop": pop} {
 		if o.n != 1 || !errors.Is(o.err, ErrNotLeader) {
 			t.Errorf("the deposed leader's %s: %v (want one answer, not_leader)", name, o)
 		}
@@ -130,13 +149,13 @@ func TestDeposedLeaderCompletesNothing(t *testing.T) {
 	}
 
 	e := c.engine(next)
-	// a is there and, its ack never committed, still to be completed; b
-	// never reached a majority.
-	if got := held(t, e, "q", "p", "g2"); !slices.Equal(got, []string{"a"}) {
+	// a is there and, its ack never committed, still leased to group g
+	// (the grant was committed); b never reached a majority.
+	if got := held(t, c, e, "q", "p", "g2"); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("the new leader holds %q, want [a]", got)
 	}
-	if got := held(t, e, "q", "p", "g"); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("group g gets %q from the new leader, want [a] again (its ack never committed)", got)
+	if got := held(t, c, e, "q", "p", "g"); len(got) != 0 {
+		t.Fatalf("group g gets %q from the new leader while its lease of a is live", got)
 	}
 }
 
@@ -196,7 +215,7 @@ func TestLeaderChangeMidBatch(t *testing.T) {
 	e := c.engine(next)
 	var stored []string
 	for i := range items {
-		stored = append(stored, held(t, e, "q", items[i].Partition, "before")...)
+		stored = append(stored, held(t, c, e, "q", items[i].Partition, "before")...)
 	}
 	if !slices.Equal(stored, []string{"m0", "m1"}) {
 		t.Fatalf("the new leader holds %q of the batch, want [m0 m1]: the entries a majority holds, no more", stored)
@@ -219,7 +238,7 @@ func TestLeaderChangeMidBatch(t *testing.T) {
 	}
 	stored = nil
 	for i := range items {
-		stored = append(stored, held(t, e, "q", items[i].Partition, "after")...)
+		stored = append(stored, held(t, c, e, "q", items[i].Partition, "after")...)
 	}
 	if !slices.Equal(stored, []string{"m0", "m1", "m2", "m3"}) {
 		t.Fatalf("after the batch was sent again: %q", stored)
@@ -237,5 +256,61 @@ func TestLeaderChangeMidBatch(t *testing.T) {
 	}
 	if e, _, _ := c.shard(1).Engine(); e != nil {
 		t.Fatal("the old leader still serves an engine")
+	}
+}
+
+// A consumer's lease outlives its leader: the grant was committed, so the
+// next leader knows it, accepts the consumer's acks under it, holds its
+// messages back until it expires (at its time, not before), and refuses an
+// ack under a lease it never granted. Completed messages never come back.
+func TestLeaseContinuesOnTheNextLeader(t *testing.T) {
+	c := newTestCluster(t, voters3, nil)
+	c.elect(1)
+	old := c.engine(1)
+	for _, m := range []string{"a", "b", "c"} {
+		push(old, "q", "p", m)
+	}
+	c.net.settle()
+	ms, err := c.pop(old, engine.PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 3})
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("pop: %v, %d messages", err, len(ms))
+	}
+	ackOf := func(m engine.Message) engine.AckItem {
+		return engine.AckItem{PartitionID: m.PartitionID, Group: "g", LeaseID: m.LeaseID, MessageID: m.ID, Status: engine.Completed}
+	}
+	if res, err := c.ack(old, ackOf(ms[1])); err != nil || res[0].Err != nil {
+		t.Fatalf("ack b: %v %v", err, res[0].Err)
+	}
+
+	c.net.isolate(1, true)
+	c.net.paused[1] = true
+	next := c.leader(2, 3)
+	e := c.engine(next)
+
+	if got := held(t, c, e, "q", "p", "g"); len(got) != 0 {
+		t.Fatalf("the new leader gave group g %q while its lease is live", got)
+	}
+	bogus := ackOf(ms[2])
+	bogus.LeaseID = engine.UUID{9, 9, 9}
+	if res, err := c.ack(e, bogus); err != nil || !errors.Is(res[0].Err, engine.ErrLeaseInvalid) {
+		t.Fatalf("an ack under a lease never granted: %v, %v (want lease invalid)", err, res[0].Err)
+	}
+	if res, err := c.ack(e, ackOf(ms[0])); err != nil || res[0].Err != nil {
+		t.Fatalf("the consumer's ack of a under its lease, on the new leader: %v, %v", err, res[0].Err)
+	}
+	if res, err := c.ack(e, ackOf(ms[1])); err != nil || res[0].Err != nil {
+		t.Fatalf("b's ack repeated on the new leader: %v, %v (want the first answer again)", err, res[0].Err)
+	}
+
+	// The lease expires at its time (300 s after the pop), not before.
+	c.clock.Advance(299 * time.Second)
+	e.Tick()
+	if got := held(t, c, e, "q", "p", "g"); len(got) != 0 {
+		t.Fatalf("a second before the lease's expiry group g got %q", got)
+	}
+	c.clock.Advance(2 * time.Second)
+	e.Tick()
+	if got := held(t, c, e, "q", "p", "g"); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("after the lease expired group g got %q, want [c]: a and b were completed", got)
 	}
 }
