@@ -17,6 +17,11 @@
 //     group commit for every shard of the broker), sends the messages of all
 //     groups batched per peer (Transport), and applies what was committed.
 //
+// On a broker, every shard's Raft log lives in the broker's one journal
+// (Disk, over package log): an entry is a record naming its shard, term and
+// index, so one group commit makes the appends of every shard durable
+// (Config.Sync is Disk.Sync), and there is no second copy of a message.
+//
 // Every call into a RawNode happens under its Shard's mutex, so Append, on
 // the engine's goroutines, proposes at once.
 //

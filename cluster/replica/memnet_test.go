@@ -171,45 +171,32 @@ type testCluster struct {
 	net   *memNet
 	clock *engine.FakeClock
 	built map[uint64][]*engine.Engine // every engine each node built
+
+	tune   func(*Config)
+	logFor func(id uint64) (Log, func() error)
+	ids    []uint64
 }
 
 const testShard = 1
 
 func newTestCluster(t *testing.T, ids []uint64, tune func(*Config)) *testCluster {
+	return newTestClusterOn(t, ids, tune, nil)
+}
+
+// newTestClusterOn is newTestCluster with each node's log from logFor (nil:
+// in memory), which also gives the node's Config.Sync.
+func newTestClusterOn(t *testing.T, ids []uint64, tune func(*Config), logFor func(id uint64) (Log, func() error)) *testCluster {
 	c := &testCluster{
-		t:     t,
-		clock: engine.NewFakeClock(time.Unix(1_800_000_000, 0)),
-		built: map[uint64][]*engine.Engine{},
+		t:      t,
+		clock:  engine.NewFakeClock(time.Unix(1_800_000_000, 0)),
+		built:  map[uint64][]*engine.Engine{},
+		tune:   tune,
+		logFor: logFor,
+		ids:    ids,
 	}
 	c.net = &memNet{t: t, nodes: map[uint64]*Node{}, cut: map[[2]uint64]bool{}, paused: map[uint64]bool{}}
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("REPLICA_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	for _, id := range ids {
-		cfg := Config{
-			ID:        id,
-			Transport: memPort{net: c.net, from: id},
-			Logger:    logger.With("node", id),
-			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
-				e, err := engine.New(engine.Config{Clock: c.clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
-				if err == nil {
-					c.built[id] = append(c.built[id], e)
-				}
-				return e, err
-			},
-		}
-		if tune != nil {
-			tune(&cfg)
-		}
-		n, err := NewNode(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := n.AddShard(testShard, newMemLog(t, ids)); err != nil {
-			t.Fatal(err)
-		}
-		c.net.nodes[id] = n
+		c.start(id)
 	}
 	t.Cleanup(func() {
 		for _, n := range c.net.nodes {
@@ -217,6 +204,45 @@ func newTestCluster(t *testing.T, ids []uint64, tune func(*Config)) *testCluster
 		}
 	})
 	return c
+}
+
+// start (re)starts node id over its log.
+func (c *testCluster) start(id uint64) {
+	t := c.t
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("REPLICA_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg := Config{
+		ID:        id,
+		Transport: memPort{net: c.net, from: id},
+		Logger:    logger.With("node", id),
+		NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
+			e, err := engine.New(engine.Config{Clock: c.clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
+			if err == nil {
+				c.built[id] = append(c.built[id], e)
+			}
+			return e, err
+		},
+	}
+	var log Log = newMemLog(t, c.ids)
+	if c.logFor != nil {
+		log, cfg.Sync = c.logFor(id)
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	n, err := NewNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.AddShard(testShard, log); err != nil {
+		t.Fatal(err)
+	}
+	if old := c.net.nodes[id]; old != nil {
+		old.Close()
+	}
+	c.net.nodes[id] = n
 }
 
 func (c *testCluster) shard(id uint64) *Shard { return c.net.nodes[id].Shard(testShard) }
