@@ -1,0 +1,234 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regentmq/regent/engine"
+)
+
+// chanNet carries messages between Nodes driven by Run, each on its own
+// goroutines: a message goes through its wire form into the receiver's
+// inbox, and is dropped when the inbox is full or either end is down.
+type chanNet struct {
+	mu    sync.Mutex
+	nodes map[uint64]*Node
+	inbox map[uint64]chan []Envelope
+	down  map[uint64]bool
+}
+
+type chanPort struct {
+	n    *chanNet
+	from uint64
+}
+
+func (p chanPort) Send(to uint64, envs []Envelope) {
+	p.n.mu.Lock()
+	in, down := p.n.inbox[to], p.n.down[to] || p.n.down[p.from]
+	p.n.mu.Unlock()
+	if down || in == nil {
+		return
+	}
+	wire := make([]Envelope, 0, len(envs))
+	for _, e := range envs {
+		b, err := proto.Marshal(e.Msg)
+		if err != nil {
+			panic(err)
+		}
+		var m pb.Message
+		if err := proto.Unmarshal(b, &m); err != nil {
+			panic(err)
+		}
+		wire = append(wire, Envelope{Shard: e.Shard, Msg: &m})
+	}
+	select {
+	case in <- wire:
+	default:
+	}
+}
+
+// Nodes run on their own (Run, 10 ms ticks) with pushes from several
+// goroutines at once; the leader dies; a new leader takes the shard over,
+// the producers send what failed there, and it holds every push that was
+// answered, once.
+func TestRunFailsOverUnderConcurrentPushes(t *testing.T) {
+	net := &chanNet{nodes: map[uint64]*Node{}, inbox: map[uint64]chan []Envelope{}, down: map[uint64]bool{}}
+	clock := engine.NewFakeClock(time.Unix(1_800_000_000, 0))
+	stops := map[uint64]context.CancelFunc{}
+	var wg sync.WaitGroup
+	for _, id := range voters3 {
+		n, err := NewNode(Config{
+			ID:        id,
+			Transport: chanPort{net, id},
+			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
+				return engine.New(engine.Config{Clock: clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.AddShard(testShard, newMemLog(t, voters3)); err != nil {
+			t.Fatal(err)
+		}
+		in := make(chan []Envelope, 1024)
+		net.mu.Lock()
+		net.nodes[id], net.inbox[id] = n, in
+		net.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		stops[id] = cancel
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = n.Run(ctx, 10*time.Millisecond)
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case envs := <-in:
+					n.Receive(envs)
+				}
+			}
+		}()
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+		wg.Wait()
+		for _, n := range net.nodes {
+			n.Close()
+		}
+	}()
+
+	leader := func(exclude uint64) (uint64, *engine.Engine) {
+		for _, id := range voters3 {
+			if id == exclude {
+				continue
+			}
+			if e, _, _ := net.nodes[id].Shard(testShard).Engine(); e != nil {
+				return id, e
+			}
+		}
+		return 0, nil
+	}
+	waitLeader := func(exclude uint64, within time.Duration) (uint64, *engine.Engine, time.Duration) {
+		start := time.Now()
+		for time.Since(start) < within {
+			if id, e := leader(exclude); e != nil {
+				return id, e, time.Since(start)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("no broker took the shard over within %s", within)
+		return 0, nil, 0
+	}
+	first, firstEngine, took := waitLeader(0, 10*time.Second)
+	t.Logf("broker %d took the shard over %s after start", first, took)
+
+	// Eight producers push through whichever broker serves the shard; one
+	// whose push fails (its broker died) sends it again, with its
+	// transactionId, to the next leader, as a client following not_leader
+	// does.
+	var answered sync.Map
+	var count atomic.Int64
+	var dead atomic.Uint64
+	var killedAt atomic.Int64
+	var failover atomic.Int64 // the first push answered by the next leader, after the kill
+	var pw sync.WaitGroup
+	for w := range 8 {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			for i := range 50 {
+				txn := fmt.Sprint("w", w, "-", i)
+				for try := 0; ; try++ {
+					if try == 200 {
+						t.Errorf("push %s: no broker answered it", txn)
+						return
+					}
+					_, e := leader(dead.Load())
+					if e == nil {
+						time.Sleep(5 * time.Millisecond)
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					res, err := e.Push(ctx, []engine.PushItem{{Queue: "q", Partition: fmt.Sprint("p", w%4), TransactionID: txn, Payload: []byte(txn)}})
+					cancel()
+					if err != nil {
+						continue
+					}
+					if res[0].Status == engine.Queued || res[0].Status == engine.Duplicate {
+						answered.Store(txn, true)
+						count.Add(1)
+						if k := killedAt.Load(); k != 0 && failover.Load() == 0 && e != firstEngine {
+							failover.CompareAndSwap(0, time.Now().UnixNano()-k)
+						}
+						break
+					}
+				}
+				if i == 25 && w == 0 {
+					// The leader dies in the middle of the pushes.
+					net.mu.Lock()
+					net.down[first] = true
+					net.mu.Unlock()
+					stops[first]()
+					dead.Store(first)
+					killedAt.Store(time.Now().UnixNano())
+				}
+			}
+		}()
+	}
+	pw.Wait()
+	next, e2, _ := waitLeader(first, 10*time.Second)
+	t.Logf("broker %d leads after the kill; the first push it answered came %s after the kill; %d pushes answered",
+		next, time.Duration(failover.Load()).Round(time.Millisecond), count.Load())
+	if count.Load() != 8*50 {
+		t.Fatalf("%d of %d pushes were answered", count.Load(), 8*50)
+	}
+
+	var held int
+	for p := range 4 {
+		var ms []engine.Message
+		var err error
+		for try := 0; try < 50; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ms, err = e2.Pop(ctx, engine.PopRequest{Queue: "q", Partition: fmt.Sprint("p", p), Group: "check", Batch: 1000})
+			cancel()
+			if err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("pop p%d on the new leader: %v", p, err)
+		}
+		seen := map[string]bool{}
+		for _, m := range ms {
+			seen[m.TransactionID] = true
+		}
+		held += len(ms)
+		answered.Range(func(k, _ any) bool {
+			txn := k.(string)
+			var w int
+			fmt.Sscanf(txn, "w%d-", &w)
+			if w%4 == p && !seen[txn] {
+				t.Errorf("push %s was answered stored and the new leader does not hold it", txn)
+			}
+			return true
+		})
+	}
+	if held != 8*50 {
+		t.Fatalf("the new leader holds %d messages, want each of the %d pushes once", held, 8*50)
+	}
+}
