@@ -124,6 +124,8 @@ var accessTable = []access{
 
 	// A cluster's shard map (1.6): what a client needs to route its requests.
 	{LevelReadOnly, []protocol.Op{protocol.OpMetadata}, []string{"GET /api/v1/cluster"}},
+	// The link between the replicas of a shard (1.7): brokers only.
+	{LevelAdmin, []protocol.Op{protocol.OpRaft}, nil},
 
 	// Traces.
 	{LevelReadWrite, nil, []string{"POST /api/v1/traces"}},

@@ -51,6 +51,8 @@ func NewRequest(op Op) Body {
 		return &StateGetRequest{}
 	case OpMetadata:
 		return &MetadataRequest{}
+	case OpRaft:
+		return &RaftRequest{}
 	}
 	return nil
 }
@@ -105,6 +107,8 @@ func NewReply(op Op) Body {
 		return &StateGetReply{}
 	case OpMetadata:
 		return &MetadataReply{}
+	case OpRaft:
+		return &RaftReply{}
 	}
 	return nil
 }

@@ -63,6 +63,8 @@
 //	0x2B  query_register QueryRegisterRequest       QueryRegisterReply    (1.4)
 //	0x2C  cycle         CycleRequest                CycleReply            (1.4)
 //	0x2D  state_get     StateGetRequest             StateGetReply         (1.4)
+//	0x2E  metadata      MetadataRequest (empty)     MetadataReply         (1.6)
+//	0x2F  raft          RaftRequest                 RaftReply (empty)     (1.7)
 //
 // An unknown opcode is answered with CodeUnknownOp (the Regent server then
 // closes the connection: a client that sends one speaks something else). A frame above the cap, or a header no version sends

@@ -39,6 +39,8 @@ const (
 	OpStateGet      Op = 0x2D
 	// Cluster (1.6).
 	OpMetadata Op = 0x2E
+	// The link between the replicas of a cluster's shards (1.7).
+	OpRaft Op = 0x2F
 )
 
 var opNames = [256]string{
@@ -65,6 +67,7 @@ var opNames = [256]string{
 	OpCycle:         "cycle",
 	OpStateGet:      "state_get",
 	OpMetadata:      "metadata",
+	OpRaft:          "raft",
 }
 
 // Known reports whether op is an opcode of this protocol version.

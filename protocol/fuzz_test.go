@@ -289,6 +289,8 @@ func FuzzStateGetRequest(f *testing.F)      { fuzzBody(f, &StateGetRequest{}) }
 func FuzzStateGetReply(f *testing.F)        { fuzzBody(f, &StateGetReply{}) }
 func FuzzMetadataRequest(f *testing.F)      { fuzzBody(f, &MetadataRequest{}) }
 func FuzzMetadataReply(f *testing.F)        { fuzzBody(f, &MetadataReply{}) }
+func FuzzRaftRequest(f *testing.F)          { fuzzBody(f, &RaftRequest{}) }
+func FuzzRaftReply(f *testing.F)            { fuzzBody(f, &RaftReply{}) }
 
 // FuzzErrorReply fuzzes the error reply body.
 func FuzzErrorReply(f *testing.F) {

@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 6
+	VersionMinor uint16 = 7
 )
 
 // Minor versions and what they added:
@@ -34,6 +34,10 @@ const (
 //	     or later in its Hello): a transactionId that is the message's
 //	     id, and a partition and a lease that are the previous message's,
 //	     are left out
+//	1.6  the Metadata opcode (a cluster's shard map), and the error codes
+//	     not_owner and unavailable
+//	1.7  the Raft opcode: the link between the replicas of a shard (sent
+//	     only by a broker of a replicated cluster to another)
 
 // HelloRequest is the first frame a client sends on a connection.
 //

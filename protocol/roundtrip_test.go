@@ -245,6 +245,9 @@ func TestNamedEncoders(t *testing.T) {
 		{AppendStateGetReply(nil, 5, &StateGetReply{}), &StateGetReply{}},
 		{AppendMetadataRequest(nil, 5), &MetadataRequest{}},
 		{AppendMetadataReply(nil, 5, &MetadataReply{Cluster: "c"}), &MetadataReply{Cluster: "c"}},
+		{AppendRaftRequest(nil, 5, &RaftRequest{From: 2, Msgs: []RaftMessage{{Shard: 7, Data: []byte{1, 2}}}}),
+			&RaftRequest{From: 2, Msgs: []RaftMessage{{Shard: 7, Data: []byte{1, 2}}}}},
+		{AppendRaftReply(nil, 5), &RaftReply{}},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -284,7 +287,7 @@ func TestRegistry(t *testing.T) {
 	if NewRequest(0) != nil || NewReply(0xff) != nil {
 		t.Error("unknown opcodes give bodies")
 	}
-	if n := len(Ops()); n != 23 {
+	if n := len(Ops()); n != 24 {
 		t.Errorf("%d opcodes", n)
 	}
 }

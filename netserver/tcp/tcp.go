@@ -59,6 +59,11 @@ type Config struct {
 	// requests are answered from it, and configure and delete-queue apply
 	// to every broker. Without it the broker runs alone.
 	Cluster netserver.Cluster
+	// Raft, when set, takes the Raft messages another broker sends this
+	// one (the Raft opcode, the link between the replicas of a shard). It
+	// runs on the event loop: it must not block. Without it a Raft request
+	// is refused.
+	Raft func(from uint64, msgs []protocol.RaftMessage) error
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -243,6 +243,21 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 			r = cl.Metadata()
 		}
 		tc.send(bodyReply{id, r})
+	case protocol.OpRaft:
+		if tc.s.cfg.Raft == nil {
+			tc.send(errReply{op, id, protocol.NewError(protocol.CodeInvalid, "this broker keeps no shard replicas")})
+			return true
+		}
+		var req protocol.RaftRequest
+		if err := req.Decode(f.Body); err != nil {
+			tc.send(errReply{op, id, err})
+			return false
+		}
+		if err := tc.s.cfg.Raft(req.From, req.Msgs); err != nil {
+			tc.send(errReply{op, id, protocol.NewError(protocol.CodeInvalid, err.Error())})
+			return true
+		}
+		tc.send(bodyReply{id, &protocol.RaftReply{}})
 	case protocol.OpAuth:
 		return tc.authenticate(id, f.Body)
 	case protocol.OpPush:
