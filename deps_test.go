@@ -54,7 +54,7 @@ var rules = map[string]rule{
 	"internal/freeport": {},
 	"cluster":           {},
 	"cluster/meta":      {may: []string{"cluster", "go.etcd.io/etcd", "go.uber.org/zap"}},
-	"cluster/replica":   {may: []string{"engine", "log", "go.etcd.io/raft/v3", "google.golang.org/protobuf"}, never: []string{"net", "net/http"}},
+	"cluster/replica":   {may: []string{"engine", "log", "protocol", "go.etcd.io/raft/v3", "google.golang.org/protobuf"}, never: []string{"net/http"}},
 	"examples/tumbling": {may: []string{"client"}},
 	"cmd/regent":        {may: []string{"*"}},
 }

@@ -1,0 +1,189 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/engine"
+	rlog "github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver/tcp"
+	"github.com/regentmq/regent/protocol"
+)
+
+// linkBroker is one broker of a link test: a TCP door (whose Raft hook is
+// the Node), a Link, and the Node on its own loop.
+type linkBroker struct {
+	node *Node
+	link *Link
+	door *tcp.Server
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (b *linkBroker) kill() {
+	b.stop()
+	<-b.done
+	b.link.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = b.door.Shutdown(ctx)
+}
+
+// Three brokers whose Raft messages travel on the binary protocol through
+// their TCP doors: a leader is elected, pushes are committed, the leader's
+// process dies, and the next leader holds every push answered.
+func TestLinkCarriesRaftBetweenDoors(t *testing.T) {
+	clock := engine.NewFakeClock(time.Unix(1_800_000_000, 0))
+	var amu sync.Mutex
+	addrs := map[uint64]string{}
+	addrOf := func(id uint64) string { amu.Lock(); defer amu.Unlock(); return addrs[id] }
+	brokers := map[uint64]*linkBroker{}
+	for _, id := range voters3 {
+		j, err := rlog.Open(rlog.Config{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doorEngine, err := engine.New(engine.Config{SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link := NewLink(id, addrOf, nil)
+		n, err := NewNode(Config{
+			ID:        id,
+			Transport: link,
+			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
+				return engine.New(engine.Config{Clock: clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.AddShard(testShard, newMemLog(t, voters3)); err != nil {
+			t.Fatal(err)
+		}
+		door, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Raft: n.ReceiveWire, Logger: slog.New(slog.DiscardHandler)}, doorEngine)
+		if err == nil {
+			err = door.Start()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		amu.Lock()
+		addrs[id] = door.Addr().String()
+		amu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		b := &linkBroker{node: n, link: link, door: door, stop: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(b.done)
+			_ = n.Run(ctx, 10*time.Millisecond)
+		}()
+		brokers[id] = b
+		t.Cleanup(func() {
+			select {
+			case <-b.done:
+			default:
+				b.kill()
+			}
+			n.Close()
+			doorEngine.Close()
+			j.Close()
+		})
+	}
+
+	lead := func(except uint64) (uint64, *engine.Engine) {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, id := range voters3 {
+				if id == except {
+					continue
+				}
+				if e, _, _ := brokers[id].node.Shard(testShard).Engine(); e != nil {
+					return id, e
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatal("no broker took the shard over in 10 s")
+		return 0, nil
+	}
+	first, e := lead(0)
+	for i := range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := e.Push(ctx, []engine.PushItem{{Queue: "q", Partition: "p", TransactionID: fmt.Sprint("m", i), Payload: []byte{byte(i)}}})
+		cancel()
+		if err != nil || res[0].Status != engine.Queued {
+			t.Fatalf("push %d through the link: %v %+v", i, err, res)
+		}
+	}
+	killed := time.Now()
+	brokers[first].kill()
+	next, e2 := lead(first)
+	t.Logf("broker %d led; after its kill broker %d took over in %s", first, next, time.Since(killed).Round(time.Millisecond))
+	var ms []engine.Message
+	var err error
+	for range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ms, err = e2.Pop(ctx, engine.PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 1000})
+		cancel()
+		if err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || len(ms) != 100 {
+		t.Fatalf("the next leader holds %d of 100 answered pushes (%v)", len(ms), err)
+	}
+}
+
+// A Raft request to a broker that keeps no replicas is refused, and a
+// message that does not decode refuses its request.
+func TestRaftRequestRefusals(t *testing.T) {
+	j, err := rlog.Open(rlog.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	de, err := engine.New(engine.Config{SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer de.Close()
+	door, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, de)
+	if err == nil {
+		err = door.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer door.Shutdown(context.Background())
+	p := &peerLink{l: NewLink(2, func(uint64) string { return door.Addr().String() }, nil), id: 1}
+	c, err := p.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(protocol.AppendRaftRequest(nil, 9, &protocol.RaftRequest{From: 2, Msgs: []protocol.RaftMessage{{Shard: 1, Data: []byte{1}}}})); err != nil {
+		t.Fatal(err)
+	}
+	f, err := protocol.NewReader(c, protocol.DefaultMaxFrame).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var er protocol.ErrorReply
+	if !f.IsError() || er.Decode(f.Body) != nil || er.Code != protocol.CodeInvalid {
+		t.Fatalf("a Raft request to a door without replicas: error %v, code %v", f.IsError(), er.Code)
+	}
+
+	n, err := NewNode(Config{ID: 1, Transport: NewLink(1, func(uint64) string { return "" }, nil),
+		NewEngine: func(uint32, engine.Journal) (*engine.Engine, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.ReceiveWire(2, []protocol.RaftMessage{{Shard: 1, Data: []byte{0xff, 0xff}}}); err == nil {
+		t.Fatal("a message that does not decode was taken")
+	}
+}
