@@ -74,10 +74,10 @@ type Config struct {
 	// good: New starts although messages they sealed are held, and each such
 	// message goes to the dead-letter queue when a group reaches it.
 	EncryptionLostKeys []string
-	// JournalLeases journals every lease: a leased pop's grant, and the
-	// lease's state with every ack and failure that changes it (inside the
-	// effect record of the change), and answers a leased pop only once its
-	// grant is durable. A replicated shard needs it (package
+	// JournalLeases journals every lease: a leased pop's grant, its
+	// extensions, and the lease's state with every ack and failure that
+	// changes it (inside the effect record of the change), and answers a
+	// leased pop and an extension only once their records are durable. A replicated shard needs it (package
 	// cluster/replica): the next leader replays the grants, so a live
 	// lease survives the failover, its acks are accepted there, and an ack
 	// under a lease the leader does not know is refused. Off, a restart

@@ -223,19 +223,43 @@ func (e *Engine) retireLease(l *lease) {
 }
 
 // ExtendLease pushes the expiry of every partition lease of a pop to at least
-// now+d, while they are live. It returns the new expiry.
+// now+d, while they are live. It returns the new expiry. With
+// Config.JournalLeases it waits until the new expiries are durable.
 func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
+	type answer struct {
+		at  time.Time
+		err error
+	}
+	ch := make(chan answer, 1)
+	e.ExtendLeaseAsync(id, d, func(at time.Time, err error) { ch <- answer{at, err} })
+	a := <-ch
+	return a.at, a.err
+}
+
+// ExtendLeaseAsync is ExtendLease answering through done: at once, or, with
+// Config.JournalLeases, once the records stating the new expiries are
+// durable (so the next leader of a replicated shard keeps them). A lease
+// whose record the journal refuses keeps its old expiry, and the call fails.
+func (e *Engine) ExtendLeaseAsync(id UUID, d time.Duration, done func(time.Time, error)) {
 	if err := e.check(); err != nil {
-		return time.Time{}, err
+		done(time.Time{}, err)
+		return
 	}
 	if d <= 0 {
-		return time.Time{}, fmt.Errorf("%w: extension must be positive", ErrInvalid)
+		done(time.Time{}, fmt.Errorf("%w: extension must be positive", ErrInvalid))
+		return
 	}
 	ls := e.leases.get(id)
 	if len(ls) == 0 {
-		return time.Time{}, fmt.Errorf("%w: lease %s not found", ErrLeaseInvalid, id)
+		done(time.Time{}, fmt.Errorf("%w: lease %s not found", ErrLeaseInvalid, id))
+		return
+	}
+	var pend *pending
+	if e.cfg.JournalLeases {
+		pend = newPending(nil)
 	}
 	var exp int64
+	var refused error
 	live := 0
 	for _, l := range ls {
 		st := l.p.st()
@@ -243,8 +267,19 @@ func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
 		if !l.ended {
 			at := e.clock.Now() + int64(d)
 			if at > l.expires {
+				old := l.expires
 				l.expires = at
-				st.wheel.schedule(&l.timer, at, l)
+				if pend != nil {
+					if gs := l.p.q.groupList(); l.gidx < len(gs) && gs[l.gidx] != nil {
+						if _, err := e.appendHeld(e.effectRecord(l.p, gs[l.gidx], &l.p.groups[l.gidx], nil), pend); err != nil {
+							l.expires = old
+							refused = err
+						}
+					}
+				}
+				if l.expires == at {
+					st.wheel.schedule(&l.timer, at, l)
+				}
 			}
 			if l.expires > exp {
 				exp = l.expires
@@ -254,9 +289,25 @@ func (e *Engine) ExtendLease(id UUID, d time.Duration) (time.Time, error) {
 		st.mu.Unlock()
 	}
 	if live == 0 {
-		return time.Time{}, fmt.Errorf("%w: lease %s already ended", ErrLeaseInvalid, id)
+		done(time.Time{}, fmt.Errorf("%w: lease %s already ended", ErrLeaseInvalid, id))
+		return
 	}
-	return time.Unix(0, exp), nil
+	answer := func(err error) {
+		if err == nil {
+			err = refused
+		}
+		if err != nil {
+			done(time.Time{}, err)
+			return
+		}
+		done(time.Unix(0, exp), nil)
+	}
+	if pend == nil {
+		answer(nil)
+		return
+	}
+	pend.fn = answer
+	pend.finish()
 }
 
 // endedLeases remembers recently ended leases (a bounded ring per stripe)

@@ -130,3 +130,24 @@ func TestJournaledGrantAnswersAfterItIsDurable(t *testing.T) {
 		t.Fatalf("after the refused grant a pop got %s, want x (nothing stayed leased)", payloads(ms))
 	}
 }
+
+// With Config.JournalLeases a lease's extension is a record too: after a
+// restart the lease lives until the extended time, not the granted one.
+func TestJournaledExtensionSurvivesARestart(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.JournalLeases = true })
+	f.configure("q", func(o *QueueOptions) { o.LeaseTime = time.Minute })
+	f.push("q", "p", "a")
+	ms := f.pop(PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	f.advance(50 * time.Second)
+	if _, err := f.e.ExtendLease(ms[0].LeaseID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f.restart()
+	f.advance(59 * time.Second) // 109 s after the pop: past the grant's expiry, before the extension's
+	if got := f.pop(PopRequest{Queue: "q", Partition: "p", Group: "g"}); len(got) != 0 {
+		t.Fatalf("the extended lease ended at its granted time: a pop got %s", payloads(got))
+	}
+	if r := f.ackMsgs(ms, Completed); r[0].Err != nil {
+		t.Fatalf("an ack under the extended lease after the restart: %v", r[0].Err)
+	}
+}

@@ -59,9 +59,8 @@
 // leader replays the grants: a live lease survives the failover, its
 // consumer's acks are accepted there, an ack under a lease the leader never
 // granted is refused, and the lease's expiry is re-armed at the time it had
-// (late by at most the failover, never early). A lease extension is not yet
-// a record: after a failover the lease expires at the time its grant (or
-// its last ack) gave it.
+// (late by at most the failover, never early); an extension is a record too
+// (engine.ExtendLeaseAsync answers once it is committed).
 //
 // # Lock order
 //
