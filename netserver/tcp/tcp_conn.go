@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"github.com/regentmq/regent/protocol"
@@ -269,18 +268,7 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 	case protocol.OpTransaction:
 		return tc.txn(id, f.Body)
 	case protocol.OpLeaseExtend:
-		var req protocol.LeaseExtendRequest
-		if err := req.Decode(f.Body); err != nil {
-			tc.send(errReply{op, id, err})
-			return false
-		}
-		d := durationMs(req.DurationMs)
-		exp, err := tc.s.e.ExtendLease(engine.UUID(req.LeaseID), d)
-		if err != nil {
-			tc.send(errReply{op, id, err})
-		} else {
-			tc.send(bodyReply{id, &protocol.LeaseExtendReply{Expires: exp.UnixNano()}})
-		}
+		return tc.extend(id, f.Body)
 	default:
 		return tc.admin(op, id, f.Body)
 	}

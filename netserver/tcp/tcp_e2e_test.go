@@ -443,3 +443,32 @@ func TestTCPPopTransactionIDs(t *testing.T) {
 		}
 	}
 }
+
+// A lease extension with journaled leases (a replicated shard's engine) is
+// answered once its record is durable, off the event loop; a bad lease is
+// refused as before.
+func TestTCPJournaledLeaseExtension(t *testing.T) {
+	b := brokertest.Start(t, broker.Options{Engine: engine.Config{SnapshotEveryBytes: -1, JournalLeases: true}})
+	ctx := ctx5(t)
+	c, err := client.Dial(ctx, b.TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Push(ctx, client.Item{Queue: "q", Partition: "p", Payload: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Queue("q").Partition("p").Pop(ctx)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("pop: %v %d", err, len(msgs))
+	}
+	exp, err := c.Extend(ctx, msgs[0].LeaseID, time.Hour)
+	if err != nil || time.Until(exp) < 59*time.Minute {
+		t.Fatalf("extend: %v %v", exp, err)
+	}
+	forged := msgs[0].LeaseID
+	forged[0] ^= 0xff
+	if _, err := c.Extend(ctx, forged, time.Hour); !errors.Is(err, protocol.NewError(protocol.CodeLeaseInvalid, "")) {
+		t.Fatalf("extend of a lease never granted: %v", err)
+	}
+}

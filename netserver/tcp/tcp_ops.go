@@ -321,3 +321,36 @@ func (j *txnJob) appendTo(dst []byte) []byte {
 	}
 	return protocol.AppendTransactionReply(dst, j.id, &reply)
 }
+
+// extendJob is one LeaseExtend request: answered when the engine says, at
+// once, or (journaled leases: a replicated shard) once the new expiries are
+// durable, off the event loop.
+type extendJob struct {
+	job
+	exp time.Time
+	err error
+}
+
+func (tc *tcpConn) extend(id uint64, body []byte) bool {
+	var req protocol.LeaseExtendRequest
+	if err := req.Decode(body); err != nil {
+		tc.send(errReply{protocol.OpLeaseExtend, id, err})
+		return false
+	}
+	j := &extendJob{}
+	if !j.begin(tc, protocol.OpLeaseExtend, id, nil) {
+		return true
+	}
+	tc.s.e.ExtendLeaseAsync(engine.UUID(req.LeaseID), durationMs(req.DurationMs), func(exp time.Time, err error) {
+		j.exp, j.err = exp, err
+		j.finish(j)
+	})
+	return true
+}
+
+func (j *extendJob) appendTo(dst []byte) []byte {
+	if j.err != nil {
+		return errReply{protocol.OpLeaseExtend, j.id, j.err}.appendTo(dst)
+	}
+	return protocol.AppendLeaseExtendReply(dst, j.id, &protocol.LeaseExtendReply{Expires: j.exp.UnixNano()})
+}
