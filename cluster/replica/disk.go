@@ -53,9 +53,10 @@ const (
 	diskStart = 3
 )
 
-// DefaultKeepBytes is how much entry data a shard's log keeps in memory
-// (the newest entries: what followers and the engine read next).
-const DefaultKeepBytes = 8 << 20
+// DefaultKeepBytes is how much entry data each shard's log keeps in memory
+// (the newest entries: what followers and the engine read next). Per
+// shard: a broker holding 64 replicas keeps up to 64 MiB.
+const DefaultKeepBytes = 1 << 20
 
 // OpenDisk rebuilds every shard's log from j, which nothing else writes.
 // keep bounds the entry data held in memory per shard (0: DefaultKeepBytes).
