@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -117,9 +118,10 @@ type Node struct {
 	order  []*Shard // by id: Process visits groups in a fixed order
 
 	wake chan struct{}
-	// async builds engines on goroutines of their own (Run): a replay must
-	// not hold back the heartbeats of the other groups.
-	async bool
+	// async builds and closes engines on goroutines of their own (Run): a
+	// replay must not hold back the heartbeats of the other groups. Set
+	// before Run starts its loop and never changed after.
+	async atomic.Bool
 }
 
 // NewNode returns a Node with no shard.
@@ -302,7 +304,7 @@ func (n *Node) send(rs []ready) {
 // Run drives the node until ctx ends: a Tick every tick, and a Process
 // after each tick and whenever a message or a proposal arrives.
 func (n *Node) Run(ctx context.Context, tick time.Duration) error {
-	n.async = true
+	n.async.Store(true)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {

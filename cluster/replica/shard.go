@@ -75,11 +75,15 @@ func (s *Shard) Applied() uint64 {
 // deposal is what losing the lead leaves to do once Shard.mu is released:
 // the answers of the proposals that were waiting, and the engine to close.
 type deposal struct {
-	fail []proposal
-	eng  *engine.Engine
-	err  error
+	fail  []proposal
+	eng   *engine.Engine
+	err   error
+	async bool // close the engine on a goroutine of its own (Run)
 }
 
+// run answers what waited and closes the engine. It runs wherever the lead
+// was lost: the node loop, or the door that stepped a message (Receive),
+// which must not wait for an engine to close.
 func (d deposal) run() {
 	for _, p := range d.fail {
 		if p.done != nil {
@@ -88,7 +92,11 @@ func (d deposal) run() {
 	}
 	if d.eng != nil {
 		// Its Close finds the journal deposed and writes nothing.
-		_ = d.eng.Close()
+		if d.async {
+			go d.eng.Close()
+		} else {
+			_ = d.eng.Close()
+		}
 	}
 }
 
@@ -121,7 +129,7 @@ func (s *Shard) checkLeadLocked() deposal {
 		return deposal{}
 	}
 	err := fmt.Errorf("%w: shard %d: leader %d in term %d", ErrNotLeader, s.id, st.Lead, st.HardState.GetTerm())
-	d := deposal{fail: j.pend, eng: s.eng, err: err}
+	d := deposal{fail: j.pend, eng: s.eng, err: err, async: s.n.async.Load()}
 	j.pend, j.deposed, j.err = nil, true, err
 	s.j, s.eng = nil, nil
 	s.n.cfg.Logger.Info("shard lead lost", "shard", s.id, "term", j.term, "leader", st.Lead, "now_term", st.HardState.GetTerm(), "unanswered", len(d.fail))
@@ -178,7 +186,7 @@ func (s *Shard) apply(rd raft.Ready) {
 	}
 	d.run()
 	if j != nil {
-		if s.n.async {
+		if s.n.async.Load() {
 			go s.build(j)
 		} else {
 			s.build(j)
