@@ -120,9 +120,10 @@ type Config struct {
 	// took 9% of the CPU of the TCP push benchmark (4 producers × 8 in
 	// flight), with 16 MiB 7% and 46 MiB of the heap, with 4 MiB 6.5% and
 	// 15 MiB (regent bench push against regent serve --pprof). With 1 MiB
-	// the server's peak RSS in regent bench push went from 108-113 MiB to
-	// 84-92 MiB and its CPU per message down by 5-8% (pairs run alternately
-	// against 4 MiB); 256 KiB bought no more. A segment ends after the
+	// the server's peak RSS in regent bench push went from 100-113 MiB to
+	// 82-92 MiB; its CPU per message moved by 0.94x and 0.99x (medians of
+	// the ratios of two sets of runs alternating with 4 MiB, on a shared
+	// machine: within its noise). 256 KiB bought no more. A segment ends after the
 	// entry that fills it, so an entry larger than a segment (a 1 MiB
 	// message) has one of its own.
 	SegmentBytes int
