@@ -89,7 +89,7 @@ func ParseSync(s string) (SyncPolicy, time.Duration, error) {
 
 // Defaults and limits of Config.
 const (
-	DefaultSegmentBytes  = 4 << 20
+	DefaultSegmentBytes  = 1 << 20
 	DefaultMaxBatchBytes = 4 << 20
 	DefaultMaxEntryBytes = 256 << 20
 	DefaultMaxQueued     = 128 << 20
@@ -114,12 +114,18 @@ type Config struct {
 	// SyncInterval is the fsync period for SyncInterval; default 10ms.
 	SyncInterval time.Duration
 	// SegmentBytes is the target size of one WAL segment file; default
-	// 4 MiB. tidwall/wal keeps the whole tail segment in memory and grows
+	// 1 MiB. tidwall/wal keeps the whole tail segment in memory and grows
 	// that buffer by appending, so each write copies the tail again now and
 	// then, and up to twice the segment is held: with 64 MiB those copies
 	// took 9% of the CPU of the TCP push benchmark (4 producers × 8 in
 	// flight), with 16 MiB 7% and 46 MiB of the heap, with 4 MiB 6.5% and
-	// 15 MiB (regent bench push against regent serve --pprof).
+	// 15 MiB (regent bench push against regent serve --pprof). With 1 MiB
+	// the server's peak RSS in regent bench push went from 100-113 MiB to
+	// 82-92 MiB; its CPU per message moved by 0.94x and 0.99x (medians of
+	// the ratios of two sets of runs alternating with 4 MiB, on a shared
+	// machine: within its noise). 256 KiB bought no more. A segment ends after the
+	// entry that fills it, so an entry larger than a segment (a 1 MiB
+	// message) has one of its own.
 	SegmentBytes int
 	// MaxBatchBytes is how many uncompressed bytes one group collects before
 	// it is sealed and the next record opens a new group; default 4 MiB.

@@ -243,7 +243,9 @@ func decodeEntry(d *decoded, data []byte, index uint64, maxRaw int) error {
 	body := data[entryHeaderLen:]
 	if h.codec == codecZstd {
 		if cap(d.buf) < h.rawLen {
-			d.buf = make([]byte, 0, h.rawLen)
+			// An eighth more, so that the buffer can serve the next
+			// entries, whose sizes vary, too (see entryCache.fill).
+			d.buf = make([]byte, 0, h.rawLen+h.rawLen/8)
 		}
 		// WithDecodeAllCapLimit: the decoder stops at cap(dst), so a frame
 		// that expands past rawLen cannot allocate more than we gave it.

@@ -199,6 +199,37 @@ func TestTCPSlowLoris(t *testing.T) {
 	})
 }
 
+// TestTCPSlowLorisLargeFrame: a connection that sends the first 128 KiB of
+// a 512 KiB frame at once and then trickles the rest is closed after
+// FrameTimeout too: past 64 KiB buffered the loop reads only the header of
+// a frame still arriving (tcp's partialFrame), and the watch runs there as
+// well.
+func TestTCPSlowLorisLargeFrame(t *testing.T) {
+	f := newAbuse(t, []func(*tcp.Config){func(c *tcp.Config) {
+		c.FrameTimeout = 300 * time.Millisecond
+		c.MaxFrameBytes = 1 << 20
+	}})
+	nc := f.raw(t, true)
+	frame := protocol.AppendPushRequest(nil, 6, &protocol.PushRequest{Items: []protocol.PushItem{{Queue: "slow", Payload: make([]byte, 512<<10)}}})
+	go func() {
+		if _, err := nc.Write(frame[:128<<10]); err != nil {
+			return
+		}
+		for i := 128 << 10; i < len(frame); i++ {
+			if _, err := nc.Write(frame[i : i+1]); err != nil {
+				return
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+	}()
+	took := closedWithin(t, nc, 1300*time.Millisecond)
+	if took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before FrameTimeout: not for trickling", took)
+	}
+	t.Logf("closed after %v", took.Round(time.Millisecond))
+	f.othersStillWork(t)
+}
+
 // TestConnectionFloods: past MaxConns (20 here) new connections are
 // refused with a clear answer and closed; the connections already open are
 // served, the servers keep running, and once the flood leaves new

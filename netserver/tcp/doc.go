@@ -9,7 +9,11 @@
 // once per read: the loop decodes every complete frame in the buffer in one
 // call and hands each request to the engine. Frames longer than
 // Config.MaxFrameBytes are refused from their header, before they are
-// buffered.
+// buffered. While a large frame is still arriving, the loop reads only its
+// header at each read (partialFrame): gnet's Peek(-1) copies all the input
+// buffered so far, and doing that at every read of a 1 MiB frame made its
+// push cost the server 10 ms of CPU instead of 2.3 (regent bench push
+// --size 1048576 --batch 1).
 //
 // # Replies: the reply buffer and Wake
 //
