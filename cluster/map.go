@@ -82,6 +82,26 @@ func (m *Map) Broker(id string) *Broker {
 	return &m.Brokers[i]
 }
 
+// candidates returns which ids are members, and the live members sorted
+// (each once): the brokers new placements may go to.
+func candidates(members, live []string) (map[string]bool, []string, error) {
+	isMember := make(map[string]bool, len(members))
+	for _, id := range members {
+		if id == "" {
+			return nil, nil, errors.New("cluster: a member with no id")
+		}
+		isMember[id] = true
+	}
+	var cands []string
+	for _, id := range live {
+		if isMember[id] && !slices.Contains(cands, id) {
+			cands = append(cands, id)
+		}
+	}
+	slices.Sort(cands)
+	return isMember, cands, nil
+}
+
 // ErrNoMembers is Place's answer when no broker is alive to own anything.
 var ErrNoMembers = errors.New("cluster: no live broker to place shards on")
 
@@ -100,24 +120,14 @@ func Place(shards int, prev []string, members, live []string) ([]string, error) 
 	if prev != nil && len(prev) != shards {
 		return nil, fmt.Errorf("cluster: %d previous owners for %d shards", len(prev), shards)
 	}
-	isMember := make(map[string]bool, len(members))
-	for _, id := range members {
-		if id == "" {
-			return nil, errors.New("cluster: a member with no id")
-		}
-		isMember[id] = true
+	isMember, cands, err := candidates(members, live)
+	if err != nil {
+		return nil, err
 	}
-	load := make(map[string]int, len(live))
-	var cands []string
-	for _, id := range live {
-		if isMember[id] {
-			if _, dup := load[id]; !dup {
-				cands = append(cands, id)
-			}
-			load[id] = 0
-		}
+	load := make(map[string]int, len(cands))
+	for _, id := range cands {
+		load[id] = 0
 	}
-	slices.Sort(cands)
 	owners := make([]string, shards)
 	var orphans []int
 	for s := range owners {

@@ -46,22 +46,14 @@ func PlaceReplicas(shards, rf int, prev [][]string, members, live []string) ([][
 	if prev != nil && len(prev) != shards {
 		return nil, fmt.Errorf("cluster: %d previous replica sets for %d shards", len(prev), shards)
 	}
-	isMember := make(map[string]bool, len(members))
-	for _, id := range members {
-		if id == "" {
-			return nil, errors.New("cluster: a member with no id")
-		}
-		isMember[id] = true
+	isMember, cands, err := candidates(members, live)
+	if err != nil {
+		return nil, err
 	}
-	load := make(map[string]int)
-	var cands []string
-	for _, id := range live {
-		if _, dup := load[id]; isMember[id] && !dup {
-			cands = append(cands, id)
-			load[id] = 0
-		}
+	load := make(map[string]int, len(cands))
+	for _, id := range cands {
+		load[id] = 0
 	}
-	slices.Sort(cands)
 	sets := make([][]string, shards)
 	for s := range sets {
 		if prev == nil {

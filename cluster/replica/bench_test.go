@@ -84,35 +84,14 @@ func BenchmarkPushRF3(b *testing.B) {
 		if err := l.Bootstrap(voters3); err != nil {
 			b.Fatal(err)
 		}
-		n, err := NewNode(Config{
-			ID: id, Transport: chanPort{net, id}, Sync: d.Sync,
-			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
-				return engine.New(engine.Config{SnapshotEveryBytes: -1, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
-			},
-		})
+		n, err := NewNode(Config{ID: id, Transport: chanPort{net, id}, Sync: d.Sync, NewEngine: shardEngines(nil)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := n.AddShard(testShard, l); err != nil {
 			b.Fatal(err)
 		}
-		in := make(chan []Envelope, 4096)
-		net.mu.Lock()
-		net.nodes[id], net.inbox[id] = n, in
-		net.mu.Unlock()
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = n.Run(ctx, 10*time.Millisecond) }()
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case envs := <-in:
-					n.Receive(envs)
-				}
-			}
-		}()
+		net.join(ctx, &wg, id, n)
 	}
 	var e *engine.Engine
 	for deadline := time.Now().Add(10 * time.Second); e == nil; {

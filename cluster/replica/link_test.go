@@ -52,13 +52,7 @@ func TestLinkCarriesRaftBetweenDoors(t *testing.T) {
 			t.Fatal(err)
 		}
 		link := NewLink(id, addrOf, nil)
-		n, err := NewNode(Config{
-			ID:        id,
-			Transport: link,
-			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
-				return engine.New(engine.Config{Clock: clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
-			},
-		})
+		n, err := NewNode(Config{ID: id, Transport: link, NewEngine: shardEngines(clock)})
 		if err != nil {
 			t.Fatal(err)
 		}

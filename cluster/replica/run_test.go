@@ -55,6 +55,44 @@ func (p chanPort) Send(to uint64, envs []Envelope) {
 	}
 }
 
+// shardEngines is the tests' NewEngine: an engine that journals its
+// leases, on clock (a fake one: its timers move with Tick) or, nil, the
+// real one.
+func shardEngines(clock engine.Clock) func(uint32, engine.Journal) (*engine.Engine, error) {
+	return func(_ uint32, j engine.Journal) (*engine.Engine, error) {
+		cfg := engine.Config{JournalLeases: true, SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}
+		if clock != nil {
+			cfg.Clock, cfg.NoTicker = clock, true
+		}
+		return engine.New(cfg, j)
+	}
+}
+
+// join puts n on the network as id and runs it until ctx ends: its loop
+// (Run, 10 ms ticks) and a goroutine stepping what its inbox receives.
+func (net *chanNet) join(ctx context.Context, wg *sync.WaitGroup, id uint64, n *Node) {
+	in := make(chan []Envelope, 4096)
+	net.mu.Lock()
+	net.nodes[id], net.inbox[id] = n, in
+	net.mu.Unlock()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = n.Run(ctx, 10*time.Millisecond)
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case envs := <-in:
+				n.Receive(envs)
+			}
+		}
+	}()
+}
+
 // Nodes run on their own (Run, 10 ms ticks) with pushes from several
 // goroutines at once; the leader dies; a new leader takes the shard over,
 // the producers send what failed there, and it holds every push that was
@@ -65,41 +103,16 @@ func TestRunFailsOverUnderConcurrentPushes(t *testing.T) {
 	stops := map[uint64]context.CancelFunc{}
 	var wg sync.WaitGroup
 	for _, id := range voters3 {
-		n, err := NewNode(Config{
-			ID:        id,
-			Transport: chanPort{net, id},
-			NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
-				return engine.New(engine.Config{Clock: clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
-			},
-		})
+		n, err := NewNode(Config{ID: id, Transport: chanPort{net, id}, NewEngine: shardEngines(clock)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := n.AddShard(testShard, newMemLog(t, voters3)); err != nil {
 			t.Fatal(err)
 		}
-		in := make(chan []Envelope, 1024)
-		net.mu.Lock()
-		net.nodes[id], net.inbox[id] = n, in
-		net.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
 		stops[id] = cancel
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			_ = n.Run(ctx, 10*time.Millisecond)
-		}()
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case envs := <-in:
-					n.Receive(envs)
-				}
-			}
-		}()
+		net.join(ctx, &wg, id, n)
 	}
 	defer func() {
 		for _, stop := range stops {
