@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,9 @@ import (
 
 // Link is the Transport between brokers: one connection per peer in the
 // binary protocol, carrying the Raft messages of every shard in Raft
-// requests (protocol 1.7), as many as are queued in one request. The
+// requests (protocol 1.7), as many as are queued in one request, with the
+// heartbeats (and their responses) of every shard coalesced into one
+// message of a few bytes per shard. The
 // receiving broker's TCP door hands them to its Node (ReceiveWire).
 //
 // Send never blocks: it queues, up to a bound past which it drops (Raft
@@ -163,9 +166,16 @@ func (p *peerLink) run() {
 			readerDone = make(chan struct{})
 			go discardReplies(c, readerDone)
 		}
-		for len(msgs) > 0 {
+		// The heartbeats of every shard go as one message.
+		var beats []byte
+		beats, msgs = coalesce(beats, msgs)
+		for len(msgs) > 0 || beats != nil {
 			req.From, req.Msgs = p.l.self, req.Msgs[:0]
 			size := 0
+			if beats != nil {
+				req.Msgs = append(req.Msgs, protocol.RaftMessage{Shard: heartbeatShard, Data: beats})
+				size, beats = len(beats), nil
+			}
 			for len(msgs) > 0 && (size == 0 || size < linkFrameBytes) {
 				env := msgs[0]
 				msgs = msgs[1:]
@@ -239,12 +249,101 @@ func discardReplies(c net.Conn, done chan struct{}) {
 	}
 }
 
+// heartbeatShard is the shard number of a Raft request's message that
+// holds the heartbeats of many shards (no cluster has that many shards).
+const heartbeatShard = 1<<32 - 1
+
+// coalesce takes the plain heartbeats and heartbeat responses out of msgs
+// and encodes them into one message body, appended to dst (nil when there
+// are none): a broker's groups send one each per peer and tick, and they
+// carry only a term and a commit index.
+//
+//	n uv × (shard uv | response u8 | term uv | commit uv)
+func coalesce(dst []byte, msgs []Envelope) ([]byte, []Envelope) {
+	rest := msgs[:0:0]
+	n := 0
+	var body []byte
+	for _, env := range msgs {
+		m := env.Msg
+		t := m.GetType()
+		if (t != pb.MsgHeartbeat && t != pb.MsgHeartbeatResp) || len(m.GetContext()) > 0 {
+			rest = append(rest, env)
+			continue
+		}
+		body = binary.AppendUvarint(body, uint64(env.Shard))
+		if t == pb.MsgHeartbeatResp {
+			body = append(body, 1)
+		} else {
+			body = append(body, 0)
+		}
+		body = binary.AppendUvarint(body, m.GetTerm())
+		body = binary.AppendUvarint(body, m.GetCommit())
+		n++
+	}
+	if n == 0 {
+		return nil, msgs
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	return append(dst, body...), rest
+}
+
+// uncoalesce turns a coalesced heartbeat message from broker from to
+// broker to back into one Raft message per shard.
+func uncoalesce(from, to uint64, data []byte) ([]Envelope, error) {
+	bad := fmt.Errorf("replica: a malformed heartbeat message from broker %d", from)
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)) {
+		return nil, bad
+	}
+	data = data[k:]
+	envs := make([]Envelope, 0, n)
+	for range n {
+		shard, k := binary.Uvarint(data)
+		if k <= 0 || shard >= heartbeatShard || len(data) <= k {
+			return nil, bad
+		}
+		resp := data[k]
+		data = data[k+1:]
+		term, k := binary.Uvarint(data)
+		if k <= 0 {
+			return nil, bad
+		}
+		data = data[k:]
+		commit, k := binary.Uvarint(data)
+		if k <= 0 || resp > 1 {
+			return nil, bad
+		}
+		data = data[k:]
+		t := pb.MsgHeartbeat
+		if resp == 1 {
+			t = pb.MsgHeartbeatResp
+		}
+		m := &pb.Message{Type: t.Enum(), From: new(from), To: new(to), Term: new(term)}
+		if commit != 0 || t == pb.MsgHeartbeat {
+			m.Commit = new(commit)
+		}
+		envs = append(envs, Envelope{Shard: uint32(shard), Msg: m})
+	}
+	if len(data) != 0 {
+		return nil, bad
+	}
+	return envs, nil
+}
+
 // ReceiveWire steps Raft messages that broker from sent in a Raft request
 // (the TCP door's Config.Raft). A message that does not decode refuses the
 // whole request.
 func (n *Node) ReceiveWire(from uint64, msgs []protocol.RaftMessage) error {
-	envs := make([]Envelope, len(msgs))
+	envs := make([]Envelope, 0, len(msgs))
 	for i := range msgs {
+		if msgs[i].Shard == heartbeatShard {
+			beats, err := uncoalesce(from, n.cfg.ID, msgs[i].Data)
+			if err != nil {
+				return err
+			}
+			envs = append(envs, beats...)
+			continue
+		}
 		m := &pb.Message{}
 		if err := proto.Unmarshal(msgs[i].Data, m); err != nil {
 			return fmt.Errorf("replica: a raft message from broker %d: %w", from, err)
@@ -252,7 +351,7 @@ func (n *Node) ReceiveWire(from uint64, msgs []protocol.RaftMessage) error {
 		if m.GetFrom() != from {
 			return errors.New("replica: a raft message whose sender is not the link's broker")
 		}
-		envs[i] = Envelope{Shard: msgs[i].Shard, Msg: m}
+		envs = append(envs, Envelope{Shard: msgs[i].Shard, Msg: m})
 	}
 	n.Receive(envs)
 	return nil

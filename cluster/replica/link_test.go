@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/raft/v3/raftpb"
+
 	"github.com/regentmq/regent/engine"
 	rlog "github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver/tcp"
@@ -179,5 +181,50 @@ func TestRaftRequestRefusals(t *testing.T) {
 	}
 	if err := n.ReceiveWire(2, []protocol.RaftMessage{{Shard: 1, Data: []byte{0xff, 0xff}}}); err == nil {
 		t.Fatal("a message that does not decode was taken")
+	}
+}
+
+// The heartbeats of many shards travel as one message and come back as
+// the messages they were; everything else passes untouched; a malformed
+// heartbeat message is refused.
+func TestHeartbeatsCoalesce(t *testing.T) {
+	var msgs []Envelope
+	for shard := range uint32(64) {
+		msgs = append(msgs,
+			Envelope{Shard: shard, Msg: &pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(shard + 3)), Commit: new(uint64(shard * 7))}},
+			Envelope{Shard: shard, Msg: &pb.Message{Type: pb.MsgHeartbeatResp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(shard + 5))}})
+	}
+	app := Envelope{Shard: 3, Msg: &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(9))}}
+	readIndex := Envelope{Shard: 4, Msg: &pb.Message{Type: pb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Context: []byte("ctx")}}
+	msgs = append(msgs, app, readIndex)
+
+	body, rest := coalesce(nil, msgs)
+	if len(rest) != 2 || rest[0].Msg != app.Msg || rest[1].Msg != readIndex.Msg {
+		t.Fatalf("left %d messages uncoalesced, want the append and the heartbeat with a context", len(rest))
+	}
+	if len(body) > 64*2*6 {
+		t.Fatalf("128 heartbeats take %d bytes", len(body))
+	}
+	back, err := uncoalesce(1, 2, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 128 {
+		t.Fatalf("%d heartbeats back, want 128", len(back))
+	}
+	for i, env := range back {
+		want := msgs[i]
+		if env.Shard != want.Shard || env.Msg.GetType() != want.Msg.GetType() || env.Msg.GetTerm() != want.Msg.GetTerm() ||
+			env.Msg.GetCommit() != want.Msg.GetCommit() || env.Msg.GetFrom() != 1 || env.Msg.GetTo() != 2 {
+			t.Fatalf("heartbeat %d came back as %v, want %v", i, env.Msg, want.Msg)
+		}
+	}
+	for _, bad := range [][]byte{nil, {5}, body[:len(body)-1], append(append([]byte(nil), body...), 0), {1, 0, 2, 1, 1}} {
+		if _, err := uncoalesce(1, 2, bad); err == nil {
+			t.Errorf("malformed heartbeats %x were taken", bad)
+		}
+	}
+	if b, rest := coalesce(nil, []Envelope{app}); b != nil || len(rest) != 1 {
+		t.Fatal("a batch without heartbeats was changed")
 	}
 }
