@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -172,9 +173,10 @@ type testCluster struct {
 	clock *engine.FakeClock
 	built map[uint64][]*engine.Engine // every engine each node built
 
-	tune   func(*Config)
-	logFor func(id uint64) (Log, func() error)
-	ids    []uint64
+	tune      func(*Config)
+	logFor    func(id uint64) (Log, func() error)
+	failBuild map[uint64]bool // NewEngine fails on these nodes
+	ids       []uint64
 }
 
 const testShard = 1
@@ -187,12 +189,13 @@ func newTestCluster(t *testing.T, ids []uint64, tune func(*Config)) *testCluster
 // in memory), which also gives the node's Config.Sync.
 func newTestClusterOn(t *testing.T, ids []uint64, tune func(*Config), logFor func(id uint64) (Log, func() error)) *testCluster {
 	c := &testCluster{
-		t:      t,
-		clock:  engine.NewFakeClock(time.Unix(1_800_000_000, 0)),
-		built:  map[uint64][]*engine.Engine{},
-		tune:   tune,
-		logFor: logFor,
-		ids:    ids,
+		t:         t,
+		clock:     engine.NewFakeClock(time.Unix(1_800_000_000, 0)),
+		built:     map[uint64][]*engine.Engine{},
+		failBuild: map[uint64]bool{},
+		tune:      tune,
+		logFor:    logFor,
+		ids:       ids,
 	}
 	c.net = &memNet{t: t, nodes: map[uint64]*Node{}, cut: map[[2]uint64]bool{}, paused: map[uint64]bool{}}
 	for _, id := range ids {
@@ -218,6 +221,9 @@ func (c *testCluster) start(id uint64) {
 		Transport: memPort{net: c.net, from: id},
 		Logger:    logger.With("node", id),
 		NewEngine: func(shard uint32, j engine.Journal) (*engine.Engine, error) {
+			if c.failBuild[id] {
+				return nil, errors.New("the engine could not be built (test)")
+			}
 			e, err := engine.New(engine.Config{Clock: c.clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
 			if err == nil {
 				c.built[id] = append(c.built[id], e)

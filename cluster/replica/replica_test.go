@@ -314,3 +314,22 @@ func TestLeaseContinuesOnTheNextLeader(t *testing.T) {
 		t.Fatalf("after the lease expired group g got %q, want [c]: a and b were completed", got)
 	}
 }
+
+// A leader that cannot build the shard's engine (its disk, its keys) does
+// not keep the shard unserved: it hands the lead to another replica, which
+// serves it.
+func TestALeaderThatCannotServeHandsTheLeadOver(t *testing.T) {
+	c := newTestCluster(t, voters3, nil)
+	c.failBuild[1] = true
+	if err := c.shard(1).Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	c.net.settle()
+	next := c.leader(1, 2, 3)
+	if next == 1 {
+		t.Fatal("node 1 serves the shard although its engine cannot be built")
+	}
+	if o := push(c.engine(next), "q", "p", "x"); settled(c) && (o.n != 1 || o.err != nil) {
+		t.Fatalf("a push to the new leader: %v", o)
+	}
+}

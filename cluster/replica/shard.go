@@ -230,10 +230,22 @@ func (s *Shard) build(j *journal) {
 		return
 	}
 	if err != nil {
-		// The shard stays led and unserved; the error says why.
+		// The shard must not stay led and unserved: the lead goes to
+		// another replica (the journal refuses until then, and is deposed
+		// when the lead has moved).
 		j.err = fmt.Errorf("replica: shard %d: building its engine: %w", s.id, err)
+		to := uint64(0)
+		for id := range s.rn.Status().Progress {
+			if id != s.n.cfg.ID && (to == 0 || id < to) {
+				to = id
+			}
+		}
+		if to != 0 {
+			s.rn.TransferLeader(to)
+		}
 		s.mu.Unlock()
-		s.n.cfg.Logger.Error("shard engine", "shard", s.id, "err", err)
+		s.n.cfg.Logger.Error("shard engine", "shard", s.id, "err", err, "lead_to", to)
+		s.n.kick()
 		return
 	}
 	s.eng = eng
