@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -101,6 +102,9 @@ func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) er
 	}
 	for lo <= j.start {
 		ents, err := s.log.Entries(lo, j.start+1, replayBatch)
+		if err == nil && len(ents) == 0 {
+			err = raft.ErrUnavailable // a log must give at least one
+		}
 		if err != nil {
 			return fmt.Errorf("replica: shard %d: entries from %d: %w", s.id, lo, err)
 		}
