@@ -3,6 +3,8 @@ package replica
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"slices"
 	"testing"
 	"time"
@@ -25,6 +27,9 @@ func TestRandomFaultsKeepTheDeliveryContract(t *testing.T) {
 	seeds := 30
 	if testing.Short() {
 		seeds = 5
+	}
+	if n, err := strconv.Atoi(os.Getenv("REPLICA_SEEDS")); err == nil && n > 0 {
+		seeds = n // the long run: REPLICA_SEEDS=2000 go test -run RandomFaults ./cluster/replica
 	}
 	var total chaosStats
 	for seed := range seeds {
