@@ -14,21 +14,22 @@ import (
 )
 
 // benchPush pushes batches of 100 messages of 128 bytes through e from
-// 8 goroutines until b.N messages are stored, and reports msgs/s.
+// 32 goroutines (the harness's 4 producers × 8 in flight) until b.N
+// messages are stored, and reports msgs/s.
 func benchPush(b *testing.B, e *engine.Engine) {
 	payload := make([]byte, 128)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
-	for w := range 8 {
+	for w := range 32 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			items := make([]engine.PushItem, 100)
 			for next.Add(100) <= int64(b.N)+99 {
 				for i := range items {
-					items[i] = engine.PushItem{Queue: "bench", Partition: fmt.Sprint("p", w), Payload: payload}
+					items[i] = engine.PushItem{Queue: "bench", Partition: fmt.Sprint("p", w%16), Payload: payload}
 				}
 				if _, err := e.Push(context.Background(), items); err != nil {
 					b.Error(err)

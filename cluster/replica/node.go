@@ -245,8 +245,9 @@ func (n *Node) Receive(envs []Envelope) {
 }
 
 type ready struct {
-	s  *Shard
-	rd raft.Ready
+	s    *Shard
+	rd   raft.Ready
+	lead bool // the group's leader is this broker: its messages go before the sync
 }
 
 // Process moves every group on: it saves what their Readys hold, makes it
@@ -257,13 +258,20 @@ func (n *Node) Process() error {
 	for _, s := range n.list() {
 		s.mu.Lock()
 		if s.rn.HasReady() {
-			rs = append(rs, ready{s, s.rn.Ready()})
+			rd := s.rn.Ready()
+			rs = append(rs, ready{s: s, rd: rd, lead: s.rn.BasicStatus().RaftState == raft.StateLeader})
 		}
 		s.mu.Unlock()
 	}
 	if len(rs) == 0 {
 		return nil
 	}
+	// A leader's messages (appends, heartbeats) go before its own save and
+	// sync, so that its disk and its followers' work at once, as etcd's
+	// server does (Raft thesis, 10.2.1): the leader counts itself toward a
+	// commit only once its own append is durable. A follower's and a
+	// candidate's messages (append responses, votes) wait for the sync.
+	n.send(rs, true)
 	sync := false
 	for _, r := range rs {
 		if err := r.s.log.Save(r.rd.HardState, r.rd.Entries, r.rd.Snapshot); err != nil {
@@ -276,18 +284,22 @@ func (n *Node) Process() error {
 			return fmt.Errorf("replica: sync: %w", err)
 		}
 	}
-	n.send(rs)
+	n.send(rs, false)
 	for _, r := range rs {
 		r.s.apply(r.rd)
 	}
 	return nil
 }
 
-// send hands every message of rs to the transport, one call per peer.
-func (n *Node) send(rs []ready) {
+// send hands the messages of the leaders' Readys in rs (lead) or of the
+// others to the transport, one call per peer.
+func (n *Node) send(rs []ready, lead bool) {
 	var peers []uint64
 	out := make(map[uint64][]Envelope)
 	for _, r := range rs {
+		if r.lead != lead {
+			continue
+		}
 		for _, m := range r.rd.Messages {
 			to := m.GetTo()
 			if _, ok := out[to]; !ok {
