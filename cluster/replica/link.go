@@ -42,10 +42,16 @@ type Link struct {
 // Bounds of a Link.
 const (
 	linkQueueMsgs   = 4096        // queued for one peer, past which Send drops
-	linkFrameBytes  = 4 << 20     // Raft messages per request, at most (one always goes)
+	linkFrameBytes  = 4 << 20     // Raft messages per request, then the next request
 	linkDialTimeout = time.Second // dial and Hello
 	linkRedial      = 50 * time.Millisecond
 	linkMaxRedial   = time.Second
+
+	// linkFrameOverhead bounds a Raft request frame's bytes besides its
+	// messages (header, sender, count); linkMessageOverhead a message's
+	// (shard, length).
+	linkFrameOverhead   = 64
+	linkMessageOverhead = 16
 )
 
 // NewLink returns a Link of broker self; addr names where a peer's binary
@@ -120,6 +126,7 @@ func (p *peerLink) take() []Envelope {
 func (p *peerLink) run() {
 	defer p.l.wg.Done()
 	var c net.Conn
+	var maxFrame int // the largest frame the peer takes (its Hello reply)
 	var readerDone chan struct{}
 	closeConn := func() {
 		if c != nil {
@@ -151,7 +158,7 @@ func (p *peerLink) run() {
 		}
 		if c == nil {
 			var err error
-			if c, err = p.dial(); err != nil {
+			if c, maxFrame, err = p.dial(); err != nil {
 				p.l.logger.Debug("raft link: dial", "peer", p.id, "err", err)
 				select { // what was queued is dropped; Raft sends again
 				case <-p.stop:
@@ -167,7 +174,7 @@ func (p *peerLink) run() {
 			go discardReplies(c, readerDone)
 		}
 		// The heartbeats of every shard go as one message.
-		var beats []byte
+		var beats, next []byte
 		beats, msgs = coalesce(beats, msgs)
 		for len(msgs) > 0 || beats != nil {
 			req.From, req.Msgs = p.l.self, req.Msgs[:0]
@@ -176,15 +183,32 @@ func (p *peerLink) run() {
 				req.Msgs = append(req.Msgs, protocol.RaftMessage{Shard: heartbeatShard, Data: beats})
 				size, beats = len(beats), nil
 			}
-			for len(msgs) > 0 && (size == 0 || size < linkFrameBytes) {
-				env := msgs[0]
-				msgs = msgs[1:]
-				data, err := proto.Marshal(env.Msg)
-				if err != nil {
-					continue
+			// Up to linkFrameBytes per request, and never past the peer's
+			// frame (linkFrameOverhead: the frame's and the request's own
+			// bytes): a message that would pass it waits for the next
+			// request; one that no frame holds is dropped (Append keeps
+			// records within MaxEntryBytes, which a frame holds).
+			for len(msgs) > 0 && size < linkFrameBytes {
+				if next == nil {
+					data, err := proto.Marshal(msgs[0].Msg)
+					if err != nil {
+						msgs = msgs[1:]
+						continue
+					}
+					next = data
 				}
-				req.Msgs = append(req.Msgs, protocol.RaftMessage{Shard: env.Shard, Data: data})
-				size += len(data)
+				room := maxFrame - linkFrameOverhead - size
+				if len(next)+linkMessageOverhead > room {
+					if size == 0 {
+						p.l.logger.Warn("raft link: a message larger than the peer's frame dropped", "peer", p.id, "bytes", len(next), "max_frame", maxFrame)
+						msgs, next = msgs[1:], nil
+						continue
+					}
+					break
+				}
+				req.Msgs = append(req.Msgs, protocol.RaftMessage{Shard: msgs[0].Shard, Data: next})
+				size += len(next) + linkMessageOverhead
+				msgs, next = msgs[1:], nil
 			}
 			buf = protocol.AppendRaftRequest(buf[:0], 0, &req)
 			if _, err := c.Write(buf); err != nil {
@@ -203,37 +227,45 @@ func (p *peerLink) kick() {
 	}
 }
 
-// dial connects to the peer and says Hello.
-func (p *peerLink) dial() (net.Conn, error) {
+// dial connects to the peer and says Hello; it returns the largest frame
+// the peer takes.
+func (p *peerLink) dial() (net.Conn, int, error) {
 	addr := p.l.addr(p.id)
 	if addr == "" {
-		return nil, fmt.Errorf("no address for broker %d", p.id)
+		return nil, 0, fmt.Errorf("no address for broker %d", p.id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), linkDialTimeout)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	c.SetDeadline(time.Now().Add(linkDialTimeout))
 	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: "regent-link"})
 	if _, err := c.Write(hello); err != nil {
 		c.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	f, err := protocol.NewReader(c, protocol.DefaultMaxFrame).Next()
+	var hr protocol.HelloReply
 	if err == nil && f.IsError() {
 		var er protocol.ErrorReply
 		_ = er.Decode(f.Body)
 		err = er.Err()
+	} else if err == nil {
+		err = hr.Decode(f.Body)
 	}
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("hello: %w", err)
+		return nil, 0, fmt.Errorf("hello: %w", err)
 	}
 	c.SetDeadline(time.Time{})
-	return c, nil
+	maxFrame := int(hr.MaxFrame)
+	if maxFrame <= 0 {
+		maxFrame = protocol.DefaultMaxFrame
+	}
+	return c, maxFrame, nil
 }
 
 // discardReplies reads a link connection's replies until it closes: they

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -157,7 +158,7 @@ func TestRaftRequestRefusals(t *testing.T) {
 	}
 	defer door.Shutdown(context.Background())
 	p := &peerLink{l: NewLink(2, func(uint64) string { return door.Addr().String() }, nil), id: 1}
-	c, err := p.dial()
+	c, _, err := p.dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,5 +227,67 @@ func TestHeartbeatsCoalesce(t *testing.T) {
 	}
 	if b, rest := coalesce(nil, []Envelope{app}); b != nil || len(rest) != 1 {
 		t.Fatal("a batch without heartbeats was changed")
+	}
+}
+
+// A Link never sends a frame larger than its peer takes (the peer's Hello
+// reply says how large): a large entry among many small ones goes in a
+// request of its own rather than past the frame, and every message arrives.
+func TestLinkKeepsFramesWithinThePeersLimit(t *testing.T) {
+	const maxFrame = 12 << 20
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int, 64) // messages per request; -1: a frame refused
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := protocol.NewReader(c, maxFrame)
+		for {
+			f, err := r.Next()
+			if err != nil {
+				got <- -1
+				return
+			}
+			if f.Op == protocol.OpHello {
+				c.Write(protocol.AppendHelloReply(nil, f.ID, &protocol.HelloReply{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, MaxFrame: maxFrame}))
+				continue
+			}
+			var req protocol.RaftRequest
+			if err := req.Decode(f.Body); err != nil {
+				got <- -1
+				return
+			}
+			got <- len(req.Msgs)
+			c.Write(protocol.AppendRaftReply(nil, f.ID))
+		}
+	}()
+	l := NewLink(1, func(uint64) string { return ln.Addr().String() }, nil)
+	defer l.Close()
+	var msgs []Envelope
+	for i := range 3 { // 3 MiB of appends (under a request's 4 MiB), then a 10 MiB one, then more
+		msgs = append(msgs, Envelope{Shard: 1, Msg: &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)),
+			Entries: []*pb.Entry{{Index: new(uint64(i + 1)), Data: make([]byte, 1<<20)}}}})
+	}
+	msgs = append(msgs, Envelope{Shard: 1, Msg: &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)),
+		Entries: []*pb.Entry{{Index: new(uint64(9)), Data: make([]byte, 10<<20)}}}})
+	msgs = append(msgs, msgs[:3]...)
+	l.Send(2, msgs)
+	total := 0
+	for total < len(msgs) {
+		select {
+		case n := <-got:
+			if n < 0 {
+				t.Fatal("the link sent a frame past the peer's limit")
+			}
+			total += n
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages arrived", total, len(msgs))
+		}
 	}
 }

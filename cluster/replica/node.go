@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
 )
 
 // Envelope is one Raft message of one shard's group.
@@ -69,7 +70,9 @@ type Config struct {
 	MaxInflightBytes uint64
 	// MaxUncommittedBytes caps what a leader holds proposed and not yet
 	// committed: past it, Append refuses with syscall.EAGAIN (default
-	// 64 MiB). MaxEntryBytes caps one record (default 16 MiB).
+	// 64 MiB). MaxEntryBytes caps one record (default DefaultMaxEntryBytes);
+	// a peer's link takes frames of its Hello reply's MaxFrame, which must
+	// hold the largest entry with its Raft message around it.
 	MaxUncommittedBytes uint64
 	MaxEntryBytes       int
 }
@@ -103,10 +106,15 @@ func (c *Config) setDefaults() error {
 		c.MaxUncommittedBytes = 64 << 20
 	}
 	if c.MaxEntryBytes == 0 {
-		c.MaxEntryBytes = 16 << 20
+		c.MaxEntryBytes = DefaultMaxEntryBytes
 	}
 	return nil
 }
+
+// DefaultMaxEntryBytes is Config.MaxEntryBytes when none is given: what a
+// link frame of the protocol's default size holds of an entry, with room
+// for the Raft message and the request around it.
+const DefaultMaxEntryBytes = protocol.DefaultMaxFrame - 64<<10
 
 // Node is one broker's part of every shard group it belongs to.
 type Node struct {
