@@ -40,6 +40,7 @@ type Disk struct {
 	mu     sync.Mutex
 	shards map[uint32]*DiskLog
 
+	done    func(error) // recorded, bound once
 	wmu     sync.Mutex
 	waiting int
 	werr    error
@@ -66,6 +67,7 @@ func OpenDisk(j *rlog.Log, keep int) (*Disk, error) {
 	}
 	d := &Disk{j: j, keep: keep, shards: make(map[uint32]*DiskLog)}
 	d.wdone = sync.NewCond(&d.wmu)
+	d.done = d.recorded
 	err := j.Replay(0, func(pos uint64, rec []byte) error {
 		if len(rec) < 5 {
 			return fmt.Errorf("replica: record at %d: %w", pos, errBadRecord)
@@ -98,32 +100,36 @@ func (d *Disk) log(shard uint32) *DiskLog {
 
 // append journals rec, waiting while the journal is behind (Save runs on
 // the node loop: this is its backpressure), and counts it until durable.
+// A full disk is an error (Process fails, and Run with it).
 func (d *Disk) append(rec []byte) (uint64, error) {
 	d.wmu.Lock()
 	d.waiting++
 	d.wmu.Unlock()
-	done := func(err error) {
-		d.wmu.Lock()
-		if err != nil && d.werr == nil {
-			d.werr = err
-		}
-		d.waiting--
-		if d.waiting == 0 {
-			d.wdone.Broadcast()
-		}
-		d.wmu.Unlock()
-	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		pos, err := d.j.Append(rec, done)
+		pos, err := d.j.Append(rec, d.done)
 		if err == nil {
 			return pos, nil
 		}
 		if !errors.Is(err, syscall.EAGAIN) {
-			done(nil)
+			d.recorded(nil)
 			return 0, err
 		}
 		time.Sleep(wait)
 	}
+}
+
+// recorded is the journal's done for every record (Disk.done: one method
+// value made at open, not a closure per record).
+func (d *Disk) recorded(err error) {
+	d.wmu.Lock()
+	if err != nil && d.werr == nil {
+		d.werr = err
+	}
+	d.waiting--
+	if d.waiting == 0 {
+		d.wdone.Broadcast()
+	}
+	d.wmu.Unlock()
 }
 
 // Sync waits until every record appended so far is durable, and reports
