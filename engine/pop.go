@@ -442,20 +442,20 @@ func (e *Engine) take(p *partition, c *popCall, pg *pgState, now int64, set *lea
 		prev := pg.cursor
 		advanceCursor(pg, l) // deleted messages at the front are passed at once
 		l.expires = now + int64(c.q.options().LeaseTime)
+		prevLease := a.lease
+		a.lease = l
 		if e.cfg.JournalLeases {
-			// The grant is a record, and the pop is answered once it is
-			// durable; refused, nothing changed.
-			ef := effect{queueID: p.q.id, seq: p.seq, group: c.g.name, cursor: pg.cursor, retries: a.retries, blockedUntil: a.blockedUntil,
-				withLease: true, lease: &leaseRec{id: l.id, from: l.from, expires: l.expires, status: l.status}}
-			if _, err := e.appendHeld(appendEffect(make([]byte, 0, 96+len(c.g.name)+4*len(ef.retries)+len(l.status)), &ef), pend); err != nil {
-				pg.cursor = prev
+			// The grant is a record (pg's state, its new lease included),
+			// and the pop is answered once it is durable; refused, nothing
+			// changed.
+			if _, err := e.appendHeld(e.effectRecord(p, c.g, pg, nil), pend); err != nil {
+				pg.cursor, a.lease = prev, prevLease
 				e.dropNames(l)
 				relax(pg)
 				e.putBack(p, c, pg)
 				return out[:start], err
 			}
 		}
-		a.lease = l
 		p.st().wheel.schedule(&l.timer, l.expires, l)
 		set.leases = append(set.leases, l)
 		if l.nDone == len(l.status) { // only deleted messages: nothing to wait for
