@@ -481,18 +481,24 @@ func clientAck(it *engine.AckItem) client.Ack {
 	return a
 }
 
-// ExtendLease is netserver.DataPlane's: a lease this broker does not hold
-// is asked of every other live broker at once; the first that holds it
-// answers.
-func (f *forwarder) ExtendLease(ctx context.Context, id engine.UUID, d time.Duration) (time.Time, error) {
-	exp, err := f.e.ExtendLease(id, d)
-	if err == nil || !errors.Is(err, engine.ErrLeaseInvalid) {
-		return exp, err
-	}
+// ExtendLeaseAsync is netserver.DataPlane's: a lease this broker does not
+// hold is asked of every other live broker at once; the first that holds
+// it answers.
+func (f *forwarder) ExtendLeaseAsync(ctx context.Context, id engine.UUID, d time.Duration, done func(time.Time, error)) {
+	f.e.ExtendLeaseAsync(id, d, func(exp time.Time, err error) {
+		if err == nil || !errors.Is(err, engine.ErrLeaseInvalid) || !f.spawn(func() { done(f.extendElsewhere(ctx, id, d, err)) }) {
+			done(exp, err)
+		}
+	})
+}
+
+// extendElsewhere asks the other live brokers to extend lease id, which
+// this one answered err.
+func (f *forwarder) extendElsewhere(ctx context.Context, id engine.UUID, d time.Duration, err error) (time.Time, error) {
 	v := f.c.view.Load()
 	peers := f.peers(v)
 	if len(peers) == 0 {
-		return exp, err
+		return time.Time{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()

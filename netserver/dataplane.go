@@ -7,14 +7,16 @@ import (
 	"github.com/regentmq/regent/engine"
 )
 
-// DataPlane is what the HTTP bridge's data-plane routes (push, pop, ack,
-// transaction, lease extend: Queen's HTTP API v1) ask of their broker. A
-// broker that runs alone gives its engine (EnginePlane, which costs
-// nothing per request); a cluster's broker gives one that serves every
-// partition of the cluster: what its engine holds there, and the rest
-// forwarded to the partition's owner, so that Queen's clients, which talk
-// to one URL, may talk to any broker. The binary protocol's door needs
-// none: the Go client routes by owner itself.
+// DataPlane is what the data operations of both doors (push, pop, ack,
+// transaction, lease extension: Queen's HTTP API v1 and the binary
+// protocol's) ask of their broker. A broker that runs alone gives its
+// engine (EnginePlane, one interface call per request). A cluster's broker
+// gives the HTTP door one that serves every partition of the cluster: what
+// its engine holds there, and the rest forwarded to the partition's owner,
+// so that Queen's clients, which talk to one URL, may talk to any broker;
+// its binary door keeps the engine (the Go client routes by owner itself).
+// A broker of replicated shards gives both doors one over the engines of
+// the shards it leads.
 //
 // The methods are the engine's of the same names, with the same contracts
 // (done runs once, on the calling goroutine or another, and must not
@@ -32,7 +34,9 @@ type DataPlane interface {
 	PopAsync(req engine.PopRequest, done func(msgs []engine.Message, cut bool, err error)) PopWaiter
 	AckAsync(ctx context.Context, items []engine.AckItem, res []engine.AckResult, done func(error))
 	TransactionAsync(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem, done func(engine.TxnResult, error))
-	ExtendLease(ctx context.Context, id engine.UUID, d time.Duration) (time.Time, error)
+	// ExtendLeaseAsync answers through done: at once, or once the new
+	// expiry is durable (a replicated shard's) or another broker said.
+	ExtendLeaseAsync(ctx context.Context, id engine.UUID, d time.Duration, done func(time.Time, error))
 	// LiveLease is the live lease of group on a partition, when the
 	// broker can tell without asking another (a cluster's broker knows
 	// only its own partitions' leases).
@@ -73,9 +77,9 @@ func (p EnginePlane) TransactionAsync(_ context.Context, acks []engine.AckItem, 
 	p.E.TransactionAsync(acks, pushes, done)
 }
 
-// ExtendLease is engine.Engine's.
-func (p EnginePlane) ExtendLease(_ context.Context, id engine.UUID, d time.Duration) (time.Time, error) {
-	return p.E.ExtendLease(id, d)
+// ExtendLeaseAsync is engine.Engine's.
+func (p EnginePlane) ExtendLeaseAsync(_ context.Context, id engine.UUID, d time.Duration, done func(time.Time, error)) {
+	p.E.ExtendLeaseAsync(id, d, done)
 }
 
 // LiveLease is engine.Engine's.

@@ -347,7 +347,14 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	id, err := engine.ParseUUID(leaseText)
 	var exp time.Time
 	if err == nil {
-		exp, err = s.dp.ExtendLease(r.Context(), id, time.Duration(seconds*float64(time.Second)))
+		type answer struct {
+			exp time.Time
+			err error
+		}
+		ch := make(chan answer, 1)
+		s.dp.ExtendLeaseAsync(r.Context(), id, time.Duration(seconds*float64(time.Second)), func(exp time.Time, err error) { ch <- answer{exp, err} })
+		a := <-ch
+		exp, err = a.exp, a.err
 	}
 	switch {
 	case err == nil:

@@ -64,6 +64,12 @@ type Config struct {
 	// runs on the event loop: it must not block. Without it a Raft request
 	// is refused.
 	Raft func(from uint64, msgs []protocol.RaftMessage) error
+	// Plane, when set, serves the data operations (push, pop, ack,
+	// transaction, lease extension) in place of the engine given to New: a
+	// broker of replicated shards gives the engines of the shards it
+	// leads. The engine still answers the rest (browsing, queue summaries,
+	// streams).
+	Plane netserver.DataPlane
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -115,6 +121,7 @@ func PopBytesFor(maxFrame int) int {
 type Server struct {
 	cfg  Config
 	e    *engine.Engine
+	dp   netserver.DataPlane // Config.Plane, or the engine's
 	log  *slog.Logger
 	auth *netserver.Authenticator // nil when auth is off
 	eng  gnet.Engine
@@ -151,8 +158,11 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 			tick = min(tick, max(d/4, 10*time.Millisecond))
 		}
 	}
-	s := &Server{cfg: cfg, e: e, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
+	s := &Server{cfg: cfg, e: e, dp: cfg.Plane, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
 		died: make(chan error, 1), tick: tick}
+	if s.dp == nil {
+		s.dp = netserver.EnginePlane{E: e}
+	}
 	if cfg.Auth.Enabled {
 		a, err := netserver.NewAuthenticator(cfg.Auth)
 		if err != nil {

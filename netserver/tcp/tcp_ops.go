@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,7 @@ func (tc *tcpConn) push(id uint64, body []byte) bool {
 		j.res = make([]engine.PushResult, len(j.items))
 	}
 	j.res = j.res[:len(j.items)]
-	tc.s.e.PushAsync(j.items, j.res, j.done)
+	tc.s.dp.PushAsync(context.Background(), j.items, j.res, j.done)
 	return true
 }
 
@@ -122,7 +123,7 @@ func (tc *tcpConn) ack(id uint64, body []byte) bool {
 		j.res = make([]engine.AckResult, len(j.items))
 	}
 	j.res = j.res[:len(j.items)]
-	tc.s.e.AckAsync(j.items, j.res, j.done)
+	tc.s.dp.AckAsync(context.Background(), j.items, j.res, j.done)
 	return true
 }
 
@@ -154,7 +155,7 @@ type popJob struct {
 	sayCut   bool // the client reads PopReply.Cut (1.1)
 	compact  bool // the client reads CompactMessages (1.5)
 	err      error
-	waiter   *engine.PopWaiter
+	waiter   netserver.PopWaiter
 	buf      atomic.Pointer[[]engine.Message] // from netserver.PopBuf; whoever swaps it out gives it back
 	finished bool                             // guarded by tc.mu
 }
@@ -184,7 +185,7 @@ func (tc *tcpConn) pop(id uint64, body []byte) bool {
 		er.Buf = *b
 		j.buf.Store(b)
 	}
-	w := tc.s.e.PopAsync(er, j.answered)
+	w := tc.s.dp.PopAsync(er, j.answered)
 	if w != nil {
 		// Parked: the engine no longer holds the buffer (a parked poll
 		// must not keep one; the answer, whenever, brings its own).
@@ -301,7 +302,7 @@ func (tc *tcpConn) txn(id uint64, body []byte) bool {
 			j.pushes[i].ProducerSub = sub
 		}
 	}
-	tc.s.e.TransactionAsync(j.acks, j.pushes, func(r engine.TxnResult, err error) {
+	tc.s.dp.TransactionAsync(context.Background(), j.acks, j.pushes, func(r engine.TxnResult, err error) {
 		j.res, j.err = r, err
 		j.finish(j)
 	})
@@ -341,7 +342,7 @@ func (tc *tcpConn) extend(id uint64, body []byte) bool {
 	if !j.begin(tc, protocol.OpLeaseExtend, id, nil) {
 		return true
 	}
-	tc.s.e.ExtendLeaseAsync(engine.UUID(req.LeaseID), durationMs(req.DurationMs), func(exp time.Time, err error) {
+	tc.s.dp.ExtendLeaseAsync(context.Background(), engine.UUID(req.LeaseID), durationMs(req.DurationMs), func(exp time.Time, err error) {
 		j.exp, j.err = exp, err
 		j.finish(j)
 	})
