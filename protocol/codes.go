@@ -43,6 +43,7 @@ const (
 	CodeQueryNotFound     Code = 26 // no streams query is registered with that id (1.4)
 	CodeNotOwner          Code = 27 // a cluster's broker that does not own the partition's shard: ask Metadata and go to its owner (1.6)
 	CodeUnavailable       Code = 28 // the shard's owner is down or cannot be reached; its partitions wait for it (1.6)
+	CodeNotLeader         Code = 29 // a replicated shard's replica that does not lead it: ask Metadata, or the leader the message names, and go there (1.8)
 )
 
 // codeInfo is one row of the code table.
@@ -90,6 +91,7 @@ var codeTable = [...]codeInfo{
 	CodeQueryNotFound:     {"query_not_found", 404},
 	CodeNotOwner:          {"not_owner", 421},
 	CodeUnavailable:       {"unavailable", 503},
+	CodeNotLeader:         {"not_leader", 421},
 }
 
 // Known reports whether c is in the code table.

@@ -42,6 +42,7 @@ func TestCodeTable(t *testing.T) {
 		{CodeQueryNotFound, "query_not_found", 404},
 		{CodeNotOwner, "not_owner", 421},
 		{CodeUnavailable, "unavailable", 503},
+		{CodeNotLeader, "not_leader", 421},
 	}
 	if len(Codes()) != len(want) {
 		t.Fatalf("%d codes, the test knows %d", len(Codes()), len(want))

@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 7
+	VersionMinor uint16 = 8
 )
 
 // Minor versions and what they added:
@@ -38,6 +38,8 @@ const (
 //	     not_owner and unavailable
 //	1.7  the Raft opcode: the link between the replicas of a shard (sent
 //	     only by a broker of a replicated cluster to another)
+//	1.8  the error code not_leader (a broker of a replicated cluster that
+//	     does not lead the partition's shard)
 
 // HelloRequest is the first frame a client sends on a connection.
 //

@@ -10,11 +10,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/protocol"
 )
 
 // ErrNotLeader answers what a broker cannot do for a shard it does not
-// lead (or no longer leads): the client asks the leader (Shard.Leader).
-var ErrNotLeader = errors.New("replica: this broker does not lead the shard")
+// lead (or no longer leads): the client asks the leader (Shard.Engine
+// names it). It is the protocol's not_leader, so the doors send its code;
+// errors.Is matches any not_leader error.
+var ErrNotLeader error = protocol.NewError(protocol.CodeNotLeader, "this broker does not lead the shard")
 
 // Shard is this broker's replica of one shard's Raft group.
 type Shard struct {
