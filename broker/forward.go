@@ -104,8 +104,7 @@ type forwarder struct {
 	closed bool
 	stop   chan struct{} // closed by close
 	wg     sync.WaitGroup
-	held   map[heldKey][]engine.Message
-	nheld  int
+	held   heldMsgs
 }
 
 // heldKey names the autoAck messages held for a next pop of a queue by a
@@ -113,7 +112,7 @@ type forwarder struct {
 type heldKey struct{ queue, group string }
 
 func newForwarder(e *engine.Engine, c *clusterPart) *forwarder {
-	return &forwarder{e: e, c: c, links: c.links, log: c.log, stop: make(chan struct{}), held: map[heldKey][]engine.Message{}}
+	return &forwarder{e: e, c: c, links: c.links, log: c.log, stop: make(chan struct{})}
 }
 
 // spawn runs fn on a goroutine that close waits for; it reports false,
@@ -145,6 +144,7 @@ func (f *forwarder) close() {
 	f.closed = true
 	close(f.stop)
 	f.mu.Unlock()
+	f.held.close()
 	f.wg.Wait()
 }
 
@@ -666,7 +666,7 @@ func (f *forwarder) PopAsync(req engine.PopRequest, done func([]engine.Message, 
 		return p
 	}
 	if req.AutoAck {
-		if msgs := f.takeHeld(req); len(msgs) > 0 {
+		if msgs := f.held.take(req); len(msgs) > 0 {
 			done(msgs, false, nil)
 			return nil
 		}
@@ -1014,15 +1014,7 @@ func (f *forwarder) giveBack(req engine.PopRequest, msgs []engine.Message) {
 		f.hold(req, msgs)
 		return
 	}
-	var acks []engine.AckItem
-	for i := range msgs {
-		m := &msgs[i]
-		if i > 0 && msgs[i-1].PartitionID == m.PartitionID && msgs[i-1].LeaseID == m.LeaseID {
-			continue
-		}
-		acks = append(acks, engine.AckItem{PartitionID: m.PartitionID, HasOffset: true, Offset: m.Offset,
-			LeaseID: m.LeaseID, Group: m.Group, Status: engine.Retry})
-	}
+	acks := retryAcks(msgs)
 	// Not spawned once the broker stops: the leases then expire.
 	f.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -1048,38 +1040,12 @@ func cmpErr(first, err error) error {
 }
 
 // hold keeps autoAck messages a pop took for nobody for the next autoAck
-// pop of any partition of their queue by their group (takeHeld), up to
+// pop of any partition of their queue by their group (f.held), up to
 // maxHeld messages in all; past that they are dropped, delivered to
 // nobody (autoAck is at most once).
 func (f *forwarder) hold(req engine.PopRequest, msgs []engine.Message) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || f.nheld+len(msgs) > maxHeld {
+	if !f.held.hold(req, msgs) {
 		f.log.Warn("cluster: an autoAck pop's late answer is dropped: its messages are delivered to nobody",
 			"queue", req.Queue, "group", req.Group, "messages", len(msgs))
-		return
 	}
-	k := heldKey{req.Queue, req.Group}
-	f.held[k] = append(f.held[k], msgs...)
-	f.nheld += len(msgs)
-}
-
-// takeHeld returns up to a batch of the messages held for req.
-func (f *forwarder) takeHeld(req engine.PopRequest) []engine.Message {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := heldKey{req.Queue, req.Group}
-	h := f.held[k]
-	if len(h) == 0 {
-		return nil
-	}
-	n := min(len(h), max(req.Batch, 1))
-	out := h[:n:n]
-	if n == len(h) {
-		delete(f.held, k)
-	} else {
-		f.held[k] = h[n:]
-	}
-	f.nheld -= n
-	return out
 }
