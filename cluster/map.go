@@ -25,6 +25,12 @@ type Map struct {
 	// Owners holds, for each shard, its owner's node id ("" while no broker
 	// has been given it).
 	Owners []string `json:"owners"`
+	// Replicas holds, in a replicated cluster (stage 2), each shard's
+	// replica set: the brokers that hold it, its Raft group's voters. The
+	// owner is then the set's first, its preferred leader; which replica
+	// leads is Raft's (the brokers' Metadata answers say). nil: the
+	// shards are not replicated.
+	Replicas [][]string `json:"replicas,omitempty"`
 	// Brokers are the members the owners name, sorted by id.
 	Brokers []Broker `json:"brokers"`
 }
@@ -49,6 +55,22 @@ func (m *Map) Check() error {
 	for s, o := range m.Owners {
 		if o != "" && m.Broker(o) == nil {
 			return fmt.Errorf("cluster: map of epoch %d: shard %d is owned by %q, which is not listed", m.Epoch, s, o)
+		}
+	}
+	if m.Replicas == nil {
+		return nil
+	}
+	if len(m.Replicas) != m.Shards {
+		return fmt.Errorf("cluster: map of epoch %d: %d replica sets for %d shards", m.Epoch, len(m.Replicas), m.Shards)
+	}
+	for s, set := range m.Replicas {
+		if len(set) == 0 || set[0] != m.Owners[s] {
+			return fmt.Errorf("cluster: map of epoch %d: shard %d's replicas %v do not start with its owner %q", m.Epoch, s, set, m.Owners[s])
+		}
+		for i, id := range set {
+			if m.Broker(id) == nil || slices.Contains(set[:i], id) {
+				return fmt.Errorf("cluster: map of epoch %d: shard %d's replica %q is not listed, or listed twice", m.Epoch, s, id)
+			}
 		}
 	}
 	return nil

@@ -33,9 +33,10 @@ var ErrTooFewMembers = errors.New("cluster: fewer live brokers than replicas per
 // data is on its broker's disk), and a shard short of rf replicas gets the
 // live members holding the fewest replicas, the lowest id first among
 // equals, never one it already has. The order of a set is kept (the first
-// is the group's preferred leader) and new replicas go at its end. members
-// and live are as for Place; prev may be nil and must otherwise hold one
-// set per shard.
+// is the group's preferred leader) and new replicas go at its end; an
+// empty set's first is the member first in the fewest sets, so that
+// preferred leaders spread. members and live are as for Place; prev may be
+// nil and must otherwise hold one set per shard.
 func PlaceReplicas(shards, rf int, prev [][]string, members, live []string) ([][]string, error) {
 	if err := CheckShards(shards); err != nil {
 		return nil, err
@@ -68,13 +69,27 @@ func PlaceReplicas(shards, rf int, prev [][]string, members, live []string) ([][
 			}
 		}
 	}
+	leads := make(map[string]int, len(cands)) // sets each broker is first in
+	for s := range sets {
+		if len(sets[s]) > 0 {
+			leads[sets[s][0]]++
+		}
+	}
 	for s := range sets {
 		for len(sets[s]) < rf {
+			first := len(sets[s]) == 0
 			best := ""
 			for _, id := range cands {
-				if !slices.Contains(sets[s], id) && (best == "" || load[id] < load[best]) {
+				if slices.Contains(sets[s], id) {
+					continue
+				}
+				if best == "" || (first && leads[id] < leads[best]) ||
+					((!first || leads[id] == leads[best]) && load[id] < load[best]) {
 					best = id
 				}
+			}
+			if first && best != "" {
+				leads[best]++
 			}
 			if best == "" {
 				return nil, fmt.Errorf("%w: shard %d has %d of %d replicas and %d live brokers", ErrTooFewMembers, s, len(sets[s]), rf, len(cands))

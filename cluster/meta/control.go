@@ -39,7 +39,7 @@ func (n *Node) createSettings(ctx context.Context) error {
 	if _, err := rand.Read(seed[:]); err != nil {
 		return fmt.Errorf("meta: a hash seed: %w", err)
 	}
-	s := settings{Shards: n.cfg.Shards, Seed: binary.LittleEndian.Uint64(seed[:]), Members: n.cfg.Members}
+	s := settings{Shards: n.cfg.Shards, Seed: binary.LittleEndian.Uint64(seed[:]), Members: n.cfg.Members, Replicas: n.cfg.Replicas}
 	data, err := json.Marshal(&s)
 	if err != nil {
 		return fmt.Errorf("meta: settings: %w", err)
@@ -68,9 +68,10 @@ func (n *Node) createSettings(ctx context.Context) error {
 	if err := cur.check(); err != nil {
 		return fmt.Errorf("meta: the cluster's settings: %w", err)
 	}
-	if cur.Shards != s.Shards || !slices.Equal(cur.Members, s.Members) {
+	if cur.Shards != s.Shards || !slices.Equal(cur.Members, s.Members) || cur.Replicas != s.Replicas {
 		n.log.Info("the cluster's settings were fixed at its creation; this start's are ignored",
-			"shards", cur.Shards, "members", cur.Members, "asked_shards", s.Shards, "asked_members", s.Members)
+			"shards", cur.Shards, "members", cur.Members, "replicas", cur.Replicas,
+			"asked_shards", s.Shards, "asked_members", s.Members, "asked_replicas", s.Replicas)
 	}
 	return nil
 }
@@ -256,8 +257,10 @@ func (n *Node) reconcile(ctx context.Context, g guard, st *state) error {
 // (or the cluster has no settings yet). The members are the declared ones
 // and every broker ever registered; every shard keeps an owner that is a
 // member, and the others go to the live members (to all members, for the
-// first map: see doc.go). The map lists every member with a record, and
-// every owner (one without a record yet with no address).
+// first map: see doc.go). With Replicas in the settings, each shard gets
+// a replica set instead (cluster.PlaceReplicas), its first as the owner.
+// The map lists every member with a record, and every owner and replica
+// (one without a record yet with no address).
 func plan(st *state) (*cluster.Map, error) {
 	s := st.settings
 	if s == nil {
@@ -267,20 +270,44 @@ func plan(st *state) (*cluster.Map, error) {
 	slices.Sort(members)
 	members = slices.Compact(members)
 	var prev []string
+	var prevSets [][]string
 	if st.cmap != nil && st.cmap.Shards == s.Shards {
-		prev = st.cmap.Owners
+		prev, prevSets = st.cmap.Owners, st.cmap.Replicas
 	}
 	live := members
 	if st.mapRev != 0 {
 		live = slices.Collect(maps.Keys(st.live))
 	}
-	owners, err := cluster.Place(s.Shards, prev, members, live)
+	var owners []string
+	var sets [][]string
+	var err error
+	if s.Replicas > 0 {
+		// A replicated shard's sets are kept while their brokers are
+		// members; its owner in the map is the set's first (the preferred
+		// leader), as Raft's leader is not the map's business.
+		if len(prevSets) != s.Shards {
+			prevSets = nil
+		}
+		if sets, err = cluster.PlaceReplicas(s.Shards, s.Replicas, prevSets, members, live); err == nil {
+			owners = make([]string, s.Shards)
+			for i := range sets {
+				owners[i] = sets[i][0]
+			}
+		}
+	} else {
+		owners, err = cluster.Place(s.Shards, prev, members, live)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("meta: placing the shards: %w", err)
 	}
 	owns := make(map[string]bool, len(members))
 	for _, o := range owners {
 		owns[o] = true
+	}
+	for _, set := range sets {
+		for _, id := range set {
+			owns[id] = true
+		}
 	}
 	var brokers []cluster.Broker
 	for _, id := range members {
@@ -290,12 +317,13 @@ func plan(st *state) (*cluster.Map, error) {
 			brokers = append(brokers, cluster.Broker{ID: id})
 		}
 	}
-	m := &cluster.Map{Seed: s.Seed, Shards: s.Shards, Owners: owners, Brokers: brokers}
+	m := &cluster.Map{Seed: s.Seed, Shards: s.Shards, Owners: owners, Replicas: sets, Brokers: brokers}
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("meta: the computed map: %w", err)
 	}
 	if c := st.cmap; c != nil && c.Seed == m.Seed && c.Shards == m.Shards &&
-		slices.Equal(c.Owners, m.Owners) && slices.Equal(c.Brokers, m.Brokers) {
+		slices.Equal(c.Owners, m.Owners) && slices.Equal(c.Brokers, m.Brokers) &&
+		slices.EqualFunc(c.Replicas, m.Replicas, slices.Equal) {
 		return nil, nil
 	}
 	return m, nil

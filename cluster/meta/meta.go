@@ -43,6 +43,11 @@ type Config struct {
 	// the shards over, started or not (empty: just Node).
 	Shards  int
 	Members []string
+	// Replicas, above 0, replicates every shard on that many brokers
+	// (stage 2: one Raft group per shard, cluster.PlaceReplicas); 0 gives
+	// each shard one owner. Read, like Shards, only at the cluster's
+	// creation; a replicated cluster needs at least Replicas Members.
+	Replicas int
 
 	// Voter runs an embedded etcd member in this process, with its data in
 	// DataDir, listening on and advertising PeerURL and ClientURL (such as
@@ -216,6 +221,14 @@ func (c *Config) check() error {
 	}
 	slices.Sort(members)
 	c.Members = slices.Compact(members)
+	if c.Replicas != 0 {
+		if err := cluster.CheckReplicas(c.Replicas); err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
+		if len(c.Members) < c.Replicas {
+			return fmt.Errorf("meta: %d replicas per shard need as many members; %d given", c.Replicas, len(c.Members))
+		}
+	}
 	if c.Voter {
 		if c.DataDir == "" {
 			return errors.New("meta: a voter needs a data directory")

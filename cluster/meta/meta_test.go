@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -528,5 +529,53 @@ func TestPlan(t *testing.T) {
 	st.live["c"] = true
 	if again, err := plan(st); again != nil || err != nil {
 		t.Fatalf("live change replanned %+v, %v", again, err)
+	}
+}
+
+// TestPlanReplicas: a replicated cluster's first map gives every shard a
+// set of distinct members, its first as the owner; the sets stay when
+// brokers die, and every replica is listed.
+func TestPlanReplicas(t *testing.T) {
+	st := newState()
+	st.settings = &settings{Shards: 6, Seed: 7, Members: []string{"a", "b", "c"}, Replicas: 3}
+	st.brokers["a"] = cluster.Broker{ID: "a", TCP: "ta"}
+	st.live["a"] = true
+	m, err := plan(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(); err != nil || len(m.Replicas) != 6 {
+		t.Fatalf("first map %+v: %v", m, err)
+	}
+	leads := map[string]int{}
+	for s, set := range m.Replicas {
+		if len(set) != 3 || set[0] != m.Owners[s] {
+			t.Fatalf("shard %d: replicas %v, owner %q", s, set, m.Owners[s])
+		}
+		sorted := slices.Sorted(slices.Values(set))
+		if !slices.Equal(sorted, []string{"a", "b", "c"}) {
+			t.Fatalf("shard %d's replicas %v are not the three members", s, set)
+		}
+		leads[set[0]]++
+	}
+	if leads["a"] != 2 || leads["b"] != 2 || leads["c"] != 2 {
+		t.Fatalf("preferred leaders %v: not spread", leads)
+	}
+	if len(m.Brokers) != 3 {
+		t.Fatalf("brokers %+v: every replica is listed", m.Brokers)
+	}
+	m.Epoch = 10
+	st.cmap, st.mapRev = m, 10
+	// Brokers die and come back: the sets stay.
+	delete(st.live, "a")
+	st.live["b"] = true
+	if again, err := plan(st); again != nil || err != nil {
+		t.Fatalf("a live change replanned %+v, %v", again, err)
+	}
+	// Fewer members than replicas cannot be placed.
+	st2 := newState()
+	st2.settings = &settings{Shards: 2, Seed: 1, Members: []string{"a", "b"}, Replicas: 3}
+	if _, err := plan(st2); !errors.Is(err, cluster.ErrTooFewMembers) {
+		t.Fatalf("two members for three replicas: %v", err)
 	}
 }

@@ -28,11 +28,19 @@ type settings struct {
 	Shards  int      `json:"shards"`
 	Seed    uint64   `json:"seed"`
 	Members []string `json:"members"`
+	// Replicas is the replication factor of every shard (stage 2); 0: the
+	// shards are not replicated (stage 1: one owner each).
+	Replicas int `json:"replicas,omitempty"`
 }
 
 func (s *settings) check() error {
 	if err := cluster.CheckShards(s.Shards); err != nil {
 		return err
+	}
+	if s.Replicas != 0 {
+		if err := cluster.CheckReplicas(s.Replicas); err != nil {
+			return err
+		}
 	}
 	for _, id := range s.Members {
 		if err := checkID(id); err != nil {
