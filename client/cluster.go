@@ -227,10 +227,21 @@ func (r *router) update(ctx context.Context) error {
 // fresh map: the broker does not own the shard (the map moved), or is
 // known to be down only by a map that may be old.
 func (r *router) retryable(ctx context.Context, err error) bool {
-	if protocol.CodeOf(err) != protocol.CodeNotOwner {
+	if !misrouted(err) {
 		return false
 	}
 	return r.update(ctx) == nil
+}
+
+// misrouted says whether err sends a request to another broker: not_owner
+// (the map moved), or not_leader (a replicated shard's lead moved: the
+// fresh map names the leader its broker knows). A not_leader from a
+// leader deposed while it held the request may come after the request was
+// stored by the next leader: sent again, pushes with transactionIds are
+// deduplicated.
+func misrouted(err error) bool {
+	c := protocol.CodeOf(err)
+	return c == protocol.CodeNotOwner || c == protocol.CodeNotLeader
 }
 
 // push sends items to their owners, all parts at once, and puts the
@@ -287,7 +298,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 				for k, i := range a.idx {
 					out[i] = a.res[k]
 				}
-			case protocol.CodeOf(a.err) == protocol.CodeNotOwner && attempt+1 < routeAttempts:
+			case misrouted(a.err) && attempt+1 < routeAttempts:
 				todo, again = append(todo, a.idx...), true
 			case !refused(a.err):
 				// The part may have been stored (a connection lost after it
@@ -666,7 +677,7 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 				for j, i := range part.idx {
 					res[i] = rs[j]
 				}
-			case protocol.CodeOf(err) == protocol.CodeNotOwner && attempt+1 < routeAttempts:
+			case misrouted(err) && attempt+1 < routeAttempts:
 				again = append(again, part.idx...)
 			case !refused(err):
 				// Maybe applied (see push): the call fails as an ack to one
