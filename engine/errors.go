@@ -32,6 +32,13 @@ var (
 	ErrQueueFull = errors.New("queue full")
 	// ErrClosed: the engine is closed.
 	ErrClosed = errors.New("engine closed")
+	// ErrDeposed: the journal takes no more of the engine's changes because
+	// the log it writes is no longer the engine's (a replicated shard whose
+	// lead moved, or whose broker stops). A journal says so by wrapping it
+	// in its errors (Err, Append); the engine then refuses every change
+	// with that error, which is not a failure of the journal: nothing is
+	// logged, and the engine is closed by its owner.
+	ErrDeposed = errors.New("engine deposed")
 	// ErrJournal: the journal cannot take changes: refused until restarted after
 	// a write or fsync failure, or until space is freed when the disk is full
 	// (the error then also wraps syscall.ENOSPC).

@@ -67,6 +67,8 @@ func (e *Engine) check() error {
 	}
 	if err := e.j.Err(); err != nil {
 		switch {
+		case errors.Is(err, ErrDeposed):
+			return err
 		case errors.Is(err, syscall.ENOSPC):
 			return fmt.Errorf("%w: %w", ErrJournal, err)
 		case errors.Is(err, syscall.EAGAIN): // short of a resource that comes back (descriptors)
@@ -116,8 +118,10 @@ func (e *Engine) refused(err error) error {
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	case errors.Is(err, syscall.ENOSPC):
 		return fmt.Errorf("%w: %w", ErrJournal, err)
+	case errors.Is(err, ErrDeposed):
+		return err
 	}
-	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) && !errors.Is(jerr, syscall.EAGAIN) {
+	if jerr := e.j.Err(); jerr != nil && !errors.Is(jerr, syscall.ENOSPC) && !errors.Is(jerr, syscall.EAGAIN) && !errors.Is(jerr, ErrDeposed) {
 		e.fail(jerr)
 	}
 	return fmt.Errorf("%w: %w", ErrJournal, err)

@@ -104,6 +104,11 @@ func groupLabel(name string) string {
 // DefaultPartition is the partition of pushes that name none.
 const DefaultPartition = "Default"
 
+// CheckQueueName says whether name may name a queue (checkName), for a
+// caller that records a queue's configuration before any engine applies it
+// (a replicated cluster's broker).
+func CheckQueueName(name string) error { return checkName("queue", name, true) }
+
 // checkName validates a queue, partition or group name: 1 to 255 bytes of
 // UTF-8 with no control characters; queue names also may not hold '/' or '\'
 // (they appear in URL paths and CLI arguments).

@@ -636,3 +636,23 @@ func TestDeadLettersSplitIntoBoundedRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestDeposedJournalIsNotAFailure: a journal that says the engine is
+// deposed (its log is another's now) has the engine refuse changes with
+// that error, without latching a journal failure: the engine is about to
+// be closed by its owner, and nothing of it is a fault to report.
+func TestDeposedJournalIsNotAFailure(t *testing.T) {
+	f := newFixture(t)
+	f.push("q", "", "a")
+	deposed := fmt.Errorf("not the leader any more (%w)", ErrDeposed)
+	f.j.mu.Lock()
+	f.j.failErr = deposed
+	f.j.mu.Unlock()
+	_, err := f.e.Push(context.Background(), []PushItem{{Queue: "q", Payload: []byte("b")}})
+	if !errors.Is(err, ErrDeposed) || errors.Is(err, ErrJournal) {
+		t.Fatalf("push to a deposed engine: %v, want the deposal, not a journal failure", err)
+	}
+	if p := f.e.failErr.Load(); p != nil {
+		t.Fatalf("the deposal latched a journal failure: %v", *p)
+	}
+}

@@ -113,7 +113,7 @@ func (s *Shard) close(err error) {
 	d := deposal{err: err}
 	if j := s.j; j != nil {
 		d.fail, d.eng = j.pend, s.eng
-		j.pend, j.deposed, j.err = nil, true, err
+		j.pend, j.deposed, j.err = nil, true, fmt.Errorf("%w (%w)", err, engine.ErrDeposed)
 		s.j, s.eng = nil, nil
 	}
 	s.mu.Unlock()
@@ -133,7 +133,7 @@ func (s *Shard) checkLeadLocked() deposal {
 	}
 	err := fmt.Errorf("%w: shard %d: leader %d in term %d", ErrNotLeader, s.id, st.Lead, st.HardState.GetTerm())
 	d := deposal{fail: j.pend, eng: s.eng, err: err, async: s.n.async.Load()}
-	j.pend, j.deposed, j.err = nil, true, err
+	j.pend, j.deposed, j.err = nil, true, fmt.Errorf("%w (%w)", err, engine.ErrDeposed)
 	s.j, s.eng = nil, nil
 	s.n.cfg.Logger.Info("shard lead lost", "shard", s.id, "term", j.term, "leader", st.Lead, "now_term", st.HardState.GetTerm(), "unanswered", len(d.fail))
 	return d
