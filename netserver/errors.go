@@ -20,6 +20,7 @@ var errorCodes = []struct {
 	{engine.ErrTxnAborted, protocol.CodeTxnAborted},
 	{engine.ErrJournal, protocol.CodeJournal},
 	{engine.ErrClosed, protocol.CodeClosed},
+	{engine.ErrDeposed, protocol.CodeNotLeader}, // a replicated shard's engine whose lead moved
 	{engine.ErrInvalid, protocol.CodeInvalid},
 	{engine.ErrQueueNotFound, protocol.CodeQueueNotFound},
 	{engine.ErrPartitionNotFound, protocol.CodePartitionNotFound},

@@ -26,7 +26,7 @@ func TestEveryEngineErrorHasACode(t *testing.T) {
 		"ErrMessageNotFound": engine.ErrMessageNotFound, "ErrLeaseInvalid": engine.ErrLeaseInvalid,
 		"ErrLeaseRequired": engine.ErrLeaseRequired, "ErrNotInFlight": engine.ErrNotInFlight,
 		"ErrAlreadyAcked": engine.ErrAlreadyAcked, "ErrTooLarge": engine.ErrTooLarge,
-		"ErrQueueFull": engine.ErrQueueFull, "ErrClosed": engine.ErrClosed, "ErrJournal": engine.ErrJournal,
+		"ErrQueueFull": engine.ErrQueueFull, "ErrClosed": engine.ErrClosed, "ErrDeposed": engine.ErrDeposed, "ErrJournal": engine.ErrJournal,
 		"ErrOverloaded": engine.ErrOverloaded, "ErrTxnAborted": engine.ErrTxnAborted,
 		"ErrEncryption": engine.ErrEncryption, "ErrBadUUID": engine.ErrBadUUID,
 		"ErrUnreadable": engine.ErrUnreadable, "ErrConflict": engine.ErrConflict, "ErrQueryNotFound": engine.ErrQueryNotFound,
