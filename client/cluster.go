@@ -902,8 +902,20 @@ type ClusterMap struct {
 	Shards     int
 	Controller string // the elected controller's id ("" when none is known)
 	Brokers    []ClusterBroker
-	// Owners holds each shard's owner's id ("" while it has none).
+	// Owners holds each shard's owner's id ("" while it has none); in a
+	// replicated cluster, its leader as the answering broker knows it.
 	Owners []string
+	// Seed is the cluster's hash seed (ShardOf).
+	Seed uint64
+}
+
+// ShardOf is the shard of partition of queue ("" is the default
+// partition), as the brokers place it.
+func (m ClusterMap) ShardOf(queue, partition string) int {
+	if partition == "" {
+		partition = defaultPartition
+	}
+	return cluster.Shard(m.Seed, queue, partition, m.Shards)
 }
 
 // ClusterBroker is one broker of a cluster.
@@ -923,7 +935,7 @@ func (c *Client) Cluster(ctx context.Context) (ClusterMap, error) {
 		return ClusterMap{}, err
 	}
 	out := ClusterMap{Name: md.Cluster, Node: md.Node, Epoch: md.Epoch, Shards: int(md.Shards), Controller: md.Controller,
-		Owners: make([]string, len(md.Owners))}
+		Owners: make([]string, len(md.Owners)), Seed: md.Seed}
 	for _, b := range md.Brokers {
 		out.Brokers = append(out.Brokers, ClusterBroker{ID: b.ID, TCP: b.TCP, HTTP: b.HTTP, Live: b.Live})
 	}

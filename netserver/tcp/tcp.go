@@ -67,9 +67,13 @@ type Config struct {
 	// Plane, when set, serves the data operations (push, pop, ack,
 	// transaction, lease extension) in place of the engine given to New: a
 	// broker of replicated shards gives the engines of the shards it
-	// leads. The engine still answers the rest (browsing, queue summaries,
-	// streams).
+	// leads. The engine given to New answers the rest (browsing, queue
+	// summaries, streams); without one, Engines does (tcp_across.go).
 	Plane netserver.DataPlane
+	// Engines, for a broker with no one engine (New's e nil: a broker of
+	// replicated shards), are the engines of the shards it leads now: the
+	// operator's requests it serves read them (tcp_across.go).
+	Engines func() []*engine.Engine
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -66,6 +66,9 @@ func (j *adminJob) appendTo(dst []byte) []byte {
 
 func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, error) {
 	e := s.e
+	if e == nil {
+		return s.adminAcross(req, peer) // a broker of replicated shards (tcp_across.go)
+	}
 	switch r := req.(type) {
 	case *protocol.ConfigureRequest:
 		var res engine.ConfigureResult
