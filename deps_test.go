@@ -45,7 +45,7 @@ var rules = map[string]rule{
 		never: []string{"github.com/panjf2000/gnet/v2", module + "/netserver/tcp"}},
 	"netserver/httpapi/dashboard": {never: []string{module + "/engine"}},
 	"broker": {may: []string{"engine", "log", "netserver", "netserver/tcp", "netserver/httpapi", "protocol",
-		"cluster", "cluster/meta", "client", "go.etcd.io/etcd", "github.com/VictoriaMetrics/metrics"}},
+		"cluster", "cluster/meta", "cluster/replica", "client", "go.etcd.io/etcd", "github.com/VictoriaMetrics/metrics"}},
 	"broker/brokertest": {may: []string{"broker", "engine", "log", "netserver", "netserver/tcp", "netserver/httpapi", "protocol", "internal/freeport"}},
 	"client":            {may: []string{"protocol", "cluster"}},
 	"bench":             {may: []string{"client", "protocol", "github.com/nats-io/nats.go", "github.com/redis/go-redis/v9"}},

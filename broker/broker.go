@@ -93,7 +93,9 @@ type Options struct {
 	// Cluster, when set, makes the broker one of a cluster's (cluster.go):
 	// New joins it (etcd, registration, the first shard map) before it
 	// builds the engine, which then serves only the shards this broker
-	// owns.
+	// owns. In a replicated cluster (ClusterOptions.Replicas) the broker
+	// has no one engine (Engine returns nil): one per shard it leads
+	// (replicated.go).
 	Cluster *ClusterOptions
 }
 
@@ -130,6 +132,9 @@ func New(opts Options) (*Broker, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.Journal.Logger == nil {
 		opts.Journal.Logger = opts.Logger
 	}
@@ -150,11 +155,20 @@ func New(opts Options) (*Broker, error) {
 		ej = b.opts.WrapJournal(b.j)
 	}
 	if b.opts.Cluster != nil {
-		if b.cl, err = startCluster(*b.opts.Cluster, b.opts.TCPAddr, b.opts.HTTPAddr, b.opts.Logger); err == nil {
+		if b.cl, err = startCluster(*b.opts.Cluster, b.opts.TCPAddr, b.opts.HTTPAddr, b.opts.Logger); err == nil && !b.cl.replicated() {
 			b.cl.engineConfig(&b.opts.Engine)
 		}
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case b.cl != nil && b.cl.replicated():
+		// One engine per shard it leads, over the shard's Raft log; the
+		// journal holds those logs (replicated.go). Their configuration
+		// is checked now, not at the first takeover.
+		if b.opts.Engine, err = b.opts.Engine.WithDefaults(); err == nil {
+			b.cl.rp, err = startReplicas(b.cl, b.j, b.opts.Engine, b.opts.Logger)
+		}
+	default:
 		b.e, err = engine.New(b.opts.Engine, ej)
 	}
 	if err == nil && b.cl != nil {
@@ -250,8 +264,42 @@ func (b *Broker) TCPConnections() int {
 	return b.d.tcpConnections()
 }
 
-// Engine is the broker's engine, for tests and embedding programs.
+// Engine is the broker's engine, for tests and embedding programs; nil
+// for a broker of a replicated cluster (see Shards).
 func (b *Broker) Engine() *engine.Engine { return b.e }
+
+// MaxPayloadBytes is the largest message payload the broker takes (its
+// engines' engine.Config.MaxPayloadBytes).
+func (b *Broker) MaxPayloadBytes() int {
+	if b.e != nil {
+		return b.e.MaxPayloadBytes()
+	}
+	return b.opts.Engine.MaxPayloadBytes
+}
+
+// UncheckedAcks reports whether the broker accepts acks that name no lease
+// (engine.Config.UncheckedAcks).
+func (b *Broker) UncheckedAcks() bool {
+	if b.e != nil {
+		return b.e.UncheckedAcks()
+	}
+	return b.opts.Engine.UncheckedAcks
+}
+
+// Shards are the engines of the replicated shards this broker leads now,
+// by shard; nil for a broker that is not a replicated cluster's.
+func (b *Broker) Shards() map[int]*engine.Engine {
+	if b.cl == nil || b.cl.rp == nil {
+		return nil
+	}
+	out := map[int]*engine.Engine{}
+	for _, s := range b.cl.rp.shards {
+		if e, _, _ := b.cl.rp.node.Shard(s).Engine(); e != nil {
+			out[int(s)] = e
+		}
+	}
+	return out
+}
 
 // Journal is the broker's journal, for tests and embedding programs.
 func (b *Broker) Journal() *log.Log { return b.j }

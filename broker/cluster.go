@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,9 +34,13 @@ type ClusterOptions struct {
 	// machine's host name when they name no host.
 	AdvertiseTCP, AdvertiseHTTP string
 	// Shards (G) and Members (the brokers the first map spreads them
-	// over) count only when the cluster is created.
-	Shards  int
-	Members []string
+	// over) count only when the cluster is created; so does Replicas,
+	// which, above 0, replicates every shard on that many of the members
+	// (stage 2: one Raft group per shard; 1, 3 or 5) instead of giving
+	// it one owner.
+	Shards   int
+	Members  []string
+	Replicas int
 	// Voter runs an embedded etcd member in this broker, in EtcdDir, at
 	// PeerURL and ClientURL, among the voters of InitialCluster
 	// ("id=peerURL,..."). Endpoints are the etcd client endpoints of a
@@ -63,6 +69,12 @@ type clusterPart struct {
 
 	links *links     // to the other brokers (link.go)
 	fw    *forwarder // the HTTP bridge's data plane (forward.go); nil until dataPlane
+	// rp holds this broker's replicas of a replicated cluster's shards
+	// (replicated.go); nil in stage 1, where e is the broker's one engine.
+	rp *replicaPart
+
+	qmu    sync.Mutex
+	queues map[string]engine.QueueOptions // the live queue records applied, for engines built later
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -116,7 +128,7 @@ func startCluster(o ClusterOptions, tcpAddr, httpAddr string, logger *slog.Logge
 	defer cancel()
 	n, err := meta.Start(ctx, meta.Config{
 		Cluster: o.Name, Node: o.Node, TCP: o.AdvertiseTCP, HTTP: o.AdvertiseHTTP,
-		Shards: o.Shards, Members: o.Members,
+		Shards: o.Shards, Members: o.Members, Replicas: o.Replicas,
 		Voter: o.Voter, DataDir: o.EtcdDir, PeerURL: o.PeerURL, ClientURL: o.ClientURL,
 		InitialCluster: o.InitialCluster, Endpoints: o.Endpoints,
 		SessionTTL: int((o.SessionTTL + time.Second - 1) / time.Second), Logger: logger,
@@ -148,6 +160,10 @@ func advertise(addr string) (string, error) {
 	}
 	return net.JoinHostPort(host, port), nil
 }
+
+// replicated says whether the cluster replicates its shards (its map
+// holds replica sets: the settings etcd holds decide, not this start's).
+func (c *clusterPart) replicated() bool { return c.view.Load().Map.Replicas != nil }
 
 // engineConfig places the engine in the cluster: the map's shards, and
 // Route answering from the map this broker follows.
@@ -219,13 +235,54 @@ func (c *clusterPart) follow() {
 	}
 }
 
-// Metadata is netserver.Cluster's.
-func (c *clusterPart) Metadata() *protocol.MetadataReply { return c.md.Load() }
+// Metadata is netserver.Cluster's. A replicated cluster's names each
+// shard's leader as this broker knows it, asked anew each time (leaders
+// change without a new map).
+func (c *clusterPart) Metadata() *protocol.MetadataReply {
+	md := c.md.Load()
+	if c.rp == nil {
+		return md
+	}
+	out := *md
+	out.Owners = slices.Clone(md.Owners)
+	c.rp.leaders(&out)
+	return &out
+}
 
-// bind gives the engine to the cluster part: it applies every queue
-// configuration etcd holds, then follows them.
+// engines are the engines this broker serves now: its one engine, or the
+// engines of the replicated shards it leads.
+func (c *clusterPart) engines() []*engine.Engine {
+	if c.rp != nil {
+		return c.rp.engines()
+	}
+	if e := c.e.Load(); e != nil {
+		return []*engine.Engine{e}
+	}
+	return nil
+}
+
+// applyTo applies every live queue configuration applied so far to an
+// engine built after them (a replicated shard's, at its takeover).
+func (c *clusterPart) applyTo(e *engine.Engine) {
+	c.qmu.Lock()
+	qs := maps.Clone(c.queues)
+	c.qmu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.ApplyTimeout)
+	defer cancel()
+	for name, o := range qs {
+		if _, err := e.Configure(ctx, name, o); err != nil {
+			c.log.Warn("cluster: a queue configuration does not apply to a shard's new engine", "queue", name, "err", err)
+		}
+	}
+}
+
+// bind gives the engine to the cluster part (nil for a replicated
+// cluster's broker, whose engines come and go with the lead): it applies
+// every queue configuration etcd holds, then follows them.
 func (c *clusterPart) bind(e *engine.Engine) error {
-	c.e.Store(e)
+	if e != nil {
+		c.e.Store(e)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.StartTimeout)
 	defer cancel()
 	rev, err := c.applyAll(ctx)
@@ -261,23 +318,34 @@ func (c *clusterPart) applyAll(ctx context.Context) (int64, error) {
 // record that does not parse or apply is logged and passed over: it came
 // from a broker of the same cluster, which applied it itself first.
 func (c *clusterPart) apply(ctx context.Context, key string, value []byte, deletes bool) {
-	e := c.e.Load()
 	name := key[len(c.prefix+queuesKey):]
 	var rec queueRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
 		c.log.Error("cluster: a queue record does not parse", "queue", name, "err", err)
 		return
 	}
-	var err error
-	switch {
-	case rec.Deleted && !deletes:
-	case rec.Deleted:
-		_, err = e.DeleteQueue(ctx, name)
-	default:
-		_, err = e.Configure(ctx, name, rec.Options)
+	c.qmu.Lock()
+	if c.queues == nil {
+		c.queues = map[string]engine.QueueOptions{}
 	}
-	if err != nil {
-		c.log.Error("cluster: a queue record does not apply", "queue", name, "deleted", rec.Deleted, "err", err)
+	if rec.Deleted {
+		delete(c.queues, name)
+	} else {
+		c.queues[name] = rec.Options
+	}
+	c.qmu.Unlock()
+	for _, e := range c.engines() {
+		var err error
+		switch {
+		case rec.Deleted && !deletes:
+		case rec.Deleted:
+			_, err = e.DeleteQueue(ctx, name)
+		default:
+			_, err = e.Configure(ctx, name, rec.Options)
+		}
+		if err != nil {
+			c.log.Error("cluster: a queue record does not apply", "queue", name, "deleted", rec.Deleted, "err", err)
+		}
 	}
 }
 
@@ -351,9 +419,13 @@ func (c *clusterPart) DeleteQueue(ctx context.Context, queue string) (bool, erro
 			return false, protocol.NewError(protocol.CodeUnavailable, "broker "+b.ID+" is down: a queue is deleted only while every broker of the cluster is up")
 		}
 	}
-	existed, err := c.e.Load().DeleteQueue(ctx, queue)
-	if err != nil {
-		return false, err
+	existed := false
+	for _, e := range c.engines() {
+		ok, err := e.DeleteQueue(ctx, queue)
+		if err != nil {
+			return false, err
+		}
+		existed = existed || ok
 	}
 	key := c.prefix + queuesKey + queue
 	resp, err := c.node.Client().Get(ctx, key)
@@ -439,7 +511,13 @@ func (c *clusterPart) close() error {
 	if c.fw != nil {
 		c.fw.close()
 	}
+	var errs []error
+	if c.rp != nil {
+		if err := c.rp.close(); err != nil {
+			errs = append(errs, fmt.Errorf("replicas: %w", err))
+		}
+	}
 	close(c.stop)
 	c.wg.Wait()
-	return c.node.Close()
+	return errors.Join(append(errs, c.node.Close())...)
 }

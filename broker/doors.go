@@ -102,8 +102,17 @@ func (b *Broker) buildDoors() (err error) {
 	if b.cl != nil {
 		tc.Cluster = b.cl
 	}
+	if rp := b.replicas(); rp != nil {
+		tc.Plane, tc.Raft, tc.Engines = rp.plane, rp.node.ReceiveWire, rp.engines
+	}
 	if b.d.tcp, err = tcp.New(tc, b.e); err != nil {
 		return err
+	}
+	if b.replicas() != nil {
+		// The HTTP bridge reads the broker's one engine, which a broker
+		// of replicated shards does not have: not served yet.
+		b.opts.Logger.Warn("broker: the HTTP door is not served by a broker of a replicated cluster yet", "addr", b.opts.HTTPAddr)
+		return nil
 	}
 	hc := b.d.httpCfg
 	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
@@ -114,6 +123,14 @@ func (b *Broker) buildDoors() (err error) {
 	return err
 }
 
+// replicas is the broker's share of a replicated cluster's shards, or nil.
+func (b *Broker) replicas() *replicaPart {
+	if b.cl == nil {
+		return nil
+	}
+	return b.cl.rp
+}
+
 // openDoors starts the TCP door, then listens (TLS when configured) and
 // serves HTTP.
 func (b *Broker) openDoors() error {
@@ -121,6 +138,9 @@ func (b *Broker) openDoors() error {
 		return err
 	}
 	b.d.tcpOn = true
+	if b.d.http == nil {
+		return nil // not served (buildDoors)
+	}
 	l, err := net.Listen("tcp", b.opts.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
@@ -175,6 +195,9 @@ func (d *doors) healthy() error {
 	}
 	if err := d.tcp.Healthy(); err != nil {
 		return err
+	}
+	if d.http == nil {
+		return nil // not served (buildDoors)
 	}
 	if d.httpLn == nil {
 		return errors.New("broker: the HTTP door is not serving")

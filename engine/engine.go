@@ -103,6 +103,15 @@ type Config struct {
 	Route   func(shard int) error
 }
 
+// WithDefaults returns c with its defaults filled in, or why New would
+// refuse it: what an engine built from c would run with (a broker of
+// replicated shards builds its engines later, one per shard it comes to
+// lead, and checks their configuration at its start).
+func (c Config) WithDefaults() (Config, error) {
+	err := c.setDefaults()
+	return c, err
+}
+
 func (c *Config) setDefaults() error {
 	if c.Clock == nil {
 		c.Clock = realClock{}

@@ -22,6 +22,7 @@ var clusterSettings = []setting{
 	{"etcd-dir", "REGENT_ETCD_DIR", "", "the embedded etcd member's directory; default etcd/ in --data"},
 	{"etcd-endpoints", "REGENT_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated, for a broker that is not a voter (or an external etcd)"},
 	{"shards", "REGENT_SHARDS", strconv.Itoa(cluster.DefaultShards), "the cluster's number of shards, a power of two; read once, when the cluster is created"},
+	{"replicas", "REGENT_REPLICAS", "0", "replicas of every shard (1, 3 or 5), each shard a Raft group over its brokers' journals; 0: each shard has one owner. Read once, when the cluster is created"},
 	{"advertise-tcp", "REGENT_ADVERTISE_TCP", "", "the binary protocol address clients and brokers reach this one at; default --tcp (with this machine's name when it has no host)"},
 	{"advertise-http", "REGENT_ADVERTISE_HTTP", "", "the HTTP address others reach this one at; default --http, likewise"},
 }
@@ -33,7 +34,7 @@ func clusterFrom(s *settings, dataDir string) (*broker.ClusterOptions, error) {
 	name := s.get("cluster")
 	if name == "" {
 		for _, st := range clusterSettings[1:] {
-			if s.given(st.flag) && st.flag != "shards" {
+			if s.given(st.flag) && st.flag != "shards" && st.flag != "replicas" {
 				return nil, fmt.Errorf("--%s needs --cluster", st.flag)
 			}
 		}
@@ -50,6 +51,14 @@ func clusterFrom(s *settings, dataDir string) (*broker.ClusterOptions, error) {
 	}
 	if err := cluster.CheckShards(o.Shards); err != nil {
 		return nil, fmt.Errorf("--shards: %w", err)
+	}
+	if o.Replicas, err = strconv.Atoi(s.get("replicas")); err != nil {
+		return nil, fmt.Errorf("--replicas: want a number")
+	}
+	if o.Replicas != 0 {
+		if err := cluster.CheckReplicas(o.Replicas); err != nil {
+			return nil, fmt.Errorf("--replicas: %w", err)
+		}
 	}
 	var initial []string
 	myPeer := ""
@@ -94,5 +103,9 @@ func clusterBanner(o *broker.ClusterOptions) string {
 	if o.Voter {
 		etcd = "embedded etcd voter at " + o.ClientURL
 	}
-	return fmt.Sprintf("  cluster %s, node %s (%s)\n", o.Name, o.Node, etcd)
+	replicas := ""
+	if o.Replicas > 0 {
+		replicas = fmt.Sprintf(", %d replicas per shard", o.Replicas)
+	}
+	return fmt.Sprintf("  cluster %s, node %s (%s%s)\n", o.Name, o.Node, etcd, replicas)
 }

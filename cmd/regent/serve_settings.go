@@ -227,7 +227,10 @@ func (c *serveConfig) banner(w io.Writer, b *broker.Broker, pprofAddr string) er
 	if err != nil {
 		dir = c.opts.Journal.Dir
 	}
-	e := b.Engine()
+	httpAddr := "not served (a broker of a replicated cluster)"
+	if a := b.HTTPAddr(); a != nil {
+		httpAddr = a.String()
+	}
 	if c.json {
 		return json.NewEncoder(w).Encode(struct {
 			Version              string `json:"version"`
@@ -246,17 +249,17 @@ func (c *serveConfig) banner(w io.Writer, b *broker.Broker, pprofAddr string) er
 			MemoryLimit          int64  `json:"memoryLimitBytes"`
 			CacheBytes           int64  `json:"cacheBytes"`
 			Pprof                string `json:"pprof,omitempty"`
-		}{version, dir, c.sync, b.TCPAddr().String(), b.HTTPAddr().String(),
-			e.MaxPayloadBytes(), c.opts.MaxFrameBytes, c.opts.MaxBodyBytes, c.opts.MaxBodyBytesInFlight,
-			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth, e.UncheckedAcks(),
+		}{version, dir, c.sync, b.TCPAddr().String(), httpAddr,
+			b.MaxPayloadBytes(), c.opts.MaxFrameBytes, c.opts.MaxBodyBytes, c.opts.MaxBodyBytesInFlight,
+			c.sec.auth.Enabled, c.sec.tls != nil, c.sec.auth.Enabled && c.sec.auth.MetricsAuth, b.UncheckedAcks(),
 			c.memoryLimit, c.opts.Engine.CacheBytes, pprofAddr})
 	}
 	_, err = fmt.Fprintf(w, "regent %s\n  data    %s (sync %s)\n  tcp     %s (binary protocol)\n  http    %s (Queen HTTP API v1, /metrics, /health)\n"+
 		"  memory  %s (cache of recent payloads %s)\n"+
 		"  limits  message %s, frame %s, HTTP body %s (%s in flight)\n%s%s%s%s",
-		version, dir, c.sync, b.TCPAddr(), b.HTTPAddr(), sizeText(c.memoryLimit), sizeText(c.opts.Engine.CacheBytes),
-		sizeText(int64(e.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
-		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(e.UncheckedAcks()), pprofBanner(pprofAddr), clusterBanner(c.opts.Cluster))
+		version, dir, c.sync, b.TCPAddr(), httpAddr, sizeText(c.memoryLimit), sizeText(c.opts.Engine.CacheBytes),
+		sizeText(int64(b.MaxPayloadBytes())), sizeText(int64(c.opts.MaxFrameBytes)),
+		sizeText(c.opts.MaxBodyBytes), sizeText(c.opts.MaxBodyBytesInFlight), c.sec.banner(), acksBanner(b.UncheckedAcks()), pprofBanner(pprofAddr), clusterBanner(c.opts.Cluster))
 	return err
 }
 
