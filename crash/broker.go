@@ -73,6 +73,9 @@ func newClusterIn(cfg *Config, n int, dir string) ([]*broker, error) {
 		b.etcdURL = "http://" + clientURLs[i]
 		b.args = []string{"--cluster", "crash", "--node", fmt.Sprintf("b%d", i+1), "--peers", strings.Join(peers, ","),
 			"--etcd-voter", "--etcd-client-url", "http://" + clientURLs[i], "--shards", "16"}
+		if cfg.Replicas > 0 {
+			b.args = append(b.args, "--replicas", fmt.Sprint(cfg.Replicas))
+		}
 	}
 	return bs, nil
 }

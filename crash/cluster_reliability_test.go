@@ -40,3 +40,36 @@ func TestCrashKill9Cluster(t *testing.T) {
 		t.Fatalf("the workload did too little to mean anything:\n%s", rep)
 	}
 }
+
+// TestCrashKill9Replicated is the crash scenario against three brokers
+// whose shards have three replicas each (regent serve --replicas 3): each
+// cycle kills the broker leading the most shards, measures how long each
+// of its shards takes to answer a push again, and restarts it. Every
+// promise of "After a crash" holds across the cluster, and every shard is
+// served again within failoverBound.
+func TestCrashKill9Replicated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills broker processes")
+	}
+	cfg := Config{Binary: binary(t), Dir: t.TempDir(), Brokers: 3, Replicas: 3, Cycles: cycles(), Logf: t.Logf,
+		Partitions: 8, StartTimeout: 60 * time.Second}
+	if !long() {
+		cfg.MinUp, cfg.MaxUp = 500*time.Millisecond, 1500*time.Millisecond
+	}
+	if v, err := strconv.ParseUint(os.Getenv("REGENT_CRASH_SEED"), 10, 64); err == nil {
+		cfg.Seed = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Cycles)*(failoverBound+20*time.Second)+2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.String())
+	if rep.Violations() != 0 {
+		t.Fatalf("the replicated cluster broke its promises (data in %s):\n%s", cfg.Dir, rep)
+	}
+	if rep.Acknowledged == 0 || rep.AcksOK["completed"] == 0 || rep.Txns == 0 || rep.DLQEntries == 0 || len(rep.Failovers) == 0 {
+		t.Fatalf("the workload did too little to mean anything:\n%s", rep)
+	}
+}

@@ -52,6 +52,12 @@ type Config struct {
 	// different shards are then push-then-ack: a refused one may leave its
 	// push stored, answered queued, which the checks count as a push.
 	Brokers int
+	// Replicas, above 0 with Brokers, replicates every shard on that many
+	// brokers (regent serve --replicas: one Raft group per shard). Each
+	// cycle then kills the broker leading the most shards, measures from
+	// the client's side how long each shard it led takes to answer a push
+	// again (Report.Failovers), and restarts it.
+	Replicas int
 	// StartTimeout bounds each start of the broker; default 30s.
 	StartTimeout time.Duration
 	// Logf, when set, receives progress lines.
@@ -118,6 +124,13 @@ type Report struct {
 	Lost, Duplicates, OutOfOrder, Phantoms, Redelivered int
 	RetryCounts, DLQ, TxnAtomicity, StartFailures       int
 
+	// Failovers holds, for a replicated cluster, one time per shard a
+	// killed broker led: from the kill to the first push to that shard
+	// answered stored. Unserved counts the shards that answered none
+	// within failoverBound (a violation).
+	Failovers []time.Duration
+	Unserved  int
+
 	Problems []string
 	Elapsed  time.Duration
 }
@@ -125,7 +138,7 @@ type Report struct {
 // Violations is the sum of the violation counters.
 func (r *Report) Violations() int {
 	return r.Lost + r.Duplicates + r.OutOfOrder + r.Phantoms + r.Redelivered +
-		r.RetryCounts + r.DLQ + r.TxnAtomicity + r.StartFailures
+		r.RetryCounts + r.DLQ + r.TxnAtomicity + r.StartFailures + r.Unserved
 }
 
 // String is a human summary.
@@ -142,6 +155,9 @@ func (r *Report) String() string {
 		r.Deliveries, strings.Join(acks, ", "), r.Txns, r.DLQEntries, r.CallErrors)
 	fmt.Fprintf(&b, "  violations: lost %d, duplicates %d, out of order %d, phantoms %d, redelivered %d, retry counts %d, dlq %d, txn %d, start failures %d\n",
 		r.Lost, r.Duplicates, r.OutOfOrder, r.Phantoms, r.Redelivered, r.RetryCounts, r.DLQ, r.TxnAtomicity, r.StartFailures)
+	if len(r.Failovers) > 0 || r.Unserved > 0 {
+		fmt.Fprintf(&b, "  failovers (kill to a push answered, per shard led): %s; unserved %d\n", FailoverSummary(r.Failovers), r.Unserved)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  - %s\n", p)
 	}
@@ -210,9 +226,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 		br := brokers[rng.IntN(len(brokers))]
+		var probes []shardProbe
+		if cfg.Replicas > 0 {
+			br, probes = leaderOf(ctx, c, brokers, br)
+		}
 		br.kill()
+		killed := time.Now()
 		rep.Cycles++
 		cfg.Logf("cycle %d: killed %s after %v under load (%d answers this cycle)", cycle, br.name(), up.Round(time.Millisecond), led.answers()-before)
+		if len(probes) > 0 {
+			failovers(ctx, c, killed, probes, rep)
+		}
 		if err := br.start(ctx); err != nil {
 			rep.problem(&rep.StartFailures, "restart after kill %d: %v", cycle, err)
 			stopWork()
