@@ -69,6 +69,9 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 		rp.link.Close()
 		return nil, err
 	}
+	// A peer's broken connection is news of its death: the groups it led
+	// elect without waiting out the election timeout (Node.PeerDown).
+	rp.link.OnPeerDown(rp.node.PeerDown)
 	var lead []*replica.Shard
 	for s, set := range m.Replicas {
 		if !slices.Contains(set, c.o.Node) {

@@ -44,8 +44,8 @@
 //     is when a majority of the group has made it durable, and never before.
 //   - When leadership is lost (a higher term seen, CheckQuorum stepping down),
 //     the Journal is deposed: every proposal still waiting is answered with
-//     ErrNotLeader, Err reports ErrNotLeader (the engine then refuses
-//     everything), and the engine is closed. A deposed leader completes
+//     ErrNotLeader, Err reports it wrapped with engine.ErrDeposed (the engine
+//     then refuses everything), and the engine is closed. A deposed leader completes
 //     nothing it had not seen committed: an entry it proposed may still be
 //     committed by the next leader, and then a client that retries is
 //     deduplicated by its transactionId.
@@ -61,6 +61,19 @@
 // granted is refused, and the lease's expiry is re-armed at the time it had
 // (late by at most the failover, never early); an extension is a record too
 // (engine.ExtendLeaseAsync answers once it is committed).
+//
+// # Failover
+//
+// Groups run with PreVote and CheckQuorum: a replica that heard its leader
+// within an election timeout (10 ticks) refuses to vote, so a partitioned
+// or restarted replica cannot depose a leader that works. When the leader
+// dies, that would make the others wait out the timeout before electing.
+// A dead process closes its connections, which the Link sees: Node.PeerDown
+// has the groups that followed it forget it (Raft's ForgetLeader: a
+// leaderless follower votes at once) and their lowest other voter stand,
+// again at each tick while no leader is known. The new leader is elected
+// in a few round trips; a machine that vanishes without closing anything
+// still costs the election timeout.
 //
 // # Lock order
 //

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -37,7 +38,12 @@ type Link struct {
 	peers  map[uint64]*peerLink
 	closed bool
 	wg     sync.WaitGroup
+	down   atomic.Pointer[func(peer uint64)] // OnPeerDown's
 }
+
+// OnPeerDown has f called when a peer closes a connection of the link (its
+// process died, or the network failed): Node.PeerDown.
+func (l *Link) OnPeerDown(f func(peer uint64)) { l.down.Store(&f) }
 
 // Bounds of a Link.
 const (
@@ -128,8 +134,10 @@ func (p *peerLink) run() {
 	var c net.Conn
 	var maxFrame int // the largest frame the peer takes (its Hello reply)
 	var readerDone chan struct{}
+	var closedHere *atomic.Bool // this side closed c (not the peer)
 	closeConn := func() {
 		if c != nil {
+			closedHere.Store(true)
 			c.Close()
 			<-readerDone
 			c = nil
@@ -170,8 +178,13 @@ func (p *peerLink) run() {
 				continue
 			}
 			pause = linkRedial
-			readerDone = make(chan struct{})
-			go discardReplies(c, readerDone)
+			readerDone, closedHere = make(chan struct{}), new(atomic.Bool)
+			go func(c net.Conn, done chan struct{}, here *atomic.Bool) {
+				discardReplies(c, done)
+				if f := p.l.down.Load(); f != nil && !here.Load() {
+					(*f)(p.id)
+				}
+			}(c, readerDone, closedHere)
 		}
 		// The heartbeats of every shard go as one message.
 		var beats, next []byte

@@ -226,6 +226,14 @@ func (n *Node) Tick() {
 	for _, s := range n.list() {
 		s.mu.Lock()
 		s.rn.Tick()
+		if s.stand > 0 {
+			s.stand--
+			if st := s.rn.BasicStatus(); st.Lead == raft.None && st.RaftState != raft.StateCandidate {
+				_ = s.rn.Campaign() // see PeerDown
+			} else {
+				s.stand = 0
+			}
+		}
 		d := s.checkLeadLocked()
 		s.mu.Unlock()
 		d.run()
@@ -250,6 +258,51 @@ func (n *Node) Receive(envs []Envelope) {
 		}
 	}
 	n.kick()
+}
+
+// PeerDown tells the node that its connection to broker peer broke: the
+// peer's process died (its kernel closed the connection), or the network
+// between them failed. Every group that followed peer forgets it (Raft's
+// ForgetLeader: a leaderless follower grants pre-votes at once, where
+// CheckQuorum has it refuse them for an election timeout after it last
+// heard a leader), and the group's lowest voter other than peer stands for
+// election now and at each of the next standTicks ticks while the group
+// has no leader. So a leader whose process died is replaced within a few
+// round trips instead of an election timeout. A leader that is alive
+// keeps its lead: the replicas that still hear it refuse the pre-vote,
+// and its next heartbeat makes the others its followers again.
+func (n *Node) PeerDown(peer uint64) {
+	for _, s := range n.list() {
+		s.mu.Lock()
+		st := s.rn.BasicStatus()
+		if st.RaftState == raft.StateFollower && st.Lead == peer {
+			_ = s.rn.ForgetLeader()
+			if lowestVoter(s.rn, peer) == n.cfg.ID {
+				s.stand = standTicks
+				_ = s.rn.Campaign()
+			}
+		}
+		d := s.checkLeadLocked()
+		s.mu.Unlock()
+		d.run()
+	}
+	n.kick()
+}
+
+// standTicks is how many ticks after PeerDown a replica keeps standing
+// for election while its group has no leader (a pre-vote asked before the
+// other replicas learnt of the death is refused).
+const standTicks = 5
+
+// lowestVoter is the lowest voter of rn's group other than not.
+func lowestVoter(rn *raft.RawNode, not uint64) uint64 {
+	low := uint64(0)
+	for id := range rn.Status().Config.Voters.IDs() {
+		if id != not && (low == 0 || id < low) {
+			low = id
+		}
+	}
+	return low
 }
 
 type ready struct {

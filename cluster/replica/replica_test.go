@@ -333,3 +333,60 @@ func TestALeaderThatCannotServeHandsTheLeadOver(t *testing.T) {
 		t.Fatalf("a push to the new leader: %v", o)
 	}
 }
+
+// ticksToLeader ticks until one of among serves the shard, and says how
+// many ticks it took (failing past limit).
+func ticksToLeader(c *testCluster, limit int, among ...uint64) (uint64, int) {
+	c.t.Helper()
+	for i := 0; i <= limit; i++ {
+		for _, id := range among {
+			if e, _, _ := c.shard(id).Engine(); e != nil {
+				return id, i
+			}
+		}
+		c.net.tick()
+	}
+	c.t.Fatalf("none of %v took the shard over in %d ticks", among, limit)
+	return 0, 0
+}
+
+// TestPeerDownElectsWithoutWaiting: when the replicas learn that the
+// leader's connection broke (its process died), a new leader is elected
+// within a few round trips, not an election timeout (10 ticks here), even
+// when one replica learns it after the other stood.
+func TestPeerDownElectsWithoutWaiting(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprint("late=", late), func(t *testing.T) {
+			c := newTestCluster(t, voters3, nil)
+			c.elect(1)
+			c.net.isolate(1, true)
+			c.net.paused[1] = true
+			c.net.nodes[2].PeerDown(1)
+			if late {
+				c.net.settle() // 2's pre-vote reaches 3, which still follows 1
+			}
+			c.net.nodes[3].PeerDown(1)
+			c.net.settle()
+			id, ticks := ticksToLeader(c, 20, 2, 3)
+			if ticks > 2 {
+				t.Fatalf("node %d took the shard over %d ticks after the replicas learnt the leader's death", id, ticks)
+			}
+		})
+	}
+}
+
+// TestPeerDownKeepsALiveLeader: a replica whose connection to a leader
+// that is alive broke does not take the lead away: the other replica still
+// hears the leader and refuses the pre-vote.
+func TestPeerDownKeepsALiveLeader(t *testing.T) {
+	c := newTestCluster(t, voters3, nil)
+	c.elect(1)
+	_, _, term := c.shard(1).Engine()
+	c.net.nodes[2].PeerDown(1)
+	for range 8 {
+		c.net.tick()
+	}
+	if e, _, now := c.shard(1).Engine(); e == nil || now != term {
+		t.Fatalf("the live leader lost its lead (serving %v, term %d, was %d)", e != nil, now, term)
+	}
+}
