@@ -3,8 +3,13 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
@@ -199,4 +204,100 @@ func TestReplicatedClusterConfiguresAndListsDeadLetters(t *testing.T) {
 			t.Fatalf("dead letters out of order at %d", i)
 		}
 	}
+}
+
+// startEtcd runs a one-member etcd outside the brokers, in dir, serving
+// clients at clientURL.
+func startEtcd(t *testing.T, dir, clientURL, peerURL string) *embed.Etcd {
+	t.Helper()
+	cu, _ := url.Parse(clientURL)
+	pu, _ := url.Parse(peerURL)
+	ec := embed.NewConfig()
+	ec.Name, ec.Dir, ec.LogLevel = "etcd", dir, "error"
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.InitialCluster = "etcd=" + peerURL
+	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		t.Fatal("etcd did not start")
+	}
+	return e
+}
+
+// TestReplicatedClusterServesWithEtcdStopped: the cluster's etcd (outside
+// the brokers here) stopped for a minute stops nothing of the data path:
+// pushes, pops and acks go on through the shards' leaders.
+func TestReplicatedClusterServesWithEtcdStopped(t *testing.T) {
+	dir := t.TempDir()
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", brokertest.FreePort(t))
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", brokertest.FreePort(t))
+	etcd := startEtcd(t, filepath.Join(dir, "etcd"), clientURL, peerURL)
+	cl := brokertest.StartCluster(t, 3, func(_ int, o *broker.Options) {
+		o.Cluster.Replicas, o.Cluster.Shards = 3, 4
+		o.Cluster.Voter, o.Cluster.EtcdDir, o.Cluster.PeerURL, o.Cluster.ClientURL, o.Cluster.InitialCluster = false, "", "", "", ""
+		o.Cluster.Endpoints = []string{clientURL}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, cl.Brokers[0].TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for n := range 8 {
+		pushRetrying(t, ctx, c, client.Item{Queue: "q", Partition: fmt.Sprintf("p%d", n), TransactionID: fmt.Sprint("warm", n), Payload: []byte("x")})
+	}
+
+	down := 60 * time.Second
+	if testing.Short() {
+		down = 10 * time.Second
+	}
+	etcd.Close()
+	start := time.Now()
+	n, acked := 0, 0
+	for time.Since(start) < down {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		it := client.Item{Queue: "q", Partition: fmt.Sprintf("p%d", n%8), TransactionID: fmt.Sprint("down", n), Payload: []byte("y")}
+		res, err := c.Push(cctx, it)
+		if err == nil {
+			err = res.FirstErr()
+		}
+		if err != nil {
+			ccancel()
+			t.Fatalf("push %d, %v after etcd stopped: %v", n, time.Since(start).Round(time.Millisecond), err)
+		}
+		msgs, err := c.Pop(cctx, client.PopRequest{Queue: "q", Batch: 10, Partitions: 8})
+		if err == nil && len(msgs) > 0 {
+			var ares []client.AckResult
+			if ares, err = c.Ack(cctx, msgs, client.Completed, client.AckOptions{}); err == nil {
+				for i := range ares {
+					if ares[i].Err != nil {
+						err = ares[i].Err
+					}
+				}
+			}
+			acked += len(msgs)
+		}
+		ccancel()
+		if err != nil {
+			t.Fatalf("pop or ack %v after etcd stopped: %v", time.Since(start).Round(time.Millisecond), err)
+		}
+		n++
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("with etcd stopped for %v: %d pushes and %d acks answered, none refused", down, n, acked)
+	if n == 0 || acked == 0 {
+		t.Fatalf("%d pushes, %d acks: the data path did nothing", n, acked)
+	}
+	// etcd back, for the brokers' orderly stop.
+	startEtcd(t, filepath.Join(dir, "etcd"), clientURL, peerURL)
 }
