@@ -29,7 +29,17 @@ const (
 	TargetRegentHTTP = "regent-http" // Regent over Queen's HTTP API v1
 	TargetNATS       = "nats"        // NATS JetStream, file storage (nats.go)
 	TargetRedis      = "redis"       // Redis Streams, AOF persistence (go-redis)
+	// TargetRegentReplicated is three Regent brokers on this machine, every
+	// shard replicated on all three (regent serve --cluster --replicas 3),
+	// over the binary protocol: the cost of replication, side by side with
+	// one broker (TargetRegent).
+	TargetRegentReplicated = "regent-replicated"
 )
+
+// ReplicatedScenarios are the scenarios the regent-replicated target runs
+// (those that need none of the operator's requests a broker of a
+// replicated cluster does not serve yet).
+var ReplicatedScenarios = []string{Push, Consume}
 
 // RedisScenarios are the scenarios the redis target runs (see
 // Config.Validate for why not the others).
@@ -153,8 +163,11 @@ func (c *Config) Validate() error {
 	switch {
 	case !known:
 		return bad("unknown scenario %q", c.Scenario)
-	case c.Target != TargetRegent && c.Target != TargetRegentHTTP && c.Target != TargetNATS && c.Target != TargetRedis:
-		return bad("unknown target %q (regent, regent-http, nats or redis)", c.Target)
+	case c.Target != TargetRegent && c.Target != TargetRegentHTTP && c.Target != TargetNATS && c.Target != TargetRedis &&
+		c.Target != TargetRegentReplicated:
+		return bad("unknown target %q (regent, regent-http, regent-replicated, nats or redis)", c.Target)
+	case c.Target == TargetRegentReplicated && !slices.Contains(ReplicatedScenarios, c.Scenario):
+		return bad("target regent-replicated runs %s, not %s", strings.Join(ReplicatedScenarios, ", "), c.Scenario)
 	case c.Target == TargetRedis && c.Scenario == RetryStorm:
 		return bad("retry-storm is not offered for redis: a failed Redis Streams delivery has no negative ack; it " +
 			"stays pending until XAUTOCLAIM takes it after an idle time, not the immediate retry Regent and NATS are measured on")

@@ -32,6 +32,8 @@ type Server struct {
 	Durability string
 	// StopFunc ends the server and removes its data.
 	StopFunc func() error
+	// probe, when set, reads the server's processes (a cluster's several).
+	probe Probe
 }
 
 // Stop ends the server and removes its data.
@@ -46,6 +48,9 @@ func (s *Server) Stop() error {
 
 // Probe reads the server process's use of CPU and memory (nil in process).
 func (s *Server) Probe() Probe {
+	if s != nil && s.probe != nil {
+		return s.probe
+	}
 	if s == nil || s.Pid == 0 {
 		return nil
 	}
@@ -79,24 +84,40 @@ func StartRegentEnv(ctx context.Context, bin, sync string, env []string, logw io
 	if sync == "" {
 		sync = "always"
 	}
-	cmd := exec.Command(bin, "serve", "--data", filepath.Join(dir, "data"), "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--sync", sync, "--log-level", "warn")
+	srv, err := startServe(ctx, bin, []string{"--data", filepath.Join(dir, "data"), "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--sync", sync, "--log-level", "warn"}, env, logw)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	srv.Durability = RegentDurability(sync)
+	stop := srv.StopFunc
+	srv.StopFunc = func() error {
+		err := stop()
+		os.RemoveAll(dir)
+		return err
+	}
+	return srv, nil
+}
+
+// startServe runs `bin serve args...` as a child process and waits until
+// it listens (it prints its addresses then).
+func startServe(ctx context.Context, bin string, args, env []string, logw io.Writer) (*Server, error) {
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Env = append(append(os.Environ(), "REGENT_LOG_FORMAT=text"), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	var errBuf tailBuffer
 	cmd.Stderr = io.MultiWriter(&errBuf, orDiscard(logw))
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("bench: start %s serve: %w", bin, err)
 	}
-	srv := &Server{Pid: cmd.Process.Pid, Durability: RegentDurability(sync)}
+	srv := &Server{Pid: cmd.Process.Pid}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	srv.StopFunc = stopProcess(cmd, exited, 30*time.Second, dir)
+	srv.StopFunc = stopProcess(cmd, exited, 30*time.Second, "")
 	// serve prints its addresses once it listens: "  tcp     127.0.0.1:port (...)".
 	found := make(chan error, 1)
 	go func() {
@@ -124,8 +145,8 @@ func StartRegentEnv(ctx context.Context, bin, sync string, env []string, logw io
 	case err = <-exited:
 		exited <- err
 		err = fmt.Errorf("it exited: %v", err)
-	case <-time.After(30 * time.Second):
-		err = errors.New("it did not listen within 30 s")
+	case <-time.After(60 * time.Second):
+		err = errors.New("it did not listen within 60 s")
 	case <-ctx.Done():
 		err = ctx.Err()
 	}

@@ -140,6 +140,18 @@ func (s *Session) server(ctx context.Context, side Side) (*Server, Endpoints, er
 		}
 		return srv, srv.Endpoints, nil
 	}
+	if side.Target == TargetRegentReplicated {
+		if o.RegentBin == "" {
+			return nil, Endpoints{}, fmt.Errorf("%w: target regent-replicated needs the harness to start its brokers as children (--server child)", ErrConfig)
+		}
+		srv, err := StartRegentCluster(ctx, o.RegentBin, o.Sync, replicatedBrokers, o.ServeEnv, o.Log)
+		if err != nil {
+			return nil, Endpoints{}, err
+		}
+		ep := srv.Endpoints
+		ep.Token = o.Token
+		return srv, ep, nil
+	}
 	if o.RegentTCP != "" || o.RegentHTTP != "" {
 		return nil, Endpoints{RegentTCP: o.RegentTCP, RegentHTTP: o.RegentHTTP, Token: o.Token, TLS: o.TLS}, nil
 	}

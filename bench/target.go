@@ -79,7 +79,7 @@ type Endpoints struct {
 // NewTarget connects the target named name to its server.
 func NewTarget(name string, ep Endpoints) (Target, error) {
 	switch name {
-	case TargetRegent:
+	case TargetRegent, TargetRegentReplicated: // the Go client routes to each shard's leader
 		if ep.RegentTCP == "" {
 			return nil, fmt.Errorf("%w: target regent needs a TCP address (--addr, or let the harness start the server)", ErrConfig)
 		}

@@ -64,7 +64,10 @@ listen on a free port of 127.0.0.1 and are stopped after their run.
 compare runs the first --target (regent or regent-http) against the peers that
 follow it (nats, redis; nats when none is named). The redis target runs push,
 consume, pipeline, fanout and backlog (no retry-storm: a Redis Streams
-delivery has no negative ack).
+delivery has no negative ack). regent-replicated is a peer too: three
+brokers on this machine (regent serve --cluster --replicas 3, children of
+the harness), every shard on all three; it runs push and consume, and its
+CPU and RSS are the three processes' sums.
 
 Examples:
   regent bench push --duration 10s
@@ -72,6 +75,7 @@ Examples:
   regent bench compare push --rounds 3 --start-peer --peer-sync default,always
   regent bench backlog --messages 2000000 --target regent,nats --start-peer
   regent bench compare consume --target regent,redis --start-peer --redis-fsync always,everysec
+  regent bench compare push --target regent,regent-replicated --rounds 3
   regent bench report
 
 Flags:
@@ -124,7 +128,7 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	fs := flag.NewFlagSet("regent bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	f := &benchFlags{fs: fs}
-	f.target = fs.String("target", "", "regent (binary protocol), regent-http (Queen HTTP API), nats or redis; a list makes a sweep (default regent; http: regent-http); compare: the Regent side, then the peers (default: regent,nats)")
+	f.target = fs.String("target", "", "regent (binary protocol), regent-http (Queen HTTP API), regent-replicated (3 brokers, every shard on all 3; push and consume), nats or redis; a list makes a sweep (default regent; http: regent-http); compare: the Regent side, then the peers (default: regent,nats)")
 	f.size = fs.Int("size", 128, "message payload size, bytes")
 	f.batch = fs.String("batch", "100", "messages per push and per pop; a list (1,10,100) makes a sweep")
 	f.producers = fs.Int("producers", 0, "producers, one connection each (default 4; consume: 0)")
@@ -228,7 +232,9 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 	for i := range targets {
 		targets[i] = strings.TrimSpace(targets[i])
 	}
-	isPeer := func(t string) bool { return t == bench.TargetNATS || t == bench.TargetRedis }
+	isPeer := func(t string) bool {
+		return t == bench.TargetNATS || t == bench.TargetRedis || t == bench.TargetRegentReplicated
+	}
 	// sidesOf: a target's sides, one per sync setting of a peer the
 	// harness starts (a running peer has its own).
 	sidesOf := func(t string) []bench.Side {
@@ -265,7 +271,9 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 		for _, p := range peers {
 			switch {
 			case !isPeer(p):
-				return fail(exitUsage, fmt.Errorf("compare: %q is not a peer (nats, redis)", p))
+				return fail(exitUsage, fmt.Errorf("compare: %q is not a peer (nats, redis, regent-replicated)", p))
+			case p == bench.TargetRegentReplicated && *f.server != "child":
+				return fail(exitUsage, errors.New("compare: regent-replicated runs its brokers as children (--server child)"))
 			case p == bench.TargetNATS && !*f.startPeer && *f.peerURL == "":
 				return fail(exitUsage, errors.New("compare needs the nats peer: --start-peer, or --peer-url"))
 			case p == bench.TargetRedis && !*f.startPeer && *f.redisURL == "":

@@ -137,3 +137,43 @@ func startBacklogServer(t *testing.T) (context.Context, *bench.Server, *benchtes
 	}
 	return ctx, srv, benchtest.Tag(inner)
 }
+
+// TestBenchReplicatedTargetConsumesEveryMessageOnce: the regent-replicated
+// target (three `regent serve --replicas 3` children) pushes and consumes
+// through the shards' leaders: every message filled is delivered once, and
+// the server figures are the three processes'.
+func TestBenchReplicatedTargetConsumesEveryMessageOnce(t *testing.T) {
+	_, bin := buildRegent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := bench.StartRegentCluster(ctx, bin, "always", 3, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	inner, err := bench.NewTarget(bench.TargetRegentReplicated, srv.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := benchtest.Tag(inner)
+	const n = 20_000
+	cfg := bench.Config{Scenario: bench.Consume, Target: bench.TargetRegentReplicated, Messages: n, Duration: time.Minute}
+	res, err := bench.Run(ctx, cfg, tg, srv.Probe(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Check("g0"); err != nil {
+		t.Fatal(err)
+	}
+	if res.Filled != n || res.Consumed != n || res.Errors != 0 {
+		t.Fatalf("filled %d, completed %d, errors %d (%s); want %d and none", res.Filled, res.Consumed, res.Errors, res.FirstErr, n)
+	}
+	if u := res.Server; u == nil || u.CPUSeconds <= 0 || u.PeakRSS <= 0 {
+		t.Fatalf("server figures %+v", u)
+	}
+	fan := bench.Config{Scenario: bench.Fanout, Target: bench.TargetRegentReplicated}
+	fan.Defaults()
+	if err := fan.Validate(); err == nil || !strings.Contains(err.Error(), "regent-replicated runs") {
+		t.Fatalf("regent-replicated and the fanout scenario, which it does not run: %v", err)
+	}
+}
