@@ -213,7 +213,7 @@ func (b *Broker) Main() error {
 // A DoorError is what Died delivers: a door that stopped serving without
 // Exit. Its text is the door's own error.
 type DoorError struct {
-	Door string // "tcp" or "http"
+	Door string // "tcp" or "http"; "raft" for a replicated cluster's loop (replicated.go)
 	Err  error
 }
 

@@ -73,8 +73,12 @@ type clusterPart struct {
 	// (replicated.go); nil in stage 1, where e is the broker's one engine.
 	rp *replicaPart
 
-	qmu    sync.Mutex
-	queues map[string]engine.QueueOptions // the live queue records applied, for engines built later
+	// applyMu orders the application of queue records (apply, applyTo):
+	// an engine that starts serving gets the records as they are then,
+	// and one applied after reaches it too; never an older one last.
+	applyMu sync.Mutex
+	qmu     sync.Mutex
+	queues  map[string]engine.QueueOptions // the live queue records applied, for engines built later
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -262,8 +266,11 @@ func (c *clusterPart) engines() []*engine.Engine {
 }
 
 // applyTo applies every live queue configuration applied so far to an
-// engine built after them (a replicated shard's, at its takeover).
+// engine that started serving after them (a replicated shard's, at its
+// takeover: replica.Config.Served).
 func (c *clusterPart) applyTo(e *engine.Engine) {
+	c.applyMu.Lock()
+	defer c.applyMu.Unlock()
 	c.qmu.Lock()
 	qs := maps.Clone(c.queues)
 	c.qmu.Unlock()
@@ -324,6 +331,8 @@ func (c *clusterPart) apply(ctx context.Context, key string, value []byte, delet
 		c.log.Error("cluster: a queue record does not parse", "queue", name, "err", err)
 		return
 	}
+	c.applyMu.Lock()
+	defer c.applyMu.Unlock()
 	c.qmu.Lock()
 	if c.queues == nil {
 		c.queues = map[string]engine.QueueOptions{}

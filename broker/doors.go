@@ -157,9 +157,18 @@ func (b *Broker) openDoors() error {
 // watchDoors delivers the first door to stop before Exit on b.died.
 func (b *Broker) watchDoors() {
 	var de *DoorError
+	var raftDied <-chan error // nil: never ready
+	if rp := b.replicas(); rp != nil {
+		raftDied = rp.died
+	}
 	select {
 	case <-b.exiting:
 		return
+	case err := <-raftDied:
+		// The replicas' loop stopped (a journal that failed): nothing
+		// commits any more, so the broker must stop rather than hold
+		// requests for ever.
+		de = &DoorError{Door: "raft", Err: err}
 	case err := <-b.d.tcp.Died():
 		de = &DoorError{Door: "tcp", Err: err}
 	case err := <-b.d.httpErr:

@@ -46,6 +46,7 @@ type replicaPart struct {
 	shards []uint32 // those this broker holds a replica of, ascending
 	cancel context.CancelFunc
 	ran    chan error // Run's end
+	died   chan error // Run's failure (not its cancellation): Broker.Died
 	log    *slog.Logger
 }
 
@@ -56,7 +57,7 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 	if m.Replicas == nil {
 		return nil, errors.New("broker: the cluster's map holds no replica sets")
 	}
-	rp := &replicaPart{c: c, tmpl: tmpl, log: logger, ran: make(chan error, 1)}
+	rp := &replicaPart{c: c, tmpl: tmpl, log: logger, ran: make(chan error, 1), died: make(chan error, 1)}
 	var err error
 	if rp.disk, err = replica.OpenDisk(j, 0); err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 	self := cluster.RaftID(c.o.Node)
 	rp.link = replica.NewLink(self, rp.peerAddr, logger)
 	rp.node, err = replica.NewNode(replica.Config{ID: self, Transport: rp.link, NewEngine: rp.newEngine,
-		Sync: rp.disk.Sync, Logger: logger})
+		Served: func(_ uint32, e *engine.Engine) { go c.applyTo(e) }, Sync: rp.disk.Sync, Logger: logger})
 	if err != nil {
 		rp.link.Close()
 		return nil, err
@@ -103,7 +104,18 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 		engine: rp.engine, served: rp.served, log: logger}
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.cancel = cancel
-	go func() { rp.ran <- rp.node.Run(ctx, raftTick) }()
+	go func() {
+		err := rp.node.Run(ctx, raftTick)
+		if ctx.Err() == nil {
+			// A Process that failed (the journal): every group stops
+			// here. What waits is answered, and the broker is told to
+			// stop (Died): the others lead the shards meanwhile.
+			logger.Error("replica: the Raft loop stopped", "err", err)
+			rp.node.Close()
+			rp.died <- fmt.Errorf("broker: the replicas' Raft loop stopped: %w", err)
+		}
+		rp.ran <- err
+	}()
 	// The preferred leaders stand at once, so that leadership starts
 	// spread as the map spread the sets' firsts (an election would come
 	// anyway, a second or two later, won by whoever stood first).
@@ -138,9 +150,9 @@ func (rp *replicaPart) brokerOf(id uint64) *cluster.Broker {
 }
 
 // newEngine builds the engine of a shard this broker has taken the lead
-// of (replica.Config.NewEngine), then applies the queue configurations
-// etcd holds to it, off the Node's loop (each is a record of the shard's
-// log, committed by the loop).
+// of (replica.Config.NewEngine). Once it serves (replica.Config.Served),
+// the queue configurations etcd holds are applied to it, off the Node's
+// loop (each is a record of the shard's log, committed by the loop).
 func (rp *replicaPart) newEngine(shard uint32, j engine.Journal) (*engine.Engine, error) {
 	m := &rp.c.view.Load().Map
 	cfg := rp.tmpl
@@ -159,12 +171,7 @@ func (rp *replicaPart) newEngine(shard uint32, j engine.Journal) (*engine.Engine
 	if n := int64(len(rp.shards)); n > 1 && cfg.CacheBytes > 0 {
 		cfg.CacheBytes = max(cfg.CacheBytes/n, 1<<20)
 	}
-	e, err := engine.New(cfg, j)
-	if err != nil {
-		return nil, err
-	}
-	go rp.c.applyTo(e)
-	return e, nil
+	return engine.New(cfg, j)
 }
 
 // engine is shard s's engine while this broker leads it; otherwise

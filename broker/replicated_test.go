@@ -2,10 +2,12 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,4 +302,45 @@ func TestReplicatedClusterServesWithEtcdStopped(t *testing.T) {
 	}
 	// etcd back, for the brokers' orderly stop.
 	startEtcd(t, filepath.Join(dir, "etcd"), clientURL, peerURL)
+}
+
+// TestReplicatedBrokerWhoseRaftLoopFailsDies: a broker whose Raft loop
+// stops (its journal failed: closed here under it) says so on Died, as a
+// dead door does, rather than hold requests that can no longer commit.
+func TestReplicatedBrokerWhoseRaftLoopFailsDies(t *testing.T) {
+	cl := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, cl.Brokers[0].TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pushRetrying(t, ctx, c, client.Item{Queue: "q", TransactionID: "a", Payload: []byte("a")})
+	b := cl.Brokers[2]
+	if err := b.Journal().Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Pushes give every replica entries to write.
+	deadline := time.After(20 * time.Second)
+	for n := 0; ; n++ {
+		select {
+		case err := <-b.Died():
+			var de *broker.DoorError
+			if !errors.As(err, &de) || de.Door != "raft" {
+				t.Fatalf("Died: %v, want the raft loop's", err)
+			}
+			// The other two serve every shard.
+			pushRetrying(t, ctx, c, client.Item{Queue: "q", TransactionID: "after", Payload: []byte("b")})
+			cl.Brokers[2] = nil
+			if err := b.Exit(); err == nil || !strings.Contains(err.Error(), "closed") {
+				t.Fatalf("the exit of a broker whose Raft loop failed: %v, want its failure", err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("a broker whose journal failed under its Raft loop did not say so in 20 s")
+		default:
+		}
+		pushRetrying(t, ctx, c, client.Item{Queue: "q", Partition: fmt.Sprint("p", n%8), TransactionID: fmt.Sprint("b", n), Payload: []byte("b")})
+	}
 }

@@ -238,11 +238,17 @@ func (p *shardPlane) ExtendLeaseAsync(_ context.Context, id engine.UUID, d time.
 			return
 		}
 		engs[k].ExtendLeaseAsync(id, d, func(exp time.Time, err error) {
-			if err != nil && (errors.Is(err, engine.ErrLeaseInvalid) || gone(err)) {
+			switch {
+			case err != nil && errors.Is(err, engine.ErrLeaseInvalid):
 				try(k+1, err)
-				return
+			case err != nil && gone(err):
+				// Its shard's lead moved: the next leader holds the lease
+				// (leases are journaled); the answer must say lease_invalid
+				// (ask elsewhere), not this engine's not_leader.
+				try(k+1, last)
+			default:
+				done(exp, err)
 			}
-			done(exp, err)
 		})
 	}
 	try(0, nil)

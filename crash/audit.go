@@ -242,8 +242,25 @@ func (l *ledger) summarizeLocked(rep *Report) {
 			rep.Unanswered++
 		}
 	}
-	for _, ds := range l.deliveries {
+	rep.LeaseRedeliveries = 0
+	for k, ds := range l.deliveries {
 		rep.Deliveries += len(ds)
+		// A delivery after the first that no failed or retry ack sent
+		// since the one before explains: the lease ended unacked (its
+		// consumer's ack failed with its broker, or came too late).
+		// Allowed (at least once), and counted.
+		for i := 1; i < len(ds); i++ {
+			explained := false
+			for _, a := range l.acks[k] {
+				if (a.status == client.Failed || a.status == client.Retry) && a.sent > ds[i-1].seq && a.sent < ds[i].seq {
+					explained = true
+					break
+				}
+			}
+			if !explained {
+				rep.LeaseRedeliveries++
+			}
+		}
 	}
 	clear(rep.AcksOK)
 	for _, acks := range l.acks {

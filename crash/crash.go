@@ -116,10 +116,15 @@ type Report struct {
 	Unanswered   int // items never answered (the run ended first)
 	Stored       int // messages found in the queues at the end
 	Deliveries   int // messages delivered to groups g1 and g2
-	AcksOK       map[string]int
-	Txns         int // transactions answered success
-	DLQEntries   int
-	CallErrors   int // calls that failed (broker down, connection lost)
+	// LeaseRedeliveries counts deliveries of a message again to a group
+	// that no failed or retry ack asked for: its lease ended unacked
+	// (at-least-once allows it; a completed message coming back is
+	// Redelivered, a violation).
+	LeaseRedeliveries int
+	AcksOK            map[string]int
+	Txns              int // transactions answered success
+	DLQEntries        int
+	CallErrors        int // calls that failed (broker down, connection lost)
 
 	Lost, Duplicates, OutOfOrder, Phantoms, Redelivered int
 	RetryCounts, DLQ, TxnAtomicity, StartFailures       int
@@ -151,8 +156,8 @@ func (r *Report) String() string {
 		acks = append(acks, fmt.Sprintf("%s %d", k, v))
 	}
 	sort.Strings(acks)
-	fmt.Fprintf(&b, "  deliveries %d, acks answered success: %s; transactions %d; DLQ entries %d; failed calls %d\n",
-		r.Deliveries, strings.Join(acks, ", "), r.Txns, r.DLQEntries, r.CallErrors)
+	fmt.Fprintf(&b, "  deliveries %d (again after a lease ended unacked: %d), acks answered success: %s; transactions %d; DLQ entries %d; failed calls %d\n",
+		r.Deliveries, r.LeaseRedeliveries, strings.Join(acks, ", "), r.Txns, r.DLQEntries, r.CallErrors)
 	fmt.Fprintf(&b, "  violations: lost %d, duplicates %d, out of order %d, phantoms %d, redelivered %d, retry counts %d, dlq %d, txn %d, start failures %d\n",
 		r.Lost, r.Duplicates, r.OutOfOrder, r.Phantoms, r.Redelivered, r.RetryCounts, r.DLQ, r.TxnAtomicity, r.StartFailures)
 	if len(r.Failovers) > 0 || r.Unserved > 0 {
@@ -244,6 +249,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			led.summarize(rep)
 			rep.Elapsed = time.Since(start)
 			return rep, nil
+		}
+		if cfg.Replicas > 0 {
+			caughtUp(ctx, br, 30*time.Second)
 		}
 	}
 	// The last cycle ended with a kill and a restart: stop the load, then

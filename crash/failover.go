@@ -106,6 +106,9 @@ func failovers(ctx context.Context, c *client.Client, killed time.Time, probes [
 				last = err
 				time.Sleep(5 * time.Millisecond)
 			}
+			if ctx.Err() != nil {
+				return // the run ends: nothing to say of this shard
+			}
 			mu.Lock()
 			rep.problem(&rep.Unserved, "shard %d answered no push within %v of its leader's kill: %v", p.shard, failoverBound, last)
 			mu.Unlock()
@@ -143,4 +146,24 @@ func FailoverSummary(ds []time.Duration) string {
 	}
 	return fmt.Sprintf("%d shards, p50 %v, p99 %v, max %v (%s)", len(s), q(0.5).Round(time.Millisecond),
 		q(0.99).Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), strings.Join(h, ", "))
+}
+
+// caughtUp waits (up to d) until the restarted broker b knows a leader for
+// every shard: it has rejoined every group, so the next cycle's kill is
+// one fault, not a second one while a replica is still behind (then a
+// shard waits for it, as Raft must, and the wait is not a failover).
+func caughtUp(ctx context.Context, b *broker, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	c, err := client.Dial(ctx, b.tcpAddr, client.WithoutCluster())
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	for ctx.Err() == nil {
+		if m, err := c.Cluster(ctx); err == nil && len(m.Owners) > 0 && !slices.Contains(m.Owners, "") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

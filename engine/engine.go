@@ -277,7 +277,8 @@ func (e *Engine) Close() error {
 	close(e.stop)
 	e.wg.Wait()
 	var err error
-	if e.cfg.SnapshotEveryBytes > 0 && e.sinceSnap.Load() > 0 && e.failErr.Load() == nil {
+	// A deposed engine's journal takes nothing more: no snapshot to write.
+	if e.cfg.SnapshotEveryBytes > 0 && e.sinceSnap.Load() > 0 && e.failErr.Load() == nil && !errors.Is(e.j.Err(), ErrDeposed) {
 		err = e.snapshot()
 	}
 	e.mu.RLock()

@@ -143,7 +143,7 @@ func (e *Engine) appendHeld(rec []byte, pend *pending) (uint64, error) {
 // isRefusal reports whether err is the journal refusing one record (see
 // refused): the request may be tried again, nothing of it was kept.
 func isRefusal(err error) bool {
-	return errors.Is(err, ErrOverloaded) || errors.Is(err, ErrJournal) || errors.Is(err, ErrTooLarge)
+	return errors.Is(err, ErrOverloaded) || errors.Is(err, ErrJournal) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrDeposed)
 }
 
 // effectRecord encodes pg's state as an effect record, with dead-letter

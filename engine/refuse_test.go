@@ -655,4 +655,14 @@ func TestDeposedJournalIsNotAFailure(t *testing.T) {
 	if p := f.e.failErr.Load(); p != nil {
 		t.Fatalf("the deposal latched a journal failure: %v", *p)
 	}
+	// Deposed between the engine's check and its append (Append refuses,
+	// Err does not say it yet): the call is refused whole, not answered
+	// with items failed inside a call that succeeded.
+	f.j.mu.Lock()
+	f.j.failErr, f.j.appendErr = nil, deposed
+	f.j.mu.Unlock()
+	res, err := f.e.Push(context.Background(), []PushItem{{Queue: "new-queue", Payload: []byte("c")}})
+	if !errors.Is(err, ErrDeposed) {
+		t.Fatalf("push refused at its append by a deposal: %v, %+v; want the call refused with it", err, res)
+	}
 }

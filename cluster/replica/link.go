@@ -180,9 +180,10 @@ func (p *peerLink) run() {
 			pause = linkRedial
 			readerDone, closedHere = make(chan struct{}), new(atomic.Bool)
 			go func(c net.Conn, done chan struct{}, here *atomic.Bool) {
-				discardReplies(c, done)
-				if f := p.l.down.Load(); f != nil && !here.Load() {
-					(*f)(p.id)
+				if byPeer := discardReplies(c, done, here); byPeer {
+					if f := p.l.down.Load(); f != nil {
+						(*f)(p.id)
+					}
 				}
 			}(c, readerDone, closedHere)
 		}
@@ -283,13 +284,18 @@ func (p *peerLink) dial() (net.Conn, int, error) {
 
 // discardReplies reads a link connection's replies until it closes: they
 // carry nothing (an error reply is logged by nobody: Raft sends again).
-func discardReplies(c net.Conn, done chan struct{}) {
+//
+// It reports whether the peer ended the connection: here was not set by
+// this side's close when the read failed (read before done is closed, so
+// that a close that follows done cannot hide the peer's).
+func discardReplies(c net.Conn, done chan struct{}, here *atomic.Bool) (byPeer bool) {
 	defer close(done)
 	r := protocol.NewReader(c, protocol.DefaultMaxFrame)
 	for {
 		if _, err := r.Next(); err != nil {
+			byPeer = !here.Load()
 			c.Close()
-			return
+			return byPeer
 		}
 	}
 }

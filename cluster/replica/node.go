@@ -52,6 +52,11 @@ type Config struct {
 	// engine replays j while it is built. The engine must journal its
 	// leases (engine.Config.JournalLeases), or a failover forgets them.
 	NewEngine func(shard uint32, j engine.Journal) (*engine.Engine, error)
+	// Served, when set, is told of an engine once Shard.Engine returns it
+	// (after NewEngine, if the lead was not lost meanwhile), off the
+	// Node's locks: what must reach every served engine (a broker's queue
+	// configurations) reaches it from here on.
+	Served func(shard uint32, e *engine.Engine)
 	// Sync makes the Saves of one Process durable; nil when the Logs are
 	// durable as soon as they are saved.
 	Sync func() error
@@ -228,6 +233,11 @@ func (n *Node) Tick() {
 		s.rn.Tick()
 		if s.stand > 0 {
 			s.stand--
+			// A pre-candidate stands again too: its pre-vote may have been
+			// refused by a replica that had not learnt of the death yet
+			// (PeerDown), and a refused pre-vote waits out the election
+			// timeout. A pre-vote still in flight is restarted, which costs
+			// a round trip when one is longer than a tick.
 			if st := s.rn.BasicStatus(); st.Lead == raft.None && st.RaftState != raft.StateCandidate {
 				_ = s.rn.Campaign() // see PeerDown
 			} else {

@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -104,8 +103,12 @@ func (d deposal) run() {
 	}
 }
 
-// ErrClosed answers what was waiting on a shard when its Node closed.
-var ErrClosed = errors.New("replica: the node is closed")
+// ErrClosed answers what was waiting on a shard when its Node closed (the
+// broker stops, or its journal failed): not_leader, as for a deposed
+// leader, since the proposal may still be committed by the next leader
+// and the client must ask it (a resend with transactionIds is
+// deduplicated).
+var ErrClosed error = protocol.NewError(protocol.CodeNotLeader, "this broker's replicas are closed: the shard's next leader serves it")
 
 // close stops serving the shard: what waits is answered err, and the
 // engine is closed without a snapshot (the next leader replays the log).
@@ -254,4 +257,7 @@ func (s *Shard) build(j *journal) {
 	}
 	s.eng = eng
 	s.mu.Unlock()
+	if f := s.n.cfg.Served; f != nil {
+		f(s.id, eng)
+	}
 }
