@@ -50,8 +50,13 @@ const (
 	linkQueueMsgs   = 4096        // queued for one peer, past which Send drops
 	linkFrameBytes  = 4 << 20     // Raft messages per request, then the next request
 	linkDialTimeout = time.Second // dial and Hello
-	linkRedial      = 50 * time.Millisecond
-	linkMaxRedial   = time.Second
+	// linkWriteTimeout bounds one request's write: a peer that stopped
+	// reading without closing (its doors shutting down) must not hold the
+	// link, nor Close, for ever. What was in the request is dropped (Raft
+	// sends again).
+	linkWriteTimeout = 5 * time.Second
+	linkRedial       = 50 * time.Millisecond
+	linkMaxRedial    = time.Second
 
 	// linkFrameOverhead bounds a Raft request frame's bytes besides its
 	// messages (header, sender, count); linkMessageOverhead a message's
@@ -225,6 +230,7 @@ func (p *peerLink) run() {
 				msgs, next = msgs[1:], nil
 			}
 			buf = protocol.AppendRaftRequest(buf[:0], 0, &req)
+			_ = c.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
 			if _, err := c.Write(buf); err != nil {
 				p.l.logger.Debug("raft link: write", "peer", p.id, "err", err)
 				closeConn()

@@ -291,3 +291,53 @@ func TestLinkKeepsFramesWithinThePeersLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkCloseWithAPeerThatStoppedReading: a peer that answers Hello and
+// then never reads (a broker whose doors stop while its socket stays open)
+// fills the link's connection; Close still returns, once the write's
+// deadline passes, rather than wait for ever.
+func TestLinkCloseWithAPeerThatStoppedReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if _, err := protocol.NewReader(c, protocol.DefaultMaxFrame).Next(); err != nil {
+			c.Close()
+			return
+		}
+		c.Write(protocol.AppendHelloReply(nil, 0, &protocol.HelloReply{Major: protocol.VersionMajor, Minor: protocol.VersionMinor,
+			ServerName: "regent", MaxFrame: protocol.DefaultMaxFrame}))
+		held <- c // and read nothing more
+	}()
+	l := NewLink(1, func(uint64) string { return ln.Addr().String() }, nil)
+	big := make([]byte, 1<<20)
+	for range 64 { // 64 MiB of appends: far past what the sockets buffer
+		l.Send(2, []Envelope{{Shard: 1, Msg: &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)),
+			Entries: []*pb.Entry{{Data: big}}}}})
+		time.Sleep(time.Millisecond)
+	}
+	var c net.Conn
+	select {
+	case c = <-held:
+		defer c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the link never dialled")
+	}
+	time.Sleep(100 * time.Millisecond) // the link's write is blocked now
+	closed := make(chan struct{})
+	start := time.Now()
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Logf("Close returned after %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(linkWriteTimeout + 5*time.Second):
+		t.Fatal("Close waited for a peer that reads nothing")
+	}
+}
