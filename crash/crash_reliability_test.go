@@ -67,10 +67,18 @@ func TestCrashKill9(t *testing.T) {
 	if !long() {
 		cfg.MinUp, cfg.MaxUp = 200*time.Millisecond, 700*time.Millisecond
 	}
+	runChecked(t, cfg, 10*time.Second, time.Minute, "the broker")
+}
+
+// runChecked runs cfg (its seed from REGENT_CRASH_SEED when set), within
+// perCycle for each cycle and slack more, and fails the test on a
+// violation, or on a workload too small to mean anything.
+func runChecked(t *testing.T, cfg Config, perCycle, slack time.Duration, who string) *Report {
+	t.Helper()
 	if v, err := strconv.ParseUint(os.Getenv("REGENT_CRASH_SEED"), 10, 64); err == nil {
 		cfg.Seed = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Cycles)*10*time.Second+time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Cycles)*perCycle+slack)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {
@@ -78,11 +86,12 @@ func TestCrashKill9(t *testing.T) {
 	}
 	t.Log(rep.String())
 	if rep.Violations() != 0 {
-		t.Fatalf("the broker broke its promises (data in %s):\n%s", cfg.Dir, rep)
+		t.Fatalf("%s broke its promises (data in %s):\n%s", who, cfg.Dir, rep)
 	}
 	if rep.Acknowledged == 0 || rep.AcksOK["completed"] == 0 || rep.Txns == 0 || rep.DLQEntries == 0 {
 		t.Fatalf("the workload did too little to mean anything:\n%s", rep)
 	}
+	return rep
 }
 
 // TestCrashHarnessCatchesUnsafeAcks proves the harness can fail: with the
