@@ -177,6 +177,25 @@ func (r *router) livePools(md *protocol.MetadataReply) []*pool {
 	return out
 }
 
+// metadataTimeout bounds the map's request to one broker in update.
+const metadataTimeout = time.Second
+
+// suspect takes a request's failure that is not a broker's answer (a
+// timeout, a connection lost): its broker may have stopped, and the map
+// the next request routes by may name it still (a replicated shard's
+// leader changes without a new map). The map is asked for again in the
+// background; the call's own error stands.
+func (r *router) suspect(err error) {
+	if err == nil || refused(err) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*metadataTimeout)
+		defer cancel()
+		_ = r.update(ctx)
+	}()
+}
+
 // update asks for the map again (one request at a time: callers that come
 // while one is out wait for it) and keeps the newer of the two.
 func (r *router) update(ctx context.Context) error {
@@ -205,7 +224,12 @@ func (r *router) update(ctx context.Context) error {
 	var err error
 	for _, p := range cands {
 		var fresh protocol.MetadataReply
-		err = p.do(ctx, protocol.OpMetadata, func(dst []byte, id uint64) []byte { return protocol.AppendMetadataRequest(dst, id) }, &fresh)
+		// Each broker gets a short while: one that hangs (stopped, not
+		// dead: its connections stay open) must not keep the map from
+		// the others.
+		pctx, cancel := context.WithTimeout(ctx, metadataTimeout)
+		err = p.do(pctx, protocol.OpMetadata, func(dst []byte, id uint64) []byte { return protocol.AppendMetadataRequest(dst, id) }, &fresh)
+		cancel()
 		if err == nil {
 			err = fresh.Check()
 		}
@@ -314,6 +338,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 			}
 		}
 		if ambiguous != nil {
+			r.suspect(ambiguous)
 			return nil, ambiguous
 		}
 		if again {
@@ -682,6 +707,7 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 			case !refused(err):
 				// Maybe applied (see push): the call fails as an ack to one
 				// broker would.
+				ca.r.suspect(err)
 				return nil, err
 			default:
 				firstErr = cmp(firstErr, err)
