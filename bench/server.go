@@ -142,6 +142,16 @@ func startServe(ctx context.Context, bin string, args, env []string, logw io.Wri
 	}()
 	select {
 	case err = <-found:
+		if err != nil {
+			// Its output ended: it is exiting. Wait for it, so that what
+			// it said on stderr is all in errBuf (Wait copies it).
+			select {
+			case werr := <-exited:
+				exited <- werr
+				err = fmt.Errorf("%w (it exited: %v)", err, werr)
+			case <-time.After(5 * time.Second):
+			}
+		}
 	case err = <-exited:
 		exited <- err
 		err = fmt.Errorf("it exited: %v", err)

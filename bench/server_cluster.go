@@ -29,6 +29,20 @@ const replicatedShards = 16
 // routes to each shard's leader from there); its Probe sums the CPU time
 // and the resident sets of the n processes.
 func StartRegentCluster(ctx context.Context, bin, syncPolicy string, n int, env []string, logw io.Writer) (*Server, error) {
+	// Ports are chosen before the brokers bind them, and another program
+	// may take one meanwhile: a start that fails is made again on new
+	// ports, up to three times.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var srv *Server
+		if srv, err = startRegentCluster(ctx, bin, syncPolicy, n, env, logw); err == nil || ctx.Err() != nil {
+			return srv, err
+		}
+	}
+	return nil, err
+}
+
+func startRegentCluster(ctx context.Context, bin, syncPolicy string, n int, env []string, logw io.Writer) (*Server, error) {
 	dir, err := os.MkdirTemp("", "regent-bench-cluster-*")
 	if err != nil {
 		return nil, err
