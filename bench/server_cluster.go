@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -116,7 +117,7 @@ func waitLeaders(ctx context.Context, addr string, d time.Duration) error {
 	defer c.Close()
 	for {
 		m, err := c.Cluster(ctx)
-		if err == nil && len(m.Owners) > 0 && !contains(m.Owners, "") {
+		if err == nil && len(m.Owners) > 0 && !slices.Contains(m.Owners, "") {
 			return nil
 		}
 		select {
@@ -125,15 +126,6 @@ func waitLeaders(ctx context.Context, addr string, d time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // clusterProbe sums its processes' CPU time and resident sets (the memory

@@ -104,13 +104,14 @@ func (m *Map) Broker(id string) *Broker {
 	return &m.Brokers[i]
 }
 
-// candidates returns which ids are members, and the live members sorted
-// (each once): the brokers new placements may go to.
-func candidates(members, live []string) (map[string]bool, []string, error) {
+// candidates returns which ids are members, the live members sorted (each
+// once): the brokers new placements may go to, and a load count of 0 for
+// each of them.
+func candidates(members, live []string) (map[string]bool, []string, map[string]int, error) {
 	isMember := make(map[string]bool, len(members))
 	for _, id := range members {
 		if id == "" {
-			return nil, nil, errors.New("cluster: a member with no id")
+			return nil, nil, nil, errors.New("cluster: a member with no id")
 		}
 		isMember[id] = true
 	}
@@ -121,7 +122,11 @@ func candidates(members, live []string) (map[string]bool, []string, error) {
 		}
 	}
 	slices.Sort(cands)
-	return isMember, cands, nil
+	load := make(map[string]int, len(cands))
+	for _, id := range cands {
+		load[id] = 0
+	}
+	return isMember, cands, load, nil
 }
 
 // ErrNoMembers is Place's answer when no broker is alive to own anything.
@@ -142,13 +147,9 @@ func Place(shards int, prev []string, members, live []string) ([]string, error) 
 	if prev != nil && len(prev) != shards {
 		return nil, fmt.Errorf("cluster: %d previous owners for %d shards", len(prev), shards)
 	}
-	isMember, cands, err := candidates(members, live)
+	isMember, cands, load, err := candidates(members, live)
 	if err != nil {
 		return nil, err
-	}
-	load := make(map[string]int, len(cands))
-	for _, id := range cands {
-		load[id] = 0
 	}
 	owners := make([]string, shards)
 	var orphans []int

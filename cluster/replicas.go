@@ -47,13 +47,9 @@ func PlaceReplicas(shards, rf int, prev [][]string, members, live []string) ([][
 	if prev != nil && len(prev) != shards {
 		return nil, fmt.Errorf("cluster: %d previous replica sets for %d shards", len(prev), shards)
 	}
-	isMember, cands, err := candidates(members, live)
+	isMember, cands, load, err := candidates(members, live)
 	if err != nil {
 		return nil, err
-	}
-	load := make(map[string]int, len(cands))
-	for _, id := range cands {
-		load[id] = 0
 	}
 	sets := make([][]string, shards)
 	for s := range sets {
