@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,32 +82,51 @@ func (p *shardPlane) shardOfID(id engine.UUID) int {
 }
 
 // split calls call with items and res cut by shard (shardAt gives an
-// item's; -1: any shard of the call), every part at once, and done once
-// with the first part's error when every part has answered. A shard not
-// served here refuses the whole call before any part goes.
-func split[I, R any](p *shardPlane, items []I, res []R, shardAt func(*I) int,
+// item's; -1: any shard of the call; same says two items are of one
+// partition, whose shard is then asked once), every part at once, and done
+// once with the first part's error when every part has answered. A shard
+// not served here refuses the whole call before any part goes. A call whose
+// items are all of one shard (what a client routing by leader sends) goes
+// whole, without a copy.
+func split[I, R any](p *shardPlane, items []I, res []R, shardAt func(*I) int, same func(a, b *I) bool,
 	call func(e *engine.Engine, items []I, res []R, done func(error)), done func(error)) {
 	if len(items) == 0 || len(res) < len(items) {
 		done(fmt.Errorf("%w: %d items, %d results", engine.ErrInvalid, len(items), len(res)))
 		return
 	}
-	shard := make([]int, len(items))
-	first := -1
-	for i := range items {
-		shard[i] = shardAt(&items[i])
-		if first < 0 {
-			first = shard[i]
+	shardOf := func(i, prev int) int {
+		if i > 0 && same(&items[i-1], &items[i]) {
+			return prev
+		}
+		return shardAt(&items[i])
+	}
+	first, mixed := -1, false
+	for i, cur := 0, -1; i < len(items) && !mixed; i++ {
+		if cur = shardOf(i, cur); cur >= 0 {
+			if first < 0 {
+				first = cur
+			}
+			mixed = cur != first
 		}
 	}
-	if first < 0 {
-		first = 0 // no item names a shard: any engine refuses them
+	first = max(first, 0) // no item names a shard: any engine refuses them
+	if !mixed {
+		e, err := p.engine(first)
+		if err != nil {
+			done(err)
+			return
+		}
+		call(e, items, res, done)
+		return
 	}
+	shard := make([]int, len(items))
 	var parts []int // the shards, in the order of their first items
-	for i := range shard {
-		if shard[i] < 0 {
+	for i, cur := 0, -1; i < len(items); i++ {
+		cur = shardOf(i, cur)
+		if shard[i] = cur; shard[i] < 0 {
 			shard[i] = first
 		}
-		if !containsInt(parts, shard[i]) {
+		if !slices.Contains(parts, shard[i]) {
 			parts = append(parts, shard[i])
 		}
 	}
@@ -118,10 +138,6 @@ func split[I, R any](p *shardPlane, items []I, res []R, shardAt func(*I) int,
 			return
 		}
 		engs[k] = e
-	}
-	if len(parts) == 1 {
-		call(engs[0], items, res, done)
-		return
 	}
 	j := &joined{left: len(parts), done: done}
 	for k, s := range parts {
@@ -143,15 +159,6 @@ func split[I, R any](p *shardPlane, items []I, res []R, shardAt func(*I) int,
 			j.one(err)
 		})
 	}
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // joined answers a split call once all its parts have.
@@ -182,6 +189,7 @@ func (p *shardPlane) PushAsync(_ context.Context, items []engine.PushItem, res [
 		return
 	}
 	split(p, items, res, func(it *engine.PushItem) int { return p.shardOfName(it.Queue, it.Partition) },
+		func(a, b *engine.PushItem) bool { return a.Queue == b.Queue && a.Partition == b.Partition },
 		(*engine.Engine).PushAsync, done)
 }
 
@@ -192,6 +200,7 @@ func (p *shardPlane) AckAsync(_ context.Context, items []engine.AckItem, res []e
 		return
 	}
 	split(p, items, res, func(it *engine.AckItem) int { return p.shardOfID(it.PartitionID) },
+		func(a, b *engine.AckItem) bool { return a.PartitionID == b.PartitionID },
 		(*engine.Engine).AckAsync, done)
 }
 
