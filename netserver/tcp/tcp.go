@@ -156,6 +156,9 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 	if cfg.MaxFrameBytes < protocol.MinMaxFrame {
 		return nil, fmt.Errorf("netserver: MaxFrameBytes %d is below %d", cfg.MaxFrameBytes, protocol.MinMaxFrame)
 	}
+	if e == nil && cfg.Plane == nil {
+		return nil, errors.New("netserver: a server needs an engine or a data plane (Config.Plane)")
+	}
 	tick := time.Second
 	for _, d := range []time.Duration{cfg.IdleTimeout, cfg.FrameTimeout} {
 		if d > 0 {

@@ -3,6 +3,7 @@ package tcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,10 @@ import (
 // (to etcd, which every broker applies to its engines) and the dead-letter
 // listing (each engine's entries, merged as the client merges brokers').
 // The others answer errNoEngine.
+
+// dlqAcrossFrames bounds what dlqAcross holds while it merges: that many
+// of the client's largest replies.
+const dlqAcrossFrames = 4
 
 // errNoEngine answers the operator's requests a broker of replicated shards
 // does not serve yet.
@@ -60,10 +65,15 @@ func (s *Server) dlqAcross(r *protocol.DLQListRequest, peer adminPeer) (protocol
 	offset, limit := int(r.Offset), engine.PageLimit(int(r.Limit), engine.DefaultDLQPage, engine.MaxDLQPage)
 	want := offset + limit
 	maxBytes := peer.maxReply - protocol.HeaderSize - 20
+	// The merge holds the first offset+limit entries of every engine,
+	// payloads included: a deep page of large messages could hold the
+	// whole dead-letter queue. Past a few replies' worth it is refused.
+	budget := dlqAcrossFrames * maxBytes
+	held := 0
 	var all []engine.DLQEntry
 	total := 0
 	for _, e := range s.engines() {
-		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: min(want, engine.MaxDLQPage)}
+		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: min(want, engine.MaxDLQPage), MaxBytes: maxBytes}
 		if r.From != 0 {
 			f.From = time.Unix(0, r.From)
 		}
@@ -75,6 +85,13 @@ func (s *Server) dlqAcross(r *protocol.DLQListRequest, peer adminPeer) (protocol
 			page, t, err := e.DLQ(f)
 			if err != nil {
 				return nil, err
+			}
+			for i := range page {
+				held += page[i].Size()
+			}
+			if held > budget {
+				return nil, fmt.Errorf("%w: this dead-letter page (offset %d) needs more than %d bytes of entries from the shards' engines: ask with a smaller offset or a narrower filter",
+					engine.ErrTooLarge, offset, budget)
 			}
 			all, n = append(all, page...), n+len(page)
 			if len(page) == 0 || n >= want || n >= t {
