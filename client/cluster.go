@@ -189,6 +189,12 @@ func (r *router) suspect(err error) {
 	if err == nil || refused(err) {
 		return
 	}
+	r.mu.Lock()
+	busy := r.refresh != nil || r.closed // a refresh under way serves this one too
+	r.mu.Unlock()
+	if busy {
+		return
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*metadataTimeout)
 		defer cancel()
