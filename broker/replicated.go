@@ -166,6 +166,7 @@ func (rp *replicaPart) newEngine(shard uint32, j engine.Journal) (*engine.Engine
 		return nil
 	}
 	cfg.JournalLeases = true
+	cfg.SnapshotEveryBytes = replica.SnapshotEveryBytes
 	// Every engine of the broker shares its budget: a broker may come to
 	// lead every shard it holds.
 	if n := int64(len(rp.shards)); n > 1 && cfg.CacheBytes > 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -159,6 +160,8 @@ type DiskLog struct {
 	ents      []diskRef // ents[i] is entry snapIndex+1+i
 	kept      int       // bytes of data held by ents
 	keptFrom  int       // ents before it hold no data
+	snaps     []uint64  // indexes of the snapshot entries, ascending (Marks)
+	confs     []uint64  // indexes of the configuration change entries, ascending
 }
 
 type diskRef struct {
@@ -280,6 +283,7 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		}
 		l.snapIndex, l.snapTerm, l.cs, l.started = index, term, &cs, true
 		l.ents, l.kept, l.keptFrom = nil, 0, 0
+		l.snaps, l.confs = nil, nil
 	case diskEntry:
 		term, index := uv(), uv()
 		if len(r) < 1 {
@@ -300,8 +304,17 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		}
 		l.ents = l.ents[:i]
 		l.keptFrom = min(l.keptFrom, i)
+		l.snaps = cutFrom(l.snaps, index)
+		l.confs = cutFrom(l.confs, index)
 		d := append([]byte(nil), data...)
-		l.ents = append(l.ents, diskRef{term: term, pos: pos, typ: typ, data: d, size: len(d)})
+		e := diskRef{term: term, pos: pos, typ: typ, data: d, size: len(d)}
+		l.ents = append(l.ents, e)
+		switch {
+		case typ == pb.EntryConfChange || typ == pb.EntryConfChangeV2:
+			l.confs = append(l.confs, index)
+		case typ == pb.EntryNormal && len(d) > 0 && d[0] == snapshotMark:
+			l.snaps = append(l.snaps, index)
+		}
 		l.kept += len(d)
 		l.trim()
 	case diskState:
@@ -313,6 +326,30 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		return fmt.Errorf("replica: record kind %d at %d: %w", kind, pos, errBadRecord)
 	}
 	return nil
+}
+
+// cutFrom drops the indexes from index on of the ascending list idx.
+func cutFrom(idx []uint64, index uint64) []uint64 {
+	i, _ := slices.BinarySearch(idx, index)
+	return idx[:i]
+}
+
+// Marks returns the newest snapshot entry at or before upTo (0: upTo is
+// no bound) and the oldest configuration change entry (see Log).
+func (l *DiskLog) Marks(upTo uint64) (snapshot, confChange uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.confs) > 0 {
+		confChange = l.confs[0]
+	}
+	i := len(l.snaps)
+	if upTo != 0 {
+		i, _ = slices.BinarySearch(l.snaps, upTo+1)
+	}
+	if i > 0 {
+		snapshot = l.snaps[i-1]
+	}
+	return snapshot, confChange
 }
 
 // trim drops the data of the oldest entries past the memory budget; they

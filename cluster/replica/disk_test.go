@@ -3,11 +3,14 @@ package replica
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/regentmq/regent/engine"
 	rlog "github.com/regentmq/regent/log"
 )
 
@@ -111,6 +114,42 @@ func TestDiskKeepsRaftLogsAcrossARestart(t *testing.T) {
 	}
 }
 
+// Marks names the newest snapshot entry and the oldest configuration
+// change, forgets those a new leader's entries replaced, and tells the
+// same after a restart.
+func TestDiskMarks(t *testing.T) {
+	dir := t.TempDir()
+	j, d := openDisk(t, dir, 0)
+	l := d.Log(1)
+	must(t, l.Bootstrap(voters3))
+	snapAt := func(term, index uint64) *pb.Entry {
+		return &pb.Entry{Term: new(term), Index: new(index), Type: pb.EntryNormal.Enum(), Data: []byte{snapshotMark, 1, 'x'}}
+	}
+	es := ents(2, 2, 3, "a")
+	es = append(es, snapAt(2, 4))
+	es = append(es, ents(2, 5, 6, "a")...)
+	es = append(es, snapAt(2, 7), &pb.Entry{Term: new(uint64(2)), Index: new(uint64(8)), Type: pb.EntryConfChange.Enum()})
+	must(t, l.Save(nil, es, nil))
+	check := func(l *DiskLog, upTo, snap, conf uint64) {
+		t.Helper()
+		if s, c := l.Marks(upTo); s != snap || c != conf {
+			t.Fatalf("Marks(%d) = %d, %d; want %d, %d", upTo, s, c, snap, conf)
+		}
+	}
+	check(l, 0, 7, 8)
+	check(l, 6, 4, 8)
+	check(l, 3, 0, 8)
+	// A leader of term 3 replaces the log from 6 on.
+	must(t, l.Save(nil, ents(3, 6, 9, "b"), nil))
+	check(l, 0, 4, 0)
+	must(t, d.Sync())
+	must(t, j.Close())
+	j, d = openDisk(t, dir, 0)
+	defer j.Close()
+	check(d.Log(1), 0, 4, 0)
+	check(d.Log(1), 3, 0, 0)
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -165,5 +204,100 @@ func TestAnsweredPushesSurviveARestartOfEveryBroker(t *testing.T) {
 		if got[i] != before[i] {
 			t.Fatalf("message %d is %s, want %s", i, got[i], before[i])
 		}
+	}
+}
+
+// A snapshot one leader's engine wrote is an entry of the shard's log:
+// the next leader, on another broker, loads it and replays only what
+// follows it, and so does a leader after every broker started again
+// (which learns of the snapshot without applying the log again).
+func TestTheNextLeaderStartsFromTheGroupsSnapshot(t *testing.T) {
+	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	open := map[uint64]*rlog.Log{}
+	t.Cleanup(func() {
+		for _, j := range open {
+			_ = j.Close()
+		}
+	})
+	logFor := func(id uint64) (Log, func() error) {
+		if j := open[id]; j != nil {
+			_ = j.Close()
+		}
+		j, d := openDisk(t, dirs[id], 1<<10)
+		open[id] = j
+		l := d.Log(testShard)
+		must(t, l.Bootstrap(voters3))
+		return l, d.Sync
+	}
+	c := newTestClusterOn(t, voters3, nil, logFor)
+	c.elect(1)
+	e := c.engine(1)
+	var want []string
+	for i := range 40 {
+		txn := fmt.Sprint("a", i)
+		if o := push(e, "q", "p", txn); !settled(c) || o.n != 1 || o.err != nil {
+			t.Fatalf("push %s: %v", txn, o)
+		}
+		want = append(want, txn)
+	}
+	ms, err := c.pop(e, engine.PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 5})
+	if err != nil || len(ms) != 5 {
+		t.Fatalf("pop: %v, %d messages", err, len(ms))
+	}
+	for _, m := range ms {
+		it := engine.AckItem{PartitionID: m.PartitionID, Group: "g", LeaseID: m.LeaseID, MessageID: m.ID, Status: engine.Completed}
+		if res, err := c.ack(e, it); err != nil || res[0].Err != nil {
+			t.Fatalf("ack: %v %v", err, res)
+		}
+	}
+	// The engine's snapshot waits for its barrier to be committed.
+	snapped := make(chan error, 1)
+	go func() { snapped <- e.Snapshot() }()
+	for waiting := true; waiting; {
+		select {
+		case err := <-snapped:
+			must(t, err)
+			waiting = false
+		default:
+			c.net.settle()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c.net.settle()
+	for _, id := range voters3 {
+		if c.shard(id).snapIndex == 0 {
+			t.Fatalf("broker %d applied no snapshot entry", id)
+		}
+	}
+	for i := range 3 {
+		txn := fmt.Sprint("b", i)
+		if o := push(e, "q", "p", txn); !settled(c) || o.n != 1 || o.err != nil {
+			t.Fatalf("push %s: %v", txn, o)
+		}
+		want = append(want, txn)
+	}
+
+	c.net.isolate(1, true)
+	c.net.paused[1] = true
+	next := c.leader(2, 3)
+	// What follows the snapshot: its barrier and three pushes.
+	if n := c.replayed[next]; n > 4 {
+		t.Fatalf("broker %d replayed %d records to take the shard over, want at most 4 after the snapshot", next, n)
+	}
+	if got := held(t, c, c.engine(next), "q", "p", "g"); !slices.Equal(got, want[5:]) {
+		t.Fatalf("group g on the next leader: %q, want %q", got, want[5:])
+	}
+
+	c.net.isolate(1, false)
+	c.net.paused[1] = false
+	for _, id := range voters3 {
+		c.start(id)
+	}
+	again := c.leader(1, 2, 3)
+	if n := c.replayed[again]; n > 6 {
+		t.Fatalf("after every broker started again, broker %d replayed %d records, want at most 6 after the snapshot", again, n)
+	}
+	if got := held(t, c, c.engine(again), "q", "p", "h"); !slices.Equal(got, want) {
+		t.Fatalf("group h after the restart: %q, want %q", got, want)
 	}
 }

@@ -34,7 +34,8 @@
 // is everything before it), then builds a fresh engine over a Journal that
 // replays the committed log and proposes what the engine appends. Followers
 // keep the log and build nothing: whichever of them leads next rebuilds the
-// state from the same committed entries.
+// state from the same committed entries, starting from the newest snapshot
+// in them (below).
 //
 // The engine's Journal contract maps onto Raft as follows:
 //
@@ -50,7 +51,14 @@
 //     committed by the next leader, and then a client that retries is
 //     deduplicated by its transactionId.
 //   - Positions are Raft indexes, the same on every replica, so a snapshot
-//     one engine wrote stays valid for the next engine on the broker.
+//     one engine wrote is valid for every engine of the group. The engine
+//     snapshots every SnapshotEveryBytes of records; WriteSnapshot proposes
+//     the snapshot as an entry of the log (marked: the engine is never
+//     handed it as a record), every replica notes the newest one it applied,
+//     and LoadSnapshot gives it to the next leader's engine, which replays
+//     only the records after it. A broker that starts again learns from its
+//     log where the newest snapshot is (Log.Marks) instead of applying the
+//     committed log again.
 //
 // What the broker's shard leader tells a client is therefore justified by a
 // committed record, for every request whose answer the engine gives after

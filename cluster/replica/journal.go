@@ -1,13 +1,13 @@
 package replica
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"syscall"
 	"time"
 
 	"go.etcd.io/raft/v3"
-	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // journal is the engine.Journal of a shard's leader in one term: the
@@ -75,11 +75,21 @@ func (j *journal) Read(pos uint64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: shard %d: entry %d: %w", s.id, pos, err)
 	}
-	if len(ents) != 1 || ents[0].GetType() != pb.EntryNormal || len(ents[0].GetData()) == 0 {
+	if len(ents) != 1 || !isRecord(ents[0]) {
 		return nil, fmt.Errorf("replica: shard %d: entry %d holds no record", s.id, pos)
 	}
 	return append([]byte(nil), ents[0].GetData()...), nil
 }
+
+// SnapshotEveryBytes is how often a shard's engine snapshots its state
+// (engine.Config.SnapshotEveryBytes) when its log is replicated: a new
+// leader loads the newest snapshot (an entry of the log, WriteSnapshot) and
+// replays the records after it, each read back from the broker's journal,
+// where the records of every shard of the broker share each group-commit
+// entry, so reading one decodes the entry whole. The engine's default (256
+// MiB between snapshots, for a journal of its own) made a takeover replay
+// thousands of records for seconds.
+const SnapshotEveryBytes = 4 << 20
 
 // replayBatch is how many bytes of entries Replay asks the log for at once.
 const replayBatch = 4 << 20
@@ -109,7 +119,7 @@ func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) er
 			return fmt.Errorf("replica: shard %d: entries from %d: %w", s.id, lo, err)
 		}
 		for _, e := range ents {
-			if e.GetType() == pb.EntryNormal && len(e.GetData()) > 0 {
+			if isRecord(e) {
 				if err := fn(e.GetIndex(), e.GetData()); err != nil {
 					return err
 				}
@@ -120,32 +130,61 @@ func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) er
 	return nil
 }
 
-// LoadSnapshot returns the newest snapshot an engine of this broker wrote
-// for the shard.
+// LoadSnapshot returns the newest committed snapshot of the shard at or
+// before the index the shard was taken over at: any engine of the group
+// may have written it (WriteSnapshot proposes it as an entry), so a new
+// leader replays only the records that follow it.
 func (j *journal) LoadSnapshot() (uint64, []byte, bool, error) {
 	s := j.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.snap.ok || s.snap.pos > j.start {
+	idx := s.snapIndex
+	s.mu.Unlock()
+	if idx == 0 || idx > j.start {
 		return 0, nil, false, nil
 	}
-	return s.snap.pos, s.snap.data, true, nil
+	pos, data, err := s.readSnapshot(idx)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	return pos, data, true, nil
 }
 
-// WriteSnapshot keeps data as the shard's snapshot at pos. The engine
-// writes one once the records up to pos are durable, which here means
-// committed and applied; a deposed journal keeps none.
+// WriteSnapshot proposes data, the engine's state covering every record up
+// to pos, as an entry of the shard's log (snapshotEntry): once it is
+// committed, every replica of the group knows it (Shard.apply), and
+// whichever leads next loads it instead of replaying the log from its
+// start. The engine writes one once the records up to pos are durable,
+// which here means committed and applied; a deposed journal keeps none, and
+// a snapshot that is not committed (the lead was lost meanwhile) is
+// replaced by the next. A snapshot larger than an entry is refused: the
+// older one stays the newest.
 func (j *journal) WriteSnapshot(pos uint64, data []byte) error {
 	s := j.s
+	rec := make([]byte, 0, 1+binary.MaxVarintLen64+len(data))
+	rec = append(rec, snapshotMark)
+	rec = binary.AppendUvarint(rec, pos)
+	rec = append(rec, data...)
+	if len(rec) > s.n.cfg.MaxEntryBytes {
+		return fmt.Errorf("replica: shard %d: a snapshot of %d bytes passes the entry limit of %d: %w", s.id, len(rec), s.n.cfg.MaxEntryBytes, syscall.EMSGSIZE)
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if j.deposed {
-		return j.err
+	if j.deposed || j.err != nil {
+		err := j.err
+		s.mu.Unlock()
+		return err
 	}
 	if pos > s.applied {
+		s.mu.Unlock()
 		return fmt.Errorf("replica: shard %d: a snapshot at %d, past the applied index %d", s.id, pos, s.applied)
 	}
-	s.snap.pos, s.snap.data, s.snap.ok = pos, append([]byte(nil), data...), true
+	if err := s.rn.Propose(rec); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("replica: shard %d: proposing a snapshot: %v: %w", s.id, err, syscall.EAGAIN)
+	}
+	j.pend = append(j.pend, proposal{index: j.next, data: rec, at: time.Now()})
+	j.next++
+	s.mu.Unlock()
+	s.n.kick()
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"testing"
@@ -43,6 +44,29 @@ func (l *memLog) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) err
 		}
 	}
 	return l.Append(ents)
+}
+
+func (l *memLog) Marks(upTo uint64) (snapshot, confChange uint64) {
+	first, _ := l.FirstIndex()
+	last, _ := l.LastIndex()
+	if first > last {
+		return 0, 0
+	}
+	es, err := l.Entries(first, last+1, math.MaxUint64)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range es {
+		switch {
+		case e.GetType() != pb.EntryNormal:
+			if confChange == 0 {
+				confChange = e.GetIndex()
+			}
+		case isSnapshot(e) && (upTo == 0 || e.GetIndex() <= upTo):
+			snapshot = e.GetIndex()
+		}
+	}
+	return snapshot, confChange
 }
 
 // memNet carries the messages of several Nodes in memory, in the order
@@ -172,6 +196,9 @@ type testCluster struct {
 	net   *memNet
 	clock *engine.FakeClock
 	built map[uint64][]*engine.Engine // every engine each node built
+	// replayed is how many records each node's last engine replayed when
+	// it was built.
+	replayed map[uint64]int
 
 	tune      func(*Config)
 	logFor    func(id uint64) (Log, func() error)
@@ -192,6 +219,7 @@ func newTestClusterOn(t *testing.T, ids []uint64, tune func(*Config), logFor fun
 		t:         t,
 		clock:     engine.NewFakeClock(time.Unix(1_800_000_000, 0)),
 		built:     map[uint64][]*engine.Engine{},
+		replayed:  map[uint64]int{},
 		failBuild: map[uint64]bool{},
 		tune:      tune,
 		logFor:    logFor,
@@ -224,6 +252,8 @@ func (c *testCluster) start(id uint64) {
 			if c.failBuild[id] {
 				return nil, errors.New("the engine could not be built (test)")
 			}
+			c.replayed[id] = 0
+			j = countReplay{Journal: j, n: func() { c.replayed[id]++ }}
 			e, err := engine.New(engine.Config{Clock: c.clock, NoTicker: true, JournalLeases: true, Logger: slog.New(slog.DiscardHandler)}, j)
 			if err == nil {
 				c.built[id] = append(c.built[id], e)
@@ -249,6 +279,19 @@ func (c *testCluster) start(id uint64) {
 		old.Close()
 	}
 	c.net.nodes[id] = n
+}
+
+// countReplay counts the records an engine replays.
+type countReplay struct {
+	engine.Journal
+	n func()
+}
+
+func (j countReplay) Replay(after uint64, fn func(pos uint64, rec []byte) error) error {
+	return j.Journal.Replay(after, func(pos uint64, rec []byte) error {
+		j.n()
+		return fn(pos, rec)
+	})
 }
 
 func (c *testCluster) shard(id uint64) *Shard { return c.net.nodes[id].Shard(testShard) }

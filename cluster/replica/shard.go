@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -33,13 +34,10 @@ type Shard struct {
 	// j.term and has taken it over; nil otherwise.
 	j   *journal
 	eng *engine.Engine // built over j; nil while it is built
-	// snap is the newest snapshot an engine of this broker wrote: positions
-	// are Raft indexes, the same for every engine of the shard.
-	snap struct {
-		pos  uint64
-		data []byte
-		ok   bool
-	}
+	// snapIndex is the index of the newest committed snapshot entry
+	// (snapshotEntry) applied here, 0 while there is none: the state an
+	// engine of the group wrote, which the next leader's engine loads.
+	snapIndex uint64
 }
 
 // ID returns the shard's number.
@@ -163,6 +161,9 @@ func (s *Shard) apply(rd raft.Ready) {
 				s.rn.ApplyConfChange(&cc)
 			}
 		default:
+			if isSnapshot(e) {
+				s.snapIndex = e.GetIndex()
+			}
 			if j := s.j; j != nil {
 				for len(j.pend) > 0 && j.pend[0].index <= e.GetIndex() {
 					p := j.pend[0]
@@ -260,4 +261,46 @@ func (s *Shard) build(j *journal) {
 	if f := s.n.cfg.Served; f != nil {
 		f(s.id, eng)
 	}
+}
+
+// snapshotMark starts the data of a snapshot entry: an engine's state
+// written as an entry of the shard's log (journal.WriteSnapshot), so that
+// every replica has it, not only the broker whose engine wrote it. No
+// engine record starts with it (their kinds are small numbers), and the
+// journal hands the engine none of these entries as records.
+//
+//	snapshot entry = snapshotMark | pos uvarint | engine snapshot
+const snapshotMark = 0xff
+
+// isSnapshot reports whether e is a snapshot entry.
+func isSnapshot(e *pb.Entry) bool {
+	d := e.GetData()
+	return e.GetType() == pb.EntryNormal && len(d) > 0 && d[0] == snapshotMark
+}
+
+// isRecord reports whether e holds one of the engine's records: not
+// Raft's empty entry of a new term, a configuration change or a snapshot.
+func isRecord(e *pb.Entry) bool {
+	d := e.GetData()
+	return e.GetType() == pb.EntryNormal && len(d) > 0 && d[0] != snapshotMark
+}
+
+// readSnapshot returns the engine snapshot held by the snapshot entry at
+// index, and the position it covers.
+func (s *Shard) readSnapshot(index uint64) (uint64, []byte, error) {
+	ents, err := s.log.Entries(index, index+1, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("replica: shard %d: snapshot entry %d: %w", s.id, index, err)
+	}
+	if len(ents) != 1 || !isSnapshot(ents[0]) {
+		return 0, nil, fmt.Errorf("replica: shard %d: entry %d holds no snapshot", s.id, index)
+	}
+	d := ents[0].GetData()[1:]
+	pos, n := binary.Uvarint(d)
+	if n <= 0 || pos >= index {
+		return 0, nil, fmt.Errorf("replica: shard %d: snapshot entry %d: %w", s.id, index, errBadRecord)
+	}
+	// The log may hand out the data it keeps in memory: the engine gets
+	// its own copy.
+	return pos, append([]byte(nil), d[n:]...), nil
 }
