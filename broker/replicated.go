@@ -65,7 +65,7 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 	self := cluster.RaftID(c.o.Node)
 	rp.link = replica.NewLink(self, rp.peerAddr, logger)
 	rp.node, err = replica.NewNode(replica.Config{ID: self, Transport: rp.link, NewEngine: rp.newEngine,
-		Served: func(_ uint32, e *engine.Engine) { go c.applyTo(e) }, Sync: rp.disk.Sync, Logger: logger})
+		Served: func(_ uint32, e *engine.Engine) { go c.applyTo(e) }, Sync: rp.disk.Sync, Maintain: rp.disk.Maintain, Logger: logger})
 	if err != nil {
 		rp.link.Close()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -33,10 +34,26 @@ import (
 //	entry  (1) = term uvarint | index uvarint | type u8 | data bytes
 //	state  (2) = term uvarint | vote uvarint | commit uvarint
 //	start  (3) = index uvarint | term uvarint | confState bytes (protobuf)   (the group's bootstrap)
+//	anchor (4) = index uvarint | term uvarint | confState bytes | term uvarint | vote uvarint | commit uvarint
+//
+// An anchor record compacts a shard's log: the entries up to index are
+// gone (a snapshot entry after them holds what the engine needs of them),
+// and it repeats the group's configuration and hard state, so that the
+// newest anchor and the entries after it are all a shard needs of the
+// journal. Once every shard's needs start past a segment of the journal,
+// the segment is dropped (Disk.Maintain). Replaying a journal whose front
+// was dropped, a shard's first records may be entries that a later anchor
+// compacts: until its first anchor, a log takes entries as they come.
 type Disk struct {
 	j *rlog.Log
 	// keep bounds the entry data held in memory per shard.
 	keep int
+
+	maintained time.Time // the last Maintain that looked at the journal
+
+	// opening is set while OpenDisk replays the journal, whose front may
+	// have been dropped (see the anchor record).
+	opening bool
 
 	mu     sync.Mutex
 	shards map[uint32]*DiskLog
@@ -50,9 +67,10 @@ type Disk struct {
 
 // Record kinds of a Disk.
 const (
-	diskEntry = 1
-	diskState = 2
-	diskStart = 3
+	diskEntry  = 1
+	diskState  = 2
+	diskStart  = 3
+	diskAnchor = 4
 )
 
 // DefaultKeepBytes is how much entry data each shard's log keeps in memory
@@ -66,7 +84,7 @@ func OpenDisk(j *rlog.Log, keep int) (*Disk, error) {
 	if keep <= 0 {
 		keep = DefaultKeepBytes
 	}
-	d := &Disk{j: j, keep: keep, shards: make(map[uint32]*DiskLog)}
+	d := &Disk{j: j, keep: keep, shards: make(map[uint32]*DiskLog), opening: true}
 	d.wdone = sync.NewCond(&d.wmu)
 	d.done = d.recorded
 	err := j.Replay(0, func(pos uint64, rec []byte) error {
@@ -78,6 +96,13 @@ func OpenDisk(j *rlog.Log, keep int) (*Disk, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: reading the raft logs: %w", err)
+	}
+	d.opening = false
+	for id, l := range d.shards {
+		if !l.started || l.snapIndex != l.front {
+			return nil, fmt.Errorf("replica: shard %d: the journal holds its log's entries from %d on, and its newest anchor starts the log after %d: %w",
+				id, l.snapIndex+1, l.front, errBadRecord)
+		}
 	}
 	return d, nil
 }
@@ -156,7 +181,9 @@ type DiskLog struct {
 	cs        *pb.ConfState
 	snapIndex uint64
 	snapTerm  uint64
-	started   bool
+	started   bool      // a start or anchor record was seen
+	front     uint64    // the index the newest start or anchor record starts the log after
+	anchorPos uint64    // that record's journal position
 	ents      []diskRef // ents[i] is entry snapIndex+1+i
 	kept      int       // bytes of data held by ents
 	keptFrom  int       // ents before it hold no data
@@ -281,9 +308,39 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		if !ok || proto.Unmarshal(csb, &cs) != nil {
 			return fmt.Errorf("replica: start record at %d: %w", pos, errBadRecord)
 		}
-		l.snapIndex, l.snapTerm, l.cs, l.started = index, term, &cs, true
+		l.snapIndex, l.snapTerm, l.cs, l.started, l.anchorPos, l.front = index, term, &cs, true, pos, index
 		l.ents, l.kept, l.keptFrom = nil, 0, 0
 		l.snaps, l.confs = nil, nil
+	case diskAnchor:
+		index, term := uv(), uv()
+		csb, ok := bytes()
+		var cs pb.ConfState
+		if !ok || proto.Unmarshal(csb, &cs) != nil {
+			return fmt.Errorf("replica: anchor record at %d: %w", pos, errBadRecord)
+		}
+		hs := &pb.HardState{Term: new(uv()), Vote: new(uv()), Commit: new(uv())}
+		if r == nil {
+			return fmt.Errorf("replica: anchor record at %d: %w", pos, errBadRecord)
+		}
+		l.cs, l.hs, l.anchorPos, l.front, l.started = &cs, hs, pos, index, true
+		last := l.snapIndex + uint64(len(l.ents))
+		switch {
+		case index >= l.snapIndex && index <= last:
+			l.compactLocked(index, term)
+		case !l.d.opening:
+			return fmt.Errorf("replica: shard %d: anchor at %d compacts to %d, outside the log's entries %d..%d: %w",
+				l.shard, pos, index, l.snapIndex+1, last, errBadRecord)
+		case index > last:
+			// Replaying after a dropped front: the entries it keeps
+			// come later in the journal, or were compacted by a later
+			// anchor.
+			l.snapIndex, l.snapTerm, l.ents, l.kept, l.keptFrom = index, term, nil, 0, 0
+			l.snaps, l.confs = nil, nil
+		default:
+			// The log took entries from past the anchor (a dropped
+			// front): a later anchor compacts up to them, or OpenDisk
+			// finds the gap.
+		}
 	case diskEntry:
 		term, index := uv(), uv()
 		if len(r) < 1 {
@@ -292,6 +349,13 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		typ := pb.EntryType(r[0])
 		r = r[1:]
 		data, ok := bytes()
+		if ok && l.d.opening && (index <= l.snapIndex || index > l.snapIndex+uint64(len(l.ents))+1) {
+			// Replaying after a dropped front: the log takes entries from
+			// here, and an anchor that follows says where it starts
+			// (OpenDisk checks that one did).
+			l.snapIndex, l.snapTerm, l.ents, l.kept, l.keptFrom = index-1, 0, nil, 0, 0
+			l.snaps, l.confs = nil, nil
+		}
 		if !ok || index <= l.snapIndex || index > l.snapIndex+uint64(len(l.ents))+1 {
 			return fmt.Errorf("replica: shard %d: entry %d at %d does not follow the log (%d..%d): %w",
 				l.shard, index, pos, l.snapIndex+1, l.snapIndex+uint64(len(l.ents)), errBadRecord)
@@ -326,6 +390,156 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		return fmt.Errorf("replica: record kind %d at %d: %w", kind, pos, errBadRecord)
 	}
 	return nil
+}
+
+// Compact drops the entries before keep from the log (an entry must stay
+// for every index a replay or a follower may still ask for: the caller
+// knows) and journals an anchor record saying so. It writes records, so it
+// runs on the node loop, between Saves (Shard.apply).
+func (l *DiskLog) Compact(keep uint64) error {
+	l.mu.Lock()
+	if keep <= l.snapIndex+1 {
+		l.mu.Unlock()
+		return nil
+	}
+	if keep > l.snapIndex+uint64(len(l.ents))+1 {
+		last := l.snapIndex + uint64(len(l.ents))
+		l.mu.Unlock()
+		return fmt.Errorf("replica: shard %d: compacting to %d, past the last entry %d", l.shard, keep, last)
+	}
+	term := l.ents[keep-2-l.snapIndex].term
+	l.mu.Unlock()
+	return l.anchor(keep-1, term)
+}
+
+// anchor journals an anchor record at index (in term), with the log's
+// configuration and hard state as they are now.
+func (l *DiskLog) anchor(index, term uint64) error {
+	l.mu.Lock()
+	cs, err := proto.Marshal(l.cs)
+	hs := proto.Clone(l.hs).(*pb.HardState)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b := l.header(diskAnchor, 48+len(cs))
+	b = binary.AppendUvarint(b, index)
+	b = binary.AppendUvarint(b, term)
+	b = appendBytes(b, cs)
+	b = binary.AppendUvarint(b, hs.GetTerm())
+	b = binary.AppendUvarint(b, hs.GetVote())
+	b = binary.AppendUvarint(b, hs.GetCommit())
+	return l.write(b)
+}
+
+// compactLocked drops the entries up to index (in term). Caller holds l.mu.
+func (l *DiskLog) compactLocked(index, term uint64) {
+	n := int(index - l.snapIndex)
+	for k := range min(n, len(l.ents)) {
+		l.kept -= len(l.ents[k].data)
+	}
+	l.ents = append([]diskRef(nil), l.ents[min(n, len(l.ents)):]...)
+	l.keptFrom = max(l.keptFrom-n, 0)
+	l.snapIndex, l.snapTerm = index, term
+	i, _ := slices.BinarySearch(l.snaps, index+1)
+	l.snaps = slices.Delete(l.snaps, 0, i)
+	i, _ = slices.BinarySearch(l.confs, index+1)
+	l.confs = slices.Delete(l.confs, 0, i)
+}
+
+// needs is the oldest journal position the log needs: its anchor's and
+// its first entry's.
+func (l *DiskLog) needs() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.anchorPos
+	if len(l.ents) > 0 {
+		p = min(p, l.ents[0].pos)
+	}
+	return p
+}
+
+// oldest returns the entries [from, to) of the log held in the oldest
+// segment of the journal, and whether anything follows them (see
+// journal.OldestSegment).
+func (l *DiskLog) oldest() (uint64, uint64, bool) {
+	starts := l.d.j.SegmentStarts()
+	if len(starts) < 2 {
+		return 0, 0, false
+	}
+	next := rlog.MakePos(starts[1], 0)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := sort.Search(len(l.ents), func(i int) bool { return l.ents[i].pos >= next })
+	if n == 0 || n == len(l.ents) {
+		return 0, 0, false
+	}
+	return l.snapIndex + 1, l.snapIndex + 1 + uint64(n), true
+}
+
+// maintainEvery is how often Maintain drops the front of the journal: each
+// drop closes and opens the journal's files again, with writes waiting.
+const maintainEvery = 5 * time.Second
+
+// Maintain drops the segments at the front of the broker's journal that no
+// shard's log needs any more, and returns the shards whose entries hold
+// the front back: their leader's engine snapshots, and its snapshot entry
+// compacts them (Node). A log that only its anchor keeps in an old segment
+// (a shard with nothing new) is anchored again at the tail. It writes
+// records, so it runs on the node loop (Config.Maintain), between Saves.
+func (d *Disk) Maintain() ([]uint32, error) {
+	now := time.Now()
+	if now.Sub(d.maintained) < maintainEvery {
+		return nil, nil
+	}
+	d.maintained = now
+	starts := d.j.SegmentStarts()
+	if len(starts) < 2 {
+		return nil, nil
+	}
+	second, tail := rlog.MakePos(starts[1], 0), rlog.MakePos(starts[len(starts)-1], 0)
+	d.mu.Lock()
+	logs := make([]*DiskLog, 0, len(d.shards))
+	for _, l := range d.shards {
+		logs = append(logs, l)
+	}
+	d.mu.Unlock()
+	cut := tail
+	var pinned []uint32
+	for _, l := range logs {
+		l.mu.Lock()
+		started, index, term := l.started, l.snapIndex, l.snapTerm
+		first := uint64(0)
+		if len(l.ents) > 0 {
+			first = l.ents[0].pos
+		}
+		l.mu.Unlock()
+		if !started {
+			continue
+		}
+		if l.needs() < tail && (first == 0 || first >= tail) {
+			if err := l.anchor(index, term); err != nil {
+				return nil, err
+			}
+		}
+		n := l.needs()
+		if n < second {
+			pinned = append(pinned, l.shard)
+		}
+		cut = min(cut, n)
+	}
+	keep := uint64(0)
+	for _, st := range starts {
+		if st <= rlog.PosIndex(cut) {
+			keep = st
+		}
+	}
+	if keep > starts[0] {
+		if err := d.j.TruncateFront(keep); err != nil {
+			return pinned, err
+		}
+	}
+	return pinned, nil
 }
 
 // cutFrom drops the indexes from index on of the ascending list idx.

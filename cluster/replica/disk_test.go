@@ -2,10 +2,11 @@ package replica
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -15,8 +16,12 @@ import (
 )
 
 func openDisk(t *testing.T, dir string, keep int) (*rlog.Log, *Disk) {
+	return openDiskWith(t, rlog.Config{Dir: dir}, keep)
+}
+
+func openDiskWith(t *testing.T, cfg rlog.Config, keep int) (*rlog.Log, *Disk) {
 	t.Helper()
-	j, err := rlog.Open(rlog.Config{Dir: dir})
+	j, err := rlog.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,19 +256,7 @@ func TestTheNextLeaderStartsFromTheGroupsSnapshot(t *testing.T) {
 		}
 	}
 	// The engine's snapshot waits for its barrier to be committed.
-	snapped := make(chan error, 1)
-	go func() { snapped <- e.Snapshot() }()
-	for waiting := true; waiting; {
-		select {
-		case err := <-snapped:
-			must(t, err)
-			waiting = false
-		default:
-			c.net.settle()
-			time.Sleep(time.Millisecond)
-		}
-	}
-	c.net.settle()
+	must(t, c.wait(e.Snapshot))
 	for _, id := range voters3 {
 		if c.shard(id).snapIndex == 0 {
 			t.Fatalf("broker %d applied no snapshot entry", id)
@@ -300,4 +293,131 @@ func TestTheNextLeaderStartsFromTheGroupsSnapshot(t *testing.T) {
 	if got := held(t, c, c.engine(again), "q", "p", "h"); !slices.Equal(got, want) {
 		t.Fatalf("group h after the restart: %q, want %q", got, want)
 	}
+}
+
+// Once nothing the engine keeps lies before a snapshot, the snapshot entry
+// compacts every replica's log, the broker's journal drops the segments no
+// shard needs (Disk.Maintain), and a broker whose journal lost its front
+// that way starts again from the anchors and entries left.
+func TestSnapshotsCompactTheLogsAndTheJournal(t *testing.T) {
+	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	open := map[uint64]*rlog.Log{}
+	disks := map[uint64]*Disk{}
+	t.Cleanup(func() {
+		for _, j := range open {
+			_ = j.Close()
+		}
+	})
+	logFor := func(id uint64) (Log, func() error) {
+		if j := open[id]; j != nil {
+			_ = j.Close()
+		}
+		j, d := openDiskWith(t, rlog.Config{Dir: dirs[id], SegmentBytes: 4 << 10}, 1<<10)
+		open[id], disks[id] = j, d
+		l := d.Log(testShard)
+		must(t, l.Bootstrap(voters3))
+		return l, d.Sync
+	}
+	c := newTestClusterOn(t, voters3, nil, logFor)
+	c.elect(1)
+	e := c.engine(1)
+	payload := noise(7, 2<<10)
+	pushTo := func(queue string, n int) {
+		for i := range n {
+			res := make([]engine.PushResult, 1)
+			o := &outcome{}
+			e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
+			if c.net.settle(); o.n != 1 || o.err != nil {
+				t.Fatalf("push to %s: %v", queue, o)
+			}
+		}
+	}
+	pushTo("old", 30)
+	must(t, c.wait(func() error { _, err := e.DeleteQueue(context.Background(), "old"); return err }))
+	before, _ := c.shard(1).log.LastIndex()
+	pushTo("q", 3)
+	// The first snapshot learns what the engine keeps (Release), the
+	// second lets the replicas drop what lies before it.
+	must(t, c.wait(e.Snapshot))
+	must(t, c.wait(e.Snapshot))
+	for _, id := range voters3 {
+		if first, _ := c.shard(id).log.FirstIndex(); first <= before {
+			t.Fatalf("broker %d's log starts at %d: the entries of the deleted queue (up to %d) were not compacted", id, first, before)
+		}
+		from := open[id].FirstIndex()
+		if _, err := disks[id].Maintain(); err != nil {
+			t.Fatal(err)
+		}
+		if open[id].FirstIndex() <= from {
+			t.Fatalf("broker %d's journal still starts at entry %d", id, open[id].FirstIndex())
+		}
+	}
+	for _, id := range voters3 {
+		c.start(id)
+	}
+	next := c.leader(1, 2, 3)
+	if got := held(t, c, c.engine(next), "q", "p", "g"); !slices.Equal(got, []string{"q0", "q1", "q2"}) {
+		t.Fatalf("after the restart: %q", got)
+	}
+	if got := held(t, c, c.engine(next), "old", "p", "g"); len(got) != 0 {
+		t.Fatalf("the deleted queue came back: %q", got)
+	}
+}
+
+// A shard with nothing new does not hold the journal's front back: its
+// anchor, with its hard state, is written again at the tail, and after a
+// restart both shards' logs are what they were.
+func TestMaintainAnchorsAnIdleShardAgain(t *testing.T) {
+	dir := t.TempDir()
+	cfg := rlog.Config{Dir: dir, SegmentBytes: 4 << 10}
+	j, d := openDiskWith(t, cfg, 0)
+	idle, busy := d.Log(1), d.Log(2)
+	must(t, idle.Bootstrap(voters3))
+	must(t, busy.Bootstrap(voters3))
+	hsIdle := &pb.HardState{Term: new(uint64(2)), Vote: new(uint64(3)), Commit: new(uint64(1))}
+	must(t, idle.Save(hsIdle, nil, nil))
+	var es []*pb.Entry
+	for i := uint64(2); i <= 40; i++ {
+		es = append(es, &pb.Entry{Term: new(uint64(2)), Index: new(i), Type: pb.EntryNormal.Enum(), Data: noise(i, 1<<10)})
+	}
+	hsBusy := &pb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(40))}
+	for i := 0; i < len(es); i += 4 { // a group commit each: entries of the journal apart
+		must(t, busy.Save(nil, es[i:min(i+4, len(es))], nil))
+		must(t, d.Sync())
+	}
+	must(t, busy.Save(hsBusy, nil, nil))
+	must(t, busy.Compact(36))
+	must(t, d.Sync())
+	from := j.FirstIndex()
+	if _, err := d.Maintain(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, d.Sync())
+	if j.FirstIndex() <= from {
+		t.Fatalf("the journal still starts at entry %d", j.FirstIndex())
+	}
+	must(t, j.Close())
+	j, d = openDiskWith(t, cfg, 0)
+	defer j.Close()
+	checkLog(t, d.Log(2), es[34:], hsBusy)
+	if first, _ := d.Log(2).FirstIndex(); first != 36 {
+		t.Fatalf("the busy shard's log starts at %d, want 36", first)
+	}
+	st, cs, _ := d.Log(1).InitialState()
+	if st.GetTerm() != 2 || st.GetVote() != 3 || st.GetCommit() != 1 || len(cs.GetVoters()) != 3 {
+		t.Fatalf("the idle shard's state after the restart: %v %v", st, cs)
+	}
+	if last, _ := d.Log(1).LastIndex(); last != 1 {
+		t.Fatalf("the idle shard's log ends at %d, want 1", last)
+	}
+}
+
+// noise is n bytes that do not compress, from seed.
+func noise(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }

@@ -20,6 +20,8 @@ type journal struct {
 
 	deposed bool
 	err     error      // why it refuses (deposed, or the engine could not be built)
+	live    uint64     // no record before it holds messages the engine keeps (Release; 0: not known)
+	snapPos uint64     // the position of the last snapshot written (WriteSnapshot)
 	next    uint64     // the index the next proposal gets
 	pend    []proposal // proposed, not yet committed, by index
 }
@@ -160,12 +162,8 @@ func (j *journal) LoadSnapshot() (uint64, []byte, bool, error) {
 // older one stays the newest.
 func (j *journal) WriteSnapshot(pos uint64, data []byte) error {
 	s := j.s
-	rec := make([]byte, 0, 1+binary.MaxVarintLen64+len(data))
-	rec = append(rec, snapshotMark)
-	rec = binary.AppendUvarint(rec, pos)
-	rec = append(rec, data...)
-	if len(rec) > s.n.cfg.MaxEntryBytes {
-		return fmt.Errorf("replica: shard %d: a snapshot of %d bytes passes the entry limit of %d: %w", s.id, len(rec), s.n.cfg.MaxEntryBytes, syscall.EMSGSIZE)
+	if n := 1 + 2*binary.MaxVarintLen64 + len(data); n > s.n.cfg.MaxEntryBytes {
+		return fmt.Errorf("replica: shard %d: a snapshot of %d bytes passes the entry limit of %d: %w", s.id, n, s.n.cfg.MaxEntryBytes, syscall.EMSGSIZE)
 	}
 	s.mu.Lock()
 	if j.deposed || j.err != nil {
@@ -177,23 +175,72 @@ func (j *journal) WriteSnapshot(pos uint64, data []byte) error {
 		s.mu.Unlock()
 		return fmt.Errorf("replica: shard %d: a snapshot at %d, past the applied index %d", s.id, pos, s.applied)
 	}
+	rec := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(data))
+	rec = append(rec, snapshotMark)
+	rec = binary.AppendUvarint(rec, pos)
+	rec = binary.AppendUvarint(rec, j.keepLocked(pos))
+	rec = append(rec, data...)
 	if err := s.rn.Propose(rec); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("replica: shard %d: proposing a snapshot: %v: %w", s.id, err, syscall.EAGAIN)
 	}
 	j.pend = append(j.pend, proposal{index: j.next, data: rec, at: time.Now()})
 	j.next++
+	j.snapPos = pos
 	s.mu.Unlock()
 	s.n.kick()
 	return nil
 }
 
-// Release keeps everything: a follower that falls behind is caught up from
-// the log, since no snapshot is shipped between brokers yet (stage 3).
-func (j *journal) Release(covered, live uint64) error { return nil }
+// keepLocked is the first index every replica of the group must keep of
+// the shard's log once a snapshot at pos is committed (snapshot entry): the
+// records after pos (a replay from the snapshot reads them), the oldest
+// record that holds messages still kept (the engine reads their payloads
+// back: Release told it), and every entry some replica has not yet got (no
+// snapshot is shipped between brokers yet: a replica that falls behind is
+// caught up from the log, so the log keeps what the slowest one lacks; a
+// replica that is down holds the front back until it returns). Caller holds
+// s.mu.
+func (j *journal) keepLocked(pos uint64) uint64 {
+	if j.live == 0 {
+		return 0 // no Release yet: nothing is known of the messages kept
+	}
+	keep := min(pos+1, j.live)
+	for _, pr := range j.s.rn.Status().Progress {
+		keep = min(keep, pr.Match+1)
+	}
+	return keep
+}
 
-// OldestSegment reports nothing to drop (Release keeps everything).
-func (j *journal) OldestSegment() (uint64, uint64, bool) { return 0, 0, false }
+// Release notes the oldest record holding messages the engine still keeps
+// (live), as of the snapshot it has just written: the next snapshot entry
+// lets the replicas drop what is before it (keepLocked). Messages only
+// move forward, so the bound holds later too; when none was kept, the
+// messages pushed since all follow that snapshot. covered is not needed:
+// the snapshot entry is part of the log, which the journal checks.
+func (j *journal) Release(covered, live uint64) error {
+	s := j.s
+	s.mu.Lock()
+	if live == 0 {
+		live = j.snapPos + 1
+	}
+	j.live = live
+	s.mu.Unlock()
+	return nil
+}
+
+// OldestSegment returns the entries of the shard's log that hold back the
+// front of the broker's journal (the oldest segment of the journal, which
+// nothing may drop while they are kept): the engine copies the few live
+// records among them forward (engine compact.go), so that its next
+// snapshot lets the replicas drop them.
+func (j *journal) OldestSegment() (uint64, uint64, bool) {
+	o, ok := j.s.log.(interface{ oldest() (uint64, uint64, bool) })
+	if !ok {
+		return 0, 0, false
+	}
+	return o.oldest()
+}
 
 // Err reports why the journal refuses: its broker lost the lead, or the
 // engine could not be built.

@@ -46,6 +46,13 @@ func (l *memLog) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) err
 	return l.Append(ents)
 }
 
+func (l *memLog) Compact(keep uint64) error {
+	if first, _ := l.FirstIndex(); keep <= first {
+		return nil
+	}
+	return l.MemoryStorage.Compact(keep - 1)
+}
+
 func (l *memLog) Marks(upTo uint64) (snapshot, confChange uint64) {
 	first, _ := l.FirstIndex()
 	last, _ := l.LastIndex()
@@ -279,6 +286,23 @@ func (c *testCluster) start(id uint64) {
 		old.Close()
 	}
 	c.net.nodes[id] = n
+}
+
+// wait runs fn, which waits for records to be committed, settling the
+// network until it returns.
+func (c *testCluster) wait(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- fn() }()
+	for {
+		select {
+		case err := <-errc:
+			c.net.settle()
+			return err
+		default:
+			c.net.settle()
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // countReplay counts the records an engine replays.

@@ -45,6 +45,10 @@ type Log interface {
 	// entry: a broker that starts again learns from it what it would
 	// otherwise apply the whole committed log again to learn.
 	Marks(upTo uint64) (snapshot, confChange uint64)
+	// Compact drops the entries before keep, which is at most the
+	// applied index plus one; it is called from the node loop, between
+	// Saves.
+	Compact(keep uint64) error
 }
 
 // Config is what a Node is built from.
@@ -66,6 +70,11 @@ type Config struct {
 	// Sync makes the Saves of one Process durable; nil when the Logs are
 	// durable as soon as they are saved.
 	Sync func() error
+	// Maintain, when set, is called by Run's loop after each tick's
+	// Process (Disk.Maintain): it may write records, and returns the
+	// shards whose old entries hold the journal's front back; the engine
+	// of those this broker leads snapshots, which compacts them.
+	Maintain func() ([]uint32, error)
 	// Logger takes the Node's and Raft's messages; nil discards them.
 	Logger *slog.Logger
 
@@ -431,10 +440,39 @@ func (n *Node) Run(ctx context.Context, tick time.Duration) error {
 			return ctx.Err()
 		case <-t.C:
 			n.Tick()
+			if err := n.Process(); err != nil {
+				return err
+			}
+			n.maintain()
+			continue
 		case <-n.wake:
 		}
 		if err := n.Process(); err != nil {
 			return err
+		}
+	}
+}
+
+// maintain runs Config.Maintain, and has the engines of the shards it
+// names that this broker leads snapshot (each on a goroutine of its own:
+// a snapshot waits for its records to be committed, which takes the loop).
+func (n *Node) maintain() {
+	if n.cfg.Maintain == nil {
+		return
+	}
+	pinned, err := n.cfg.Maintain()
+	if err != nil {
+		n.cfg.Logger.Error("replica: dropping the front of the journal", "err", err)
+	}
+	for _, id := range pinned {
+		if s := n.Shard(id); s != nil {
+			if e, _, _ := s.Engine(); e != nil {
+				go func() {
+					if err := e.Snapshot(); err != nil && !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrDeposed) {
+						n.cfg.Logger.Warn("replica: a snapshot to compact the shard's log", "shard", id, "err", err)
+					}
+				}()
+			}
 		}
 	}
 }

@@ -147,6 +147,7 @@ func (s *Shard) checkLeadLocked() deposal {
 func (s *Shard) apply(rd raft.Ready) {
 	var done []proposal
 	var failed []proposal
+	var compact uint64
 	s.mu.Lock()
 	for _, e := range rd.CommittedEntries {
 		switch e.GetType() {
@@ -163,6 +164,9 @@ func (s *Shard) apply(rd raft.Ready) {
 		default:
 			if isSnapshot(e) {
 				s.snapIndex = e.GetIndex()
+				if _, keep, _, ok := parseSnapshot(e); ok {
+					compact = keep
+				}
 			}
 			if j := s.j; j != nil {
 				for len(j.pend) > 0 && j.pend[0].index <= e.GetIndex() {
@@ -182,6 +186,15 @@ func (s *Shard) apply(rd raft.Ready) {
 	d := s.checkLeadLocked()
 	j := s.takeOverLocked()
 	s.mu.Unlock()
+	if compact > 0 {
+		// Every replica applies the snapshot entry at the same index, and
+		// compacts its log as the leader said (only what each replica of
+		// the group holds, and what no replay after the snapshot reads).
+		// Off Shard.mu: it journals a record, which may wait.
+		if err := s.log.Compact(compact); err != nil {
+			s.n.cfg.Logger.Error("replica: compacting the shard's log", "shard", s.id, "keep", compact, "err", err)
+		}
+	}
 	for _, p := range done {
 		if p.done != nil {
 			p.done(nil)
@@ -269,7 +282,11 @@ func (s *Shard) build(j *journal) {
 // engine record starts with it (their kinds are small numbers), and the
 // journal hands the engine none of these entries as records.
 //
-//	snapshot entry = snapshotMark | pos uvarint | engine snapshot
+//	snapshot entry = snapshotMark | pos uvarint | keep uvarint | engine snapshot
+//
+// pos is the last record the snapshot covers; keep the first index every
+// replica keeps of the log once the entry is committed (journal.keepLocked):
+// applying it, each compacts its log up to there (Log.Compact).
 const snapshotMark = 0xff
 
 // isSnapshot reports whether e is a snapshot entry.
@@ -295,12 +312,26 @@ func (s *Shard) readSnapshot(index uint64) (uint64, []byte, error) {
 	if len(ents) != 1 || !isSnapshot(ents[0]) {
 		return 0, nil, fmt.Errorf("replica: shard %d: entry %d holds no snapshot", s.id, index)
 	}
-	d := ents[0].GetData()[1:]
-	pos, n := binary.Uvarint(d)
-	if n <= 0 || pos >= index {
+	pos, _, state, ok := parseSnapshot(ents[0])
+	if !ok {
 		return 0, nil, fmt.Errorf("replica: shard %d: snapshot entry %d: %w", s.id, index, errBadRecord)
 	}
 	// The log may hand out the data it keeps in memory: the engine gets
 	// its own copy.
-	return pos, append([]byte(nil), d[n:]...), nil
+	return pos, append([]byte(nil), state...), nil
+}
+
+// parseSnapshot splits snapshot entry e.
+func parseSnapshot(e *pb.Entry) (pos, keep uint64, state []byte, ok bool) {
+	d := e.GetData()[1:]
+	pos, n := binary.Uvarint(d)
+	if n <= 0 || pos >= e.GetIndex() {
+		return 0, 0, nil, false
+	}
+	d = d[n:]
+	keep, n = binary.Uvarint(d)
+	if n <= 0 || keep > pos+1 {
+		return 0, 0, nil, false
+	}
+	return pos, keep, d[n:], true
 }
