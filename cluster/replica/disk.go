@@ -92,7 +92,7 @@ func OpenDisk(j *rlog.Log, keep int) (*Disk, error) {
 			return fmt.Errorf("replica: record at %d: %w", pos, errBadRecord)
 		}
 		l := d.log(binary.BigEndian.Uint32(rec[1:5]))
-		return l.replay(pos, rec[0], rec[5:])
+		return l.replay(pos, rec[0], rec[5:], false)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: reading the raft logs: %w", err)
@@ -274,11 +274,13 @@ func (l *DiskLog) write(rec []byte) error {
 	if err != nil {
 		return fmt.Errorf("replica: shard %d: %w", l.shard, err)
 	}
-	return l.replay(pos, rec[0], rec[5:])
+	return l.replay(pos, rec[0], rec[5:], true)
 }
 
-// replay applies one record of the shard (at pos) to the index.
-func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
+// replay applies one record of the shard (at pos) to the index. An entry's
+// data is kept in memory: a copy, unless own (the record is the log's:
+// write made it, and the journal copied it).
+func (l *DiskLog) replay(pos uint64, kind byte, body []byte, own bool) error {
 	r := body
 	uv := func() uint64 {
 		v, n := binary.Uvarint(r)
@@ -370,7 +372,10 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte) error {
 		l.keptFrom = min(l.keptFrom, i)
 		l.snaps = cutFrom(l.snaps, index)
 		l.confs = cutFrom(l.confs, index)
-		d := append([]byte(nil), data...)
+		d := data
+		if !own {
+			d = append([]byte(nil), data...)
+		}
 		e := diskRef{term: term, pos: pos, typ: typ, data: d, size: len(d)}
 		l.ents = append(l.ents, e)
 		switch {
