@@ -99,7 +99,11 @@ func (b *broker) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"serve", "--data", b.dataDir, "--tcp", b.tcpAddr, "--http", b.httpAddr, "--log-level", "warn"}, b.args...)
+	level := "warn"
+	if l := os.Getenv("REGENT_CRASH_LOG_LEVEL"); l != "" {
+		level = l // for a post-mortem (with REGENT_CRASH_DIR): info shows each takeover
+	}
+	args := append([]string{"serve", "--data", b.dataDir, "--tcp", b.tcpAddr, "--http", b.httpAddr, "--log-level", level}, b.args...)
 	args = append(args, b.cfg.Args...)
 	cmd := exec.Command(b.cfg.Binary, args...)
 	cmd.Env = append(os.Environ(), b.cfg.Env...)

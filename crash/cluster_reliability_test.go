@@ -1,6 +1,9 @@
 package crash
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -37,9 +40,25 @@ func TestCrashKill9Replicated(t *testing.T) {
 	// replica to catch up at this load. Kills closer together are second
 	// faults while a replica is behind: a shard then waits for it, as Raft
 	// must, and the wait is no failover.
-	cfg := Config{Binary: binary(t), Dir: t.TempDir(), Brokers: 3, Replicas: 3, Cycles: cycles(), Logf: t.Logf,
+	cfg := Config{Binary: binary(t), Dir: keptDir(t), Brokers: 3, Replicas: 3, Cycles: cycles(), Logf: t.Logf,
 		Partitions: 8, StartTimeout: 60 * time.Second, MinUp: 2 * time.Second, MaxUp: 4 * time.Second}
 	if rep := runChecked(t, cfg, failoverBound+20*time.Second, 2*time.Minute, "the replicated cluster"); len(rep.Failovers) == 0 {
 		t.Fatalf("no failover was measured:\n%s", rep)
 	}
+}
+
+// keptDir is $REGENT_CRASH_DIR when it is set (the brokers' data and logs
+// stay there after the test, for a failure's post-mortem), else a
+// temporary directory.
+func keptDir(t *testing.T) string {
+	d := os.Getenv("REGENT_CRASH_DIR")
+	if d == "" {
+		return t.TempDir()
+	}
+	d = filepath.Join(d, fmt.Sprintf("%s-%d", t.Name(), time.Now().Unix()))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the brokers' data and logs: %s", d)
+	return d
 }
