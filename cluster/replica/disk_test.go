@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/regentmq/regent/engine"
 	rlog "github.com/regentmq/regent/log"
@@ -50,6 +51,20 @@ func checkLog(t *testing.T, l *DiskLog, want []*pb.Entry, hs *pb.HardState) {
 	got, err := l.Entries(want[0].GetIndex(), last+1, 1<<30)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var scanned []*pb.Entry
+	must(t, l.Scan(want[0].GetIndex(), last+1, func(e *pb.Entry) error {
+		e.Data = bytes.Clone(e.GetData())
+		scanned = append(scanned, e)
+		return nil
+	}))
+	if len(scanned) != len(got) {
+		t.Fatalf("Scan gave %d entries, Entries %d", len(scanned), len(got))
+	}
+	for i := range got {
+		if !proto.Equal(scanned[i], got[i]) {
+			t.Fatalf("Scan's entry %d is %v, Entries' %v", i, scanned[i], got[i])
+		}
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d entries, want %d", len(got), len(want))

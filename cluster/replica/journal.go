@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // journal is the engine.Journal of a shard's leader in one term: the
@@ -111,6 +112,16 @@ func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) er
 		lo = first
 	case lo < first:
 		return fmt.Errorf("replica: shard %d: replay from %d, but the log starts at %d", s.id, lo, first)
+	}
+	if sc, ok := s.log.(interface {
+		Scan(lo, hi uint64, fn func(*pb.Entry) error) error
+	}); ok && lo <= j.start {
+		return sc.Scan(lo, j.start+1, func(e *pb.Entry) error {
+			if isRecord(e) {
+				return fn(e.GetIndex(), e.GetData())
+			}
+			return nil
+		})
 	}
 	for lo <= j.start {
 		ents, err := s.log.Entries(lo, j.start+1, replayBatch)
