@@ -145,7 +145,7 @@ func (t *Txn) Commit(ctx context.Context) (TxnResult, error) {
 	p := t.c.pool
 	if t.c.cl != nil {
 		var err error
-		if p, err = t.c.cl.txnPool(t.acks, t.push); errors.Is(err, errAcrossShards) {
+		if p, err = t.c.cl.txnPool(ctx, t.acks, t.push); errors.Is(err, errAcrossShards) {
 			return t.c.cl.txnAcross(ctx, t.acks, t.push)
 		}
 		if err != nil {

@@ -120,6 +120,65 @@ func (r *router) table() *protocol.MetadataReply {
 	return r.md
 }
 
+// noOwnerWait bounds how long a request waits for a shard the map names no
+// owner of (an election under way, or the broker asked not yet knowing the
+// new leader) before it is answered unavailable.
+const noOwnerWait = 5 * time.Second
+
+// ownedTable is the map, asked for again with growing pauses while it
+// names no owner of a shard one of the n keys fall in, for up to
+// noOwnerWait or until ctx ends: a shard between two leaders is served
+// again within an election, and a request then waits for it rather than
+// failing at once. A map that still lacks an owner is returned as it is
+// (owner answers unavailable).
+func (r *router) ownedTable(ctx context.Context, n int, key func(i int) (queue, partition string)) *protocol.MetadataReply {
+	md := r.table()
+	if owned(md, n, key) {
+		return md
+	}
+	deadline := time.Now().Add(noOwnerWait)
+	for pause := 25 * time.Millisecond; ; pause = min(2*pause, 400*time.Millisecond) {
+		_ = r.update(ctx)
+		if md = r.table(); owned(md, n, key) || ctx.Err() != nil || time.Now().After(deadline) {
+			return md
+		}
+		select {
+		case <-ctx.Done():
+			return md
+		case <-time.After(pause):
+		}
+	}
+}
+
+// owned says whether md names an owner of the shard of every key.
+func owned(md *protocol.MetadataReply, n int, key func(i int) (queue, partition string)) bool {
+	if !slices.Contains(md.Owners, -1) {
+		return true
+	}
+	for i := range n {
+		if q, part := key(i); q != "" {
+			if part == "" {
+				part = defaultPartition
+			}
+			if md.Owners[cluster.Shard(md.Seed, q, part, int(md.Shards))] < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unowned is how many shards md names no owner of.
+func unowned(md *protocol.MetadataReply) int {
+	n := 0
+	for _, o := range md.Owners {
+		if o < 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // owner is the broker owning partition of queue under md ("" stands for the
 // default partition, as the broker has it).
 func owner(md *protocol.MetadataReply, queue, partition string) (*protocol.MetadataBroker, error) {
@@ -228,6 +287,7 @@ func (r *router) update(ctx context.Context) error {
 	// The dialled broker first, then the others that are up.
 	cands := append([]*pool{r.c.pool}, r.livePools(md)...)
 	var err error
+	var best *protocol.MetadataReply
 	for _, p := range cands {
 		var fresh protocol.MetadataReply
 		// Each broker gets a short while: one that hangs (stopped, not
@@ -243,14 +303,26 @@ func (r *router) update(ctx context.Context) error {
 			continue
 		}
 		fresh.Detach()
-		r.mu.Lock()
-		if fresh.Epoch >= r.md.Epoch {
-			r.md = &fresh
+		// A replicated cluster's brokers each name the leaders they
+		// know: one that has just started may know none yet, while the
+		// others do. While the map lacks owners, the next broker is
+		// asked too, and the map knowing the most is kept.
+		if best == nil || fresh.Epoch > best.Epoch || (fresh.Epoch == best.Epoch && unowned(&fresh) < unowned(best)) {
+			best = &fresh
 		}
-		r.mu.Unlock()
-		return nil
+		if unowned(best) == 0 {
+			break
+		}
 	}
-	return err
+	if best == nil {
+		return err
+	}
+	r.mu.Lock()
+	if best.Epoch >= r.md.Epoch {
+		r.md = best
+	}
+	r.mu.Unlock()
+	return nil
 }
 
 // retryable says whether a request answered err should go again after a
@@ -287,7 +359,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	var firstErr, ambiguous error
 	failedAll := true
 	for attempt := 0; len(todo) > 0; attempt++ {
-		md := r.table()
+		md := r.ownedTable(ctx, len(todo), func(k int) (string, string) { return items[todo[k]].Queue, items[todo[k]].Partition })
 		parts := map[*pool][]int{}
 		for _, i := range todo {
 			b, err := owner(md, items[i].Queue, items[i].Partition)
@@ -405,7 +477,8 @@ func (r *router) popOwner(ctx context.Context, req PopRequest) ([]Message, error
 	for attempt := 0; ; attempt++ {
 		p := r.c.pool
 		if req.Queue != "" {
-			b, err := owner(r.table(), req.Queue, req.Partition)
+			md := r.ownedTable(ctx, 1, func(int) (string, string) { return req.Queue, req.Partition })
+			b, err := owner(md, req.Queue, req.Partition)
 			if err != nil {
 				return nil, err
 			}
@@ -634,7 +707,7 @@ type clusterAck struct {
 // startAck sends the items idx of an ack to their owners, one request per
 // owner.
 func (r *router) startAck(ctx context.Context, ca *clusterAck, idx []int) {
-	md := r.table()
+	md := r.ownedTable(ctx, len(idx), func(k int) (string, string) { return ca.key(idx[k]) })
 	byPool := map[*pool]int{}
 	for _, i := range idx {
 		q, part := ca.key(i)
@@ -785,8 +858,13 @@ var errAcrossShards = errors.New("client: a transaction across shards")
 
 // txnPool is the broker a transaction goes to: the owner of its items'
 // shard (errAcrossShards when they fall in several: txnAcross).
-func (r *router) txnPool(acks []Ack, pushes []Item) (*pool, error) {
-	md := r.table()
+func (r *router) txnPool(ctx context.Context, acks []Ack, pushes []Item) (*pool, error) {
+	md := r.ownedTable(ctx, len(acks)+len(pushes), func(i int) (string, string) {
+		if i < len(pushes) {
+			return pushes[i].Queue, pushes[i].Partition
+		}
+		return acks[i-len(pushes)].Message.Queue, acks[i-len(pushes)].Message.Partition
+	})
 	shard := -1
 	var first *protocol.MetadataBroker
 	see := func(q, part string) error {

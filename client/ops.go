@@ -627,7 +627,8 @@ func (c *Client) Seek(ctx context.Context, queue, group string, to SeekTo) (int,
 		return err
 	}
 	if c.cl != nil && to.Partition != "" {
-		b, err := owner(c.cl.table(), queue, to.Partition)
+		md := c.cl.ownedTable(ctx, 1, func(int) (string, string) { return queue, to.Partition })
+		b, err := owner(md, queue, to.Partition)
 		if err != nil {
 			return 0, err
 		}

@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/protocol"
+)
+
+// fakeReplicated is one broker of a replicated cluster, faked: its map
+// names no owner of any shard until it has been asked for it unknownFor
+// times (an election under way, or a broker that has just started and has
+// not heard the leaders yet), then names itself for all; a pop gets no
+// messages.
+type fakeReplicated struct {
+	ln         net.Listener
+	unknownFor int64
+	asked      atomic.Int64
+	pops       atomic.Int64
+	wg         sync.WaitGroup
+}
+
+func startFakeReplicated(t *testing.T, unknownFor int64) *fakeReplicated {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeReplicated{ln: ln, unknownFor: unknownFor}
+	t.Cleanup(func() { ln.Close(); f.wg.Wait() })
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				defer nc.Close()
+				f.serve(nc)
+			}()
+		}
+	}()
+	return f
+}
+
+func (f *fakeReplicated) serve(nc net.Conn) {
+	rd := protocol.NewReader(nc, 0)
+	for {
+		fr, err := rd.Next()
+		if err != nil {
+			return
+		}
+		var out []byte
+		switch fr.Op {
+		case protocol.OpHello:
+			out = protocol.AppendHelloReply(nil, fr.ID, &protocol.HelloReply{Major: protocol.VersionMajor, Minor: protocol.VersionMinor,
+				ServerName: "fake", MaxFrame: protocol.DefaultMaxFrame, MaxInFlight: 8})
+		case protocol.OpMetadata:
+			owner := int32(0)
+			if f.asked.Add(1) <= f.unknownFor {
+				owner = -1
+			}
+			md := &protocol.MetadataReply{Cluster: "fake", Node: "b1", Epoch: 1, Seed: 7, Shards: 4,
+				Owners:  []int32{owner, owner, owner, owner},
+				Brokers: []protocol.MetadataBroker{{ID: "b1", TCP: f.ln.Addr().String(), Live: true}}}
+			out = protocol.AppendMetadataReply(nil, fr.ID, md)
+		case protocol.OpPop:
+			f.pops.Add(1)
+			out = protocol.AppendPopReply(nil, fr.ID, &protocol.PopReply{})
+		default:
+			out = protocol.AppendError(nil, fr.Op, fr.ID, protocol.CodeUnknownOp, "not faked")
+		}
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+// TestNoOwnerYetWaitsForTheMap: a request for a shard the map names no
+// owner of asks for the map again, with pauses, and goes to the owner once
+// one is named, instead of failing at once (the kill -9 checker's checks
+// failed so, asking a broker that had just started).
+func TestNoOwnerYetWaitsForTheMap(t *testing.T) {
+	f := startFakeReplicated(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"}); err != nil {
+		t.Fatalf("pop while the map named no owner for a while: %v", err)
+	}
+	if f.pops.Load() != 1 || f.asked.Load() <= 4 {
+		t.Fatalf("%d pops reached the broker after %d maps, want 1 after more than 4", f.pops.Load(), f.asked.Load())
+	}
+}
+
+// TestNoOwnerAtAllIsUnavailable: a shard that keeps no owner is answered
+// unavailable, once the wait for one is over, not held for ever.
+func TestNoOwnerAtAllIsUnavailable(t *testing.T) {
+	f := startFakeReplicated(t, 1<<40)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_, err = c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	if protocol.CodeOf(err) != protocol.CodeUnavailable {
+		t.Fatalf("pop with no owner ever: %v, want unavailable", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("unavailable came after %v", took)
+	}
+	if f.pops.Load() != 0 {
+		t.Fatal("a pop reached a broker the map never named")
+	}
+}
