@@ -30,6 +30,7 @@ func (e *Engine) recover() error {
 	} else if err := e.checkJournalStart(sv); err != nil {
 		return err
 	}
+	loaded := time.Since(start)
 	n := 0
 	err = e.j.Replay(spos, func(pos uint64, rec []byte) error {
 		n++
@@ -55,7 +56,8 @@ func (e *Engine) recover() error {
 	}
 	e.afterRecovery()
 	if ok || n > 0 {
-		e.log.Info("engine recovered", "snapshot", ok, "records", n, "queues", len(e.queues), "took", time.Since(start).Round(time.Millisecond))
+		e.log.Info("engine recovered", "snapshot", ok, "records", n, "queues", len(e.queues), "took", time.Since(start).Round(time.Millisecond),
+			"snapshot_took", loaded.Round(time.Millisecond))
 	}
 	if s := e.sv; s != nil {
 		lost := e.reportLost()
