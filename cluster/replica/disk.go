@@ -721,23 +721,7 @@ func (l *DiskLog) readBack(pos, index uint64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: shard %d: entry %d: %w", l.shard, index, err)
 	}
-	r := rec[5:]
-	for range 2 { // term, index
-		_, n := binary.Uvarint(r)
-		if n <= 0 {
-			return nil, errBadRecord
-		}
-		r = r[n:]
-	}
-	if len(r) < 1 {
-		return nil, errBadRecord
-	}
-	r = r[1:]
-	n, k := binary.Uvarint(r)
-	if k <= 0 || uint64(len(r)-k) < n {
-		return nil, errBadRecord
-	}
-	return r[k : k+int(n)], nil
+	return entryData(rec, l.shard, index) // rec is a copy: the data may stay in it
 }
 
 // Term returns the term of entry i.

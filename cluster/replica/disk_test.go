@@ -177,12 +177,13 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// Three brokers whose Raft logs are journals on disk: every push answered
-// before the whole group restarts is served after it, by whichever broker
-// leads then.
-func TestAnsweredPushesSurviveARestartOfEveryBroker(t *testing.T) {
+// diskCluster is a test cluster of three brokers whose Raft logs are
+// journals on disk (cfg's, in a directory each, keeping keep bytes of
+// entries in memory); a broker started again opens its journal again.
+func diskCluster(t *testing.T, cfg rlog.Config, keep int) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
 	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
 	open := map[uint64]*rlog.Log{}
+	disks := map[uint64]*Disk{}
 	t.Cleanup(func() {
 		for _, j := range open {
 			_ = j.Close()
@@ -192,13 +193,21 @@ func TestAnsweredPushesSurviveARestartOfEveryBroker(t *testing.T) {
 		if j := open[id]; j != nil {
 			_ = j.Close()
 		}
-		j, d := openDisk(t, dirs[id], 1<<10)
-		open[id] = j
+		cfg.Dir = dirs[id]
+		j, d := openDiskWith(t, cfg, keep)
+		open[id], disks[id] = j, d
 		l := d.Log(testShard)
 		must(t, l.Bootstrap(voters3))
 		return l, d.Sync
 	}
-	c := newTestClusterOn(t, voters3, nil, logFor)
+	return newTestClusterOn(t, voters3, nil, logFor), open, disks
+}
+
+// Three brokers whose Raft logs are journals on disk: every push answered
+// before the whole group restarts is served after it, by whichever broker
+// leads then.
+func TestAnsweredPushesSurviveARestartOfEveryBroker(t *testing.T) {
+	c, _, _ := diskCluster(t, rlog.Config{}, 1<<10)
 	c.elect(1)
 	e := c.engine(1)
 	var before []string
@@ -232,24 +241,7 @@ func TestAnsweredPushesSurviveARestartOfEveryBroker(t *testing.T) {
 // follows it, and so does a leader after every broker started again
 // (which learns of the snapshot without applying the log again).
 func TestTheNextLeaderStartsFromTheGroupsSnapshot(t *testing.T) {
-	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
-	open := map[uint64]*rlog.Log{}
-	t.Cleanup(func() {
-		for _, j := range open {
-			_ = j.Close()
-		}
-	})
-	logFor := func(id uint64) (Log, func() error) {
-		if j := open[id]; j != nil {
-			_ = j.Close()
-		}
-		j, d := openDisk(t, dirs[id], 1<<10)
-		open[id] = j
-		l := d.Log(testShard)
-		must(t, l.Bootstrap(voters3))
-		return l, d.Sync
-	}
-	c := newTestClusterOn(t, voters3, nil, logFor)
+	c, _, _ := diskCluster(t, rlog.Config{}, 1<<10)
 	c.elect(1)
 	e := c.engine(1)
 	var want []string
@@ -315,25 +307,7 @@ func TestTheNextLeaderStartsFromTheGroupsSnapshot(t *testing.T) {
 // shard needs (Disk.Maintain), and a broker whose journal lost its front
 // that way starts again from the anchors and entries left.
 func TestSnapshotsCompactTheLogsAndTheJournal(t *testing.T) {
-	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
-	open := map[uint64]*rlog.Log{}
-	disks := map[uint64]*Disk{}
-	t.Cleanup(func() {
-		for _, j := range open {
-			_ = j.Close()
-		}
-	})
-	logFor := func(id uint64) (Log, func() error) {
-		if j := open[id]; j != nil {
-			_ = j.Close()
-		}
-		j, d := openDiskWith(t, rlog.Config{Dir: dirs[id], SegmentBytes: 4 << 10}, 1<<10)
-		open[id], disks[id] = j, d
-		l := d.Log(testShard)
-		must(t, l.Bootstrap(voters3))
-		return l, d.Sync
-	}
-	c := newTestClusterOn(t, voters3, nil, logFor)
+	c, open, disks := diskCluster(t, rlog.Config{SegmentBytes: 4 << 10}, 1<<10)
 	c.elect(1)
 	e := c.engine(1)
 	payload := noise(7, 2<<10)
