@@ -65,7 +65,8 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 	self := cluster.RaftID(c.o.Node)
 	rp.link = replica.NewLink(self, rp.peerAddr, logger)
 	rp.node, err = replica.NewNode(replica.Config{ID: self, Transport: rp.link, NewEngine: rp.newEngine,
-		Served: func(_ uint32, e *engine.Engine) { go c.applyTo(e) }, Sync: rp.disk.Sync, Maintain: rp.disk.Maintain, Logger: logger})
+		Served: func(_ uint32, e *engine.Engine) { go c.applyTo(e) }, Sync: rp.disk.Sync, Maintain: rp.disk.Maintain,
+		Preferred: rp.preferred, Logger: logger})
 	if err != nil {
 		rp.link.Close()
 		return nil, err
@@ -125,6 +126,16 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 		}
 	}
 	return rp, nil
+}
+
+// preferred is the Raft id of shard's preferred leader: the first of its
+// replica set in the map (PlaceReplicas spreads them over the brokers).
+func (rp *replicaPart) preferred(shard uint32) uint64 {
+	m := &rp.c.view.Load().Map
+	if int(shard) >= len(m.Replicas) || len(m.Replicas[shard]) == 0 {
+		return 0
+	}
+	return cluster.RaftID(m.Replicas[shard][0])
 }
 
 // peerAddr is the TCP address of the broker of Raft id peer ("" while the

@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/protocol"
@@ -75,6 +76,13 @@ type Config struct {
 	// shards whose old entries hold the journal's front back; the engine
 	// of those this broker leads snapshots, which compacts them.
 	Maintain func() ([]uint32, error)
+	// Preferred, when set, names each shard's preferred leader (the first
+	// of its replica set): a leader that is not it hands it the lead back
+	// once it is caught up (Node.Tick), so that leadership, spread at the
+	// start, is spread again after a broker that died returns. Without it
+	// one broker ends up leading every shard after a few failovers, does
+	// every leader's work, and its death fails every shard over at once.
+	Preferred func(shard uint32) uint64
 	// Logger takes the Node's and Raft's messages; nil discards them.
 	Logger *slog.Logger
 
@@ -288,10 +296,45 @@ func (n *Node) Tick() {
 				s.stand = 0
 			}
 		}
+		s.handBackLocked()
 		d := s.checkLeadLocked()
 		s.mu.Unlock()
 		d.run()
 	}
+}
+
+// handBackTicks is how long a leader that is not its shard's preferred
+// leader keeps the lead, from taking the shard over, before it hands it to
+// the preferred one (caught up and heard from): time for a returning
+// broker to settle, and no lead ping-ponging while a broker comes and
+// goes.
+const handBackTicks = 30
+
+// handBackLocked hands the lead to the shard's preferred leader when this
+// broker has led it long enough without being that one, and the preferred
+// one holds the whole log and answers (Raft's leadership transfer: the
+// lead moves within a round trip or two, proposals meanwhile are refused
+// and answered not_leader, which clients follow). Caller holds s.mu.
+func (s *Shard) handBackLocked() {
+	if s.n.cfg.Preferred == nil || s.j == nil || s.eng == nil {
+		s.ledTicks = 0
+		return
+	}
+	if s.ledTicks++; s.ledTicks < handBackTicks {
+		return
+	}
+	to := s.n.cfg.Preferred(s.id)
+	if to == 0 || to == s.n.cfg.ID {
+		return
+	}
+	st := s.rn.Status()
+	pr, ok := st.Progress[to]
+	if !ok || !pr.RecentActive || pr.State != tracker.StateReplicate || st.LeadTransferee != raft.None {
+		return // (Raft itself sends what the preferred one lacks before the lead moves)
+	}
+	s.n.cfg.Logger.Info("shard lead handed back to its preferred leader", "shard", s.id, "to", to, "term", s.j.term)
+	s.ledTicks = 0
+	s.rn.TransferLeader(to)
 }
 
 // Receive steps messages from another broker into their groups. A message

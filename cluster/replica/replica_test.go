@@ -390,3 +390,54 @@ func TestPeerDownKeepsALiveLeader(t *testing.T) {
 		t.Fatalf("the live leader lost its lead (serving %v, term %d, was %d)", e != nil, now, term)
 	}
 }
+
+// A leader that is not its shard's preferred leader hands the lead back to
+// it once it has led a while and the preferred one follows: leadership
+// spreads again after a failover, and nothing answered is lost.
+func TestLeadGoesBackToThePreferredLeader(t *testing.T) {
+	c := newTestCluster(t, voters3, func(cfg *Config) { cfg.Preferred = func(uint32) uint64 { return 1 } })
+	c.elect(2)
+	e := c.engine(2)
+	for _, m := range []string{"a", "b"} {
+		if o := push(e, "q", "p", m); !settled(c) || o.n != 1 || o.err != nil {
+			t.Fatalf("push %s: %v", m, o)
+		}
+	}
+	for range handBackTicks - 2 {
+		c.net.tick()
+	}
+	if l, _ := ticksToLeader(c, 0, 1, 2, 3); l != 2 {
+		t.Fatalf("the lead moved to %d before broker 2 had led %d ticks", l, handBackTicks)
+	}
+	n, _ := ticksToLeaderChange(c, 2, 10)
+	if n != 1 {
+		t.Fatalf("after %d ticks the shard is led by %d, want the preferred leader 1", handBackTicks+10, n)
+	}
+	if got := held(t, c, c.engine(1), "q", "p", "g"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("the preferred leader holds %q", got)
+	}
+	// It keeps the lead: the preferred leader hands nothing on.
+	for range 2 * handBackTicks {
+		c.net.tick()
+	}
+	if e, _, _ := c.shard(1).Engine(); e == nil {
+		t.Fatal("the preferred leader gave the lead away")
+	}
+}
+
+// ticksToLeaderChange ticks until a broker other than from serves the
+// shard (at most limit ticks) and returns it (0: none did).
+func ticksToLeaderChange(c *testCluster, from uint64, limit int) (uint64, int) {
+	for i := 0; i <= limit; i++ {
+		for _, id := range c.ids {
+			if id == from {
+				continue
+			}
+			if e, _, _ := c.shard(id).Engine(); e != nil {
+				return id, i
+			}
+		}
+		c.net.tick()
+	}
+	return 0, limit
+}

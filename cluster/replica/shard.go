@@ -28,6 +28,7 @@ type Shard struct {
 	mu          sync.Mutex
 	rn          *raft.RawNode
 	stand       int    // ticks left to stand for election (Node.PeerDown)
+	ledTicks    int    // ticks this broker has served the shard as leader (handBackLocked)
 	applied     uint64 // the last entry applied
 	appliedTerm uint64 // its term
 	// j is the journal of the engine while this broker leads the shard in
