@@ -421,10 +421,10 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 		}
 		if again {
 			if err := r.update(ctx); err != nil {
-				for _, i := range todo {
-					out[i] = PushResult{Status: PushFailed, TransactionID: items[i].TransactionID, Err: err}
-				}
-				return out, err
+				// The parts to send again were answered not_leader: maybe
+				// stored (see refused). The call fails as a lost
+				// connection's would.
+				return nil, err
 			}
 		}
 	}
@@ -437,10 +437,14 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 // refused says whether a request that failed with err surely changed
 // nothing: a broker's answer (the engine refuses a request whole), or the
 // client's own refusal before sending it (a broker down). A lost
-// connection or a deadline leaves it unknown.
+// connection or a deadline leaves it unknown, and so does not_leader: a
+// leader deposed while it held the request answers it so, and the next
+// leader may commit what it had proposed (a leadership transfer makes
+// that the rule: the lead moves only to a replica holding the whole log).
+// Sent again, pushes with transactionIds are deduplicated.
 func refused(err error) bool {
 	var pe *protocol.Error
-	return errors.As(err, &pe)
+	return errors.As(err, &pe) && pe.Code != protocol.CodeNotLeader
 }
 
 func cmp(first, err error) error {
@@ -799,11 +803,7 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 			break
 		}
 		if err := ca.r.update(ctx); err != nil {
-			firstErr = cmp(firstErr, err)
-			for _, i := range again {
-				res[i] = AckResult{Err: err}
-			}
-			break
+			return nil, err // answered not_leader: maybe applied (see refused)
 		}
 		ca.parts = nil
 		ca.r.startAck(ctx, ca, again)

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,14 @@ type fakeReplicated struct {
 	asked      atomic.Int64
 	pops       atomic.Int64
 	wg         sync.WaitGroup
+	// deposed, when set and true, answers every push not_leader, as a
+	// leader deposed while it held it does (and the next leader may
+	// commit it).
+	deposed *atomic.Bool
+	// owners, when set, is the map's owners once known, and brokers its
+	// brokers.
+	owners  []int32
+	brokers []protocol.MetadataBroker
 }
 
 func startFakeReplicated(t *testing.T, unknownFor int64) *fakeReplicated {
@@ -71,7 +80,24 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 			md := &protocol.MetadataReply{Cluster: "fake", Node: "b1", Epoch: 1, Seed: 7, Shards: 4,
 				Owners:  []int32{owner, owner, owner, owner},
 				Brokers: []protocol.MetadataBroker{{ID: "b1", TCP: f.ln.Addr().String(), Live: true}}}
+			if f.owners != nil {
+				md.Owners, md.Brokers = f.owners, f.brokers
+			}
 			out = protocol.AppendMetadataReply(nil, fr.ID, md)
+		case protocol.OpPush:
+			var req protocol.PushRequest
+			if err := req.Decode(fr.Body); err != nil {
+				return
+			}
+			if f.deposed != nil && f.deposed.Load() {
+				out = protocol.AppendError(nil, fr.Op, fr.ID, protocol.CodeNotLeader, "deposed while it held the request")
+				break
+			}
+			reply := &protocol.PushReply{}
+			for range req.Items {
+				reply.Items = append(reply.Items, protocol.PushResult{Status: protocol.PushQueued})
+			}
+			out = protocol.AppendPushReply(nil, fr.ID, reply)
 		case protocol.OpPop:
 			f.pops.Add(1)
 			out = protocol.AppendPopReply(nil, fr.ID, &protocol.PopReply{})
@@ -126,5 +152,50 @@ func TestNoOwnerAtAllIsUnavailable(t *testing.T) {
 	}
 	if f.pops.Load() != 0 {
 		t.Fatal("a pop reached a broker the map never named")
+	}
+}
+
+// TestNotLeaderIsNoRefusal: a part of a push that its broker keeps
+// answering not_leader (a leader deposed while it held it: the next one
+// may store it) is not reported failed, item by item, beside the parts
+// stored: the call fails, as a lost connection's would, and a resend with
+// transactionIds is deduplicated.
+func TestNotLeaderIsNoRefusal(t *testing.T) {
+	good := startFakeReplicated(t, 0)
+	bad := startFakeReplicated(t, 0)
+	bad.deposed = new(atomic.Bool)
+	bad.deposed.Store(true)
+	brokers := []protocol.MetadataBroker{{ID: "b1", TCP: good.ln.Addr().String(), Live: true}, {ID: "b2", TCP: bad.ln.Addr().String(), Live: true}}
+	for _, f := range []*fakeReplicated{good, bad} {
+		f.owners, f.brokers = []int32{0, 1, 0, 1}, brokers
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, good.ln.Addr().String(), client.WithConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []client.Item
+	seen := map[int]bool{}
+	for i := 0; len(seen) < 4; i++ {
+		p := fmt.Sprint("p", i)
+		if s := m.ShardOf("q", p); !seen[s] {
+			seen[s] = true
+			items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
+		}
+	}
+	res, err := c.Push(ctx, items...)
+	if protocol.CodeOf(err) != protocol.CodeNotLeader {
+		for _, r := range res {
+			if r.Status == client.PushFailed {
+				t.Fatalf("an item answered not_leader was reported failed (%v): it may be stored", r.Err)
+			}
+		}
+		t.Fatalf("push across a deposed leader: %v, want the call to fail with not_leader", err)
 	}
 }
