@@ -50,7 +50,10 @@ type Config struct {
 	UncheckedAcks bool
 	// SnapshotEveryBytes makes the engine snapshot its state once that many
 	// bytes were journaled since the last snapshot (and on Close), so that
-	// recovery replays little and old journal segments can go. Default
+	// recovery replays little and old journal segments can go; and never
+	// before snapshotRatio times the last snapshot's size, so that a large
+	// state (many partitions, a long backlog of large messages: a chunk
+	// each) does not have snapshots take most of what is written. Default
 	// 256 MiB; negative disables automatic snapshots.
 	SnapshotEveryBytes int64
 	// EncryptionKey (32 bytes) seals the payloads of queues with
@@ -197,6 +200,7 @@ type Engine struct {
 	snapMu    sync.Mutex
 	snapPos   uint64       // position of the newest snapshot (guarded by snapMu)
 	sinceSnap atomic.Int64 // bytes journaled since the last snapshot
+	snapBytes atomic.Int64 // the last snapshot's size
 	snapping  atomic.Bool
 	sv        *salvageState // while a salvaging recovery runs (damage.go)
 	failErr   atomic.Pointer[error]

@@ -26,8 +26,8 @@ type memJournal struct {
 	// hold, when set, keeps commits back until released (to observe
 	// pre-commit states).
 	hold chan struct{}
-	// reads counts Read calls.
-	reads int
+	// reads counts Read calls; snaps WriteSnapshot calls.
+	reads, snaps int
 }
 
 type memEntry struct {
@@ -128,6 +128,7 @@ func (j *memJournal) WriteSnapshot(pos uint64, data []byte) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.snap, j.snapPos, j.hasSnap = append([]byte(nil), data...), pos, true
+	j.snaps++
 	return nil
 }
 
@@ -142,4 +143,11 @@ func (j *memJournal) Err() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.failErr
+}
+
+// snapshotData is the last snapshot written.
+func (j *memJournal) snapshotData() []byte {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.snap
 }

@@ -40,10 +40,15 @@ func (e *Engine) Snapshot() error {
 	return e.snapshot()
 }
 
+// snapshotRatio is how many times its size is journaled, at least, between
+// one automatic snapshot and the next (Config.SnapshotEveryBytes).
+const snapshotRatio = 8
+
 // maybeSnapshot starts a snapshot in the background once enough was
 // journaled since the last one.
 func (e *Engine) maybeSnapshot() {
-	if e.cfg.SnapshotEveryBytes <= 0 || e.sinceSnap.Load() < e.cfg.SnapshotEveryBytes || !e.snapping.CompareAndSwap(false, true) {
+	if e.cfg.SnapshotEveryBytes <= 0 || e.sinceSnap.Load() < max(e.cfg.SnapshotEveryBytes, snapshotRatio*e.snapBytes.Load()) ||
+		!e.snapping.CompareAndSwap(false, true) {
 		return
 	}
 	e.wg.Add(1)
@@ -61,6 +66,7 @@ func (e *Engine) snapshot() error {
 	defer e.snapMu.Unlock()
 	data, pos, minLive := e.encodeSnapshot()
 	e.sinceSnap.Store(0)
+	e.snapBytes.Store(int64(len(data)))
 	// Everything up to pos must be durable before the snapshot claims it.
 	// A journal that is behind refuses the barrier for a while: wait for it
 	// (no lock is held here; a stuck journal is Close's bound to handle).
