@@ -491,7 +491,8 @@ const maintainEvery = 5 * time.Second
 // the front back: their leader's engine snapshots, and its snapshot entry
 // compacts them (Node). A log that only its anchor keeps in an old segment
 // (a shard with nothing new) is anchored again at the tail. It writes
-// records, so it runs on the node loop (Config.Maintain), between Saves.
+// records, so it runs on the node loop (Config.Maintain), between Saves;
+// an error is the journal's failure (the node stops, as for a Save's).
 func (d *Disk) Maintain() ([]uint32, error) {
 	now := time.Now()
 	if now.Sub(d.maintained) < maintainEvery {
@@ -540,6 +541,12 @@ func (d *Disk) Maintain() ([]uint32, error) {
 		}
 	}
 	if keep > starts[0] {
+		// The anchors written above must be durable before the records
+		// they stand for go: a crash between would leave a shard's log
+		// without its front.
+		if err := d.Sync(); err != nil {
+			return pinned, err
+		}
 		if err := d.j.TruncateFront(keep); err != nil {
 			return pinned, err
 		}

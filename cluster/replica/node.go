@@ -486,7 +486,9 @@ func (n *Node) Run(ctx context.Context, tick time.Duration) error {
 			if err := n.Process(); err != nil {
 				return err
 			}
-			n.maintain()
+			if err := n.maintain(); err != nil {
+				return err
+			}
 			continue
 		case <-n.wake:
 		}
@@ -496,16 +498,17 @@ func (n *Node) Run(ctx context.Context, tick time.Duration) error {
 	}
 }
 
-// maintain runs Config.Maintain, and has the engines of the shards it
-// names that this broker leads snapshot (each on a goroutine of its own:
+// maintain runs Config.Maintain (its error stops Run, as a Process's
+// does), and has the engines of the shards it names that this broker leads
+// snapshot (each on a goroutine of its own:
 // a snapshot waits for its records to be committed, which takes the loop).
-func (n *Node) maintain() {
+func (n *Node) maintain() error {
 	if n.cfg.Maintain == nil {
-		return
+		return nil
 	}
 	pinned, err := n.cfg.Maintain()
 	if err != nil {
-		n.cfg.Logger.Error("replica: dropping the front of the journal", "err", err)
+		return fmt.Errorf("replica: maintaining the journal: %w", err)
 	}
 	for _, id := range pinned {
 		if s := n.Shard(id); s != nil {
@@ -518,6 +521,7 @@ func (n *Node) maintain() {
 			}
 		}
 	}
+	return nil
 }
 
 // raftLogger passes Raft's messages to slog: its warnings and errors as
