@@ -23,6 +23,9 @@ import (
 const (
 	resignTimeout = time.Second
 	revokeTimeout = time.Second
+	// stopGrace bounds how long Close waits for the node's goroutines
+	// before it closes the etcd client under them (Node.stop).
+	stopGrace = 5 * time.Second
 )
 
 // retryDelay spaces the controller's attempts after a failed write.

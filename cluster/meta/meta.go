@@ -353,8 +353,26 @@ func (n *Node) stop(clean bool) error {
 		}
 	}
 	n.cancel()
-	n.wg.Wait()
-	if clean && n.cli != nil {
+	cliClosed := false
+	waited := make(chan struct{})
+	go func() { n.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(stopGrace):
+		// A campaign that is cancelled resigns with the etcd client's own
+		// context (etcd's concurrency.Election.Campaign), which has no
+		// deadline: while etcd has no quorum, or the client reconnects
+		// after an outage (backoffs of up to two minutes), the broker's
+		// stop waited on it. Closing the client ends it; the session's
+		// lease then ends by itself.
+		n.log.Warn("cluster: etcd does not answer the stop; closing its client (the session lease expires by itself)", "waited", stopGrace)
+		cliClosed = n.cli != nil
+		if cliClosed {
+			n.cli.Close()
+		}
+		<-waited
+	}
+	if clean && n.cli != nil && !cliClosed {
 		n.mu.Lock()
 		s := n.sess
 		n.mu.Unlock()

@@ -393,6 +393,30 @@ func TestCloseControllerHandsOver(t *testing.T) {
 	}
 }
 
+// TestCloseEndsAWaitOnTheClient: Close ends within a bound when one of
+// the node's goroutines waits on the etcd client's own context. That is
+// where etcd's cancelled campaign resigns (concurrency.Election.Campaign),
+// and after an etcd outage its request waited for the client to reconnect,
+// for longer than a broker's stop may take (a goroutine dump of
+// TestReplicatedClusterServesWithEtcdStopped's hanging exit showed it).
+func TestCloseEndsAWaitOnTheClient(t *testing.T) {
+	n := start(t, voter(t, "solo", "a"))
+	n.wg.Add(1)
+	go func() { // as Resign(client.Ctx()) with no etcd to answer
+		defer n.wg.Done()
+		<-n.cli.Ctx().Done()
+	}()
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- n.Close() }()
+	select {
+	case <-closed:
+		t.Logf("closed in %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(3 * stopGrace):
+		t.Fatalf("Close did not end within %v:\n%s", 3*stopGrace, nodeGoroutines())
+	}
+}
+
 // TestSettingsFixedAtCreation: a broker that starts on an existing cluster
 // asking for another shard count gets the cluster's, and is listed.
 func TestSettingsFixedAtCreation(t *testing.T) {
