@@ -170,7 +170,7 @@ func TestDiskMarks(t *testing.T) {
 	check(d.Log(1), 3, 0, 0)
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -327,10 +327,17 @@ func (s *Shard) handBackLocked() {
 	if to == 0 || to == s.n.cfg.ID {
 		return
 	}
-	st := s.rn.Status()
-	pr, ok := st.Progress[to]
-	if !ok || !pr.RecentActive || pr.State != tracker.StateReplicate || st.LeadTransferee != raft.None {
-		return // (Raft itself sends what the preferred one lacks before the lead moves)
+	if s.rn.BasicStatus().LeadTransferee != raft.None {
+		return
+	}
+	follows := false // (Raft itself sends what the preferred one lacks before the lead moves)
+	s.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == to {
+			follows = pr.RecentActive && pr.State == tracker.StateReplicate
+		}
+	})
+	if !follows {
+		return
 	}
 	s.n.cfg.Logger.Info("shard lead handed back to its preferred leader", "shard", s.id, "to", to, "term", s.j.term)
 	s.ledTicks = 0
@@ -510,19 +517,35 @@ func (n *Node) maintain() error {
 	if err != nil {
 		return fmt.Errorf("replica: maintaining the journal: %w", err)
 	}
+	now := time.Now()
 	for _, id := range pinned {
-		if s := n.Shard(id); s != nil {
-			if e, _, _ := s.Engine(); e != nil {
-				go func() {
-					if err := e.Snapshot(); err != nil && !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrDeposed) {
-						n.cfg.Logger.Warn("replica: a snapshot to compact the shard's log", "shard", id, "err", err)
-					}
-				}()
-			}
+		s := n.Shard(id)
+		if s == nil {
+			continue
 		}
+		e, _, _ := s.Engine()
+		if e == nil || now.Before(s.pinNext) || !s.pinSnapping.CompareAndSwap(false, true) {
+			continue
+		}
+		// A snapshot compacts the shard only when what pins the front
+		// is not messages the engine keeps (a queue without retention
+		// keeps them all, and then every snapshot is in vain): while
+		// the shard stays pinned, the next one waits twice as long.
+		s.pinWait = min(max(2*s.pinWait, maintainEvery), maxPinWait)
+		s.pinNext = now.Add(s.pinWait)
+		go func() {
+			defer s.pinSnapping.Store(false)
+			if err := e.Snapshot(); err != nil && !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrDeposed) {
+				n.cfg.Logger.Warn("replica: a snapshot to compact the shard's log", "shard", id, "err", err)
+			}
+		}()
 	}
 	return nil
 }
+
+// maxPinWait bounds the wait between two snapshots maintain asks of a
+// shard that keeps pinning the journal's front.
+const maxPinWait = 5 * time.Minute
 
 // raftLogger passes Raft's messages to slog: its warnings and errors as
 // such, its chatter at debug.

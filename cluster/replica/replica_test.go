@@ -441,3 +441,43 @@ func ticksToLeaderChange(c *testCluster, from uint64, limit int) (uint64, int) {
 	}
 	return 0, limit
 }
+
+// The snapshots maintain asks of a shard that keeps pinning the journal's
+// front are paced: one at first, the next only after maintainEvery, and
+// longer while it stays pinned (a queue without retention pins it for
+// ever, and every snapshot is then in vain).
+func TestPinnedShardSnapshotsArePaced(t *testing.T) {
+	c := newTestCluster(t, voters3, func(cfg *Config) {
+		cfg.Maintain = func() ([]uint32, error) { return []uint32{testShard}, nil }
+	})
+	c.elect(1)
+	e := c.engine(1)
+	if o := push(e, "q", "p", "a"); !settled(c) || o.n != 1 || o.err != nil {
+		t.Fatalf("push: %v", o)
+	}
+	s := c.shard(1)
+	for range 20 {
+		must(t, c.net.nodes[1].maintain())
+		for s.pinSnapping.Load() {
+			c.net.settle()
+			time.Sleep(time.Millisecond)
+		}
+		c.net.settle()
+	}
+	last, _ := s.log.LastIndex()
+	first, _ := s.log.FirstIndex()
+	ents, err := s.log.Entries(first, last+1, 1<<30)
+	must(t, err)
+	n := 0
+	for _, e := range ents {
+		if isSnapshot(e) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("20 rounds of maintain within %v wrote %d snapshots, want 1", maintainEvery, n)
+	}
+	if s.pinWait != maintainEvery {
+		t.Fatalf("the next snapshot waits %v, want %v", s.pinWait, maintainEvery)
+	}
+}

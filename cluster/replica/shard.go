@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -25,10 +27,16 @@ type Shard struct {
 	n   *Node
 	log Log
 
-	mu          sync.Mutex
-	rn          *raft.RawNode
-	stand       int    // ticks left to stand for election (Node.PeerDown)
-	ledTicks    int    // ticks this broker has served the shard as leader (handBackLocked)
+	mu       sync.Mutex
+	rn       *raft.RawNode
+	stand    int // ticks left to stand for election (Node.PeerDown)
+	ledTicks int // ticks this broker has served the shard as leader (handBackLocked)
+	// pinNext, pinWait and pinSnapping pace the snapshots Node.maintain
+	// asks of the shard while its entries pin the journal's front (the
+	// node loop's only; pinSnapping: one at a time).
+	pinNext     time.Time
+	pinWait     time.Duration
+	pinSnapping atomic.Bool
 	applied     uint64 // the last entry applied
 	appliedTerm uint64 // its term
 	// j is the journal of the engine while this broker leads the shard in
