@@ -285,7 +285,12 @@ func (r *router) update(ctx context.Context) error {
 		close(ch)
 	}()
 	// The dialled broker first, then the others that are up.
-	cands := append([]*pool{r.c.pool}, r.livePools(md)...)
+	cands := []*pool{r.c.pool}
+	for _, p := range r.livePools(md) {
+		if p != r.c.pool && !slices.Contains(cands, p) {
+			cands = append(cands, p)
+		}
+	}
 	var err error
 	var best *protocol.MetadataReply
 	for _, p := range cands {
