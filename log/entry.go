@@ -277,3 +277,40 @@ func decodeEntry(d *decoded, data []byte, index uint64, maxRaw int) error {
 	d.index, d.body = h.index, body
 	return nil
 }
+
+// CompressRecord appends src, compressed with the journal's codec, to dst
+// and returns it with true when that makes it smaller; otherwise it
+// returns dst as it was and false. It is for a record that one writer
+// compresses once and several journals store (a replicated shard's leader
+// compresses each record before its replicas get it): a group of such
+// records is found dense by the journal (compressible) and written as it
+// is, so no journal compresses it again.
+func CompressRecord(dst, src []byte) ([]byte, bool) {
+	if len(src) < minCompressBytes || !compressible(src) {
+		return dst, false
+	}
+	n := len(dst)
+	out := mustCodecs().enc.EncodeAll(src, dst)
+	if len(out)-n >= len(src) {
+		return dst[:n], false
+	}
+	return out, true
+}
+
+// DecompressRecord appends what CompressRecord made of a record of rawLen
+// bytes to dst and returns it; anything else, or a record of any other
+// length, is an error and decodes no further than rawLen bytes.
+func DecompressRecord(dst, src []byte, rawLen int) ([]byte, error) {
+	n := len(dst)
+	if cap(dst)-n < rawLen {
+		dst = append(make([]byte, 0, n+rawLen), dst...)
+	}
+	out, err := mustCodecs().dec.DecodeAll(src, dst[:n:n+rawLen])
+	if err != nil {
+		return dst[:n], fmt.Errorf("log: decompressing a record: %w", err)
+	}
+	if len(out)-n != rawLen {
+		return dst[:n], fmt.Errorf("log: a compressed record of %d bytes holds %d", rawLen, len(out)-n)
+	}
+	return out, nil
+}

@@ -236,3 +236,40 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		}
 	}
 }
+
+// A record compressed once (CompressRecord) comes back whole, and only
+// at the length it was compressed at; what does not shrink is left alone.
+func TestCompressRecordRoundTrip(t *testing.T) {
+	rec := bytes.Repeat([]byte(`{"order":1234,"status":"paid","items":["a","b"]}`), 200)
+	packed, ok := CompressRecord([]byte("hdr"), rec)
+	if !ok || !bytes.HasPrefix(packed, []byte("hdr")) || len(packed) >= len(rec)/4 {
+		t.Fatalf("CompressRecord: ok %v, %d bytes from %d", ok, len(packed), len(rec))
+	}
+	got, err := DecompressRecord([]byte("x"), packed[3:], len(rec))
+	if err != nil || !bytes.Equal(got, append([]byte("x"), rec...)) {
+		t.Fatalf("DecompressRecord: %v, %d bytes", err, len(got))
+	}
+	// A length other than the record's is an error, and decodes no more
+	// than it allows.
+	if _, err := DecompressRecord(nil, packed[3:], len(rec)-1); err == nil {
+		t.Fatal("a record one byte longer than its stated length was accepted")
+	}
+	if _, err := DecompressRecord(nil, packed[3:], len(rec)+1); err == nil {
+		t.Fatal("a record one byte shorter than its stated length was accepted")
+	}
+	if _, err := DecompressRecord(nil, []byte("not a zstd frame"), len(rec)); err == nil {
+		t.Fatal("bytes that are no zstd frame were accepted")
+	}
+	// Random bytes do not shrink: dst comes back as it was.
+	r := rand.New(rand.NewPCG(7, 7))
+	dense := make([]byte, 64<<10)
+	for i := range dense {
+		dense[i] = byte(r.Uint32())
+	}
+	if out, ok := CompressRecord([]byte("hdr"), dense); ok || string(out) != "hdr" {
+		t.Fatalf("incompressible data: ok %v, %d bytes back", ok, len(out))
+	}
+	if out, ok := CompressRecord(nil, []byte("tiny")); ok || len(out) != 0 {
+		t.Fatalf("a 4-byte record: ok %v, %d bytes back", ok, len(out))
+	}
+}

@@ -43,7 +43,7 @@ func (j *journal) Append(rec []byte, done func(error)) (uint64, error) {
 	if len(rec) > s.n.cfg.MaxEntryBytes {
 		return 0, fmt.Errorf("replica: a record of %d bytes passes the entry limit of %d: %w", len(rec), s.n.cfg.MaxEntryBytes, syscall.EMSGSIZE)
 	}
-	data := append([]byte(nil), rec...)
+	data := packRecord(rec)
 	s.mu.Lock()
 	if j.deposed || j.err != nil {
 		err := j.err
@@ -68,20 +68,41 @@ func (j *journal) Append(rec []byte, done func(error)) (uint64, error) {
 func (j *journal) Read(pos uint64) ([]byte, error) {
 	s := j.s
 	s.mu.Lock()
+	var data []byte
 	if i := sort.Search(len(j.pend), func(i int) bool { return j.pend[i].index >= pos }); i < len(j.pend) && j.pend[i].index == pos {
-		data := append([]byte(nil), j.pend[i].data...)
-		s.mu.Unlock()
-		return data, nil
+		data = j.pend[i].data // never changed: read after the lock
 	}
 	s.mu.Unlock()
-	ents, err := s.log.Entries(pos, pos+1, 0)
+	if data == nil {
+		ents, err := s.log.Entries(pos, pos+1, 0)
+		if err != nil {
+			return nil, fmt.Errorf("replica: shard %d: entry %d: %w", s.id, pos, err)
+		}
+		if len(ents) != 1 || !isRecord(ents[0]) {
+			return nil, fmt.Errorf("replica: shard %d: entry %d holds no record", s.id, pos)
+		}
+		data = ents[0].GetData()
+	}
+	rec, err := unpackRecord(data, s.n.cfg.MaxEntryBytes)
 	if err != nil {
 		return nil, fmt.Errorf("replica: shard %d: entry %d: %w", s.id, pos, err)
 	}
-	if len(ents) != 1 || !isRecord(ents[0]) {
-		return nil, fmt.Errorf("replica: shard %d: entry %d holds no record", s.id, pos)
+	if len(rec) > 0 && &rec[0] == &data[0] {
+		rec = append([]byte(nil), rec...) // the caller's own copy
 	}
-	return append([]byte(nil), ents[0].GetData()...), nil
+	return rec, nil
+}
+
+// replayRecord hands fn the engine record entry e holds, if it holds one.
+func (j *journal) replayRecord(e *pb.Entry, fn func(pos uint64, rec []byte) error) error {
+	if !isRecord(e) {
+		return nil
+	}
+	rec, err := unpackRecord(e.GetData(), j.s.n.cfg.MaxEntryBytes)
+	if err != nil {
+		return fmt.Errorf("replica: shard %d: entry %d: %w", j.s.id, e.GetIndex(), err)
+	}
+	return fn(e.GetIndex(), rec)
 }
 
 // SnapshotEveryBytes is how often a shard's engine snapshots its state
@@ -116,12 +137,7 @@ func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) er
 	if sc, ok := s.log.(interface {
 		Scan(lo, hi uint64, fn func(*pb.Entry) error) error
 	}); ok && lo <= j.start {
-		return sc.Scan(lo, j.start+1, func(e *pb.Entry) error {
-			if isRecord(e) {
-				return fn(e.GetIndex(), e.GetData())
-			}
-			return nil
-		})
+		return sc.Scan(lo, j.start+1, func(e *pb.Entry) error { return j.replayRecord(e, fn) })
 	}
 	for lo <= j.start {
 		ents, err := s.log.Entries(lo, j.start+1, replayBatch)
@@ -132,10 +148,8 @@ func (j *journal) Replay(after uint64, fn func(pos uint64, rec []byte) error) er
 			return fmt.Errorf("replica: shard %d: entries from %d: %w", s.id, lo, err)
 		}
 		for _, e := range ents {
-			if isRecord(e) {
-				if err := fn(e.GetIndex(), e.GetData()); err != nil {
-					return err
-				}
+			if err := j.replayRecord(e, fn); err != nil {
+				return err
 			}
 			lo = e.GetIndex() + 1
 		}

@@ -3,7 +3,9 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -479,5 +481,86 @@ func TestPinnedShardSnapshotsArePaced(t *testing.T) {
 	}
 	if s.pinWait != maintainEvery {
 		t.Fatalf("the next snapshot waits %v, want %v", s.pinWait, maintainEvery)
+	}
+}
+
+// A push's record is compressed once, by the leader that proposes it: every
+// replica's log holds the compressed entry (no replica compresses it
+// again), and the next leader reads the messages back whole from it.
+func TestRecordsAreCompressedOnceByTheLeader(t *testing.T) {
+	c := newTestCluster(t, voters3, nil)
+	c.elect(1)
+	e := c.engine(1)
+	items := make([]engine.PushItem, 200)
+	for i := range items {
+		items[i] = engine.PushItem{Queue: "q", Partition: "p", TransactionID: fmt.Sprint("t", i),
+			Payload: fmt.Appendf(nil, `{"order":%d,"status":"paid","customer":"someone@example.com","items":["apple","pear"]}`, i)}
+	}
+	o := &outcome{}
+	e.PushAsync(items, make([]engine.PushResult, len(items)), o.done)
+	if c.net.settle(); o.n != 1 || o.err != nil {
+		t.Fatalf("the push: %v", o)
+	}
+	raw := 0
+	for _, it := range items {
+		raw += len(it.Payload) + len(it.TransactionID)
+	}
+	for _, id := range voters3 {
+		l := c.shard(id).log
+		last, _ := l.LastIndex()
+		first, _ := l.FirstIndex()
+		ents, err := l.Entries(first, last+1, math.MaxUint64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var packed []*pb.Entry
+		for _, en := range ents {
+			if isRecord(en) && en.GetData()[0] == packedMark {
+				packed = append(packed, en)
+			}
+		}
+		if len(packed) != 1 || len(packed[0].GetData()) > raw/3 {
+			t.Fatalf("replica %d holds %d compressed records (want the push's, under %d bytes)", id, len(packed), raw/3)
+		}
+	}
+
+	c.net.isolate(1, true)
+	c.net.paused[1] = true
+	next := c.engine(c.leader(2, 3))
+	ms, err := c.pop(next, engine.PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 1000})
+	if err != nil || len(ms) != len(items) {
+		t.Fatalf("the next leader's pop: %v, %d messages of %d", err, len(ms), len(items))
+	}
+	for i, m := range ms {
+		if m.TransactionID != items[i].TransactionID || string(m.Payload) != string(items[i].Payload) {
+			t.Fatalf("message %d on the next leader: %q %q, want %q %q", i, m.TransactionID, m.Payload, items[i].TransactionID, items[i].Payload)
+		}
+	}
+}
+
+// packRecord leaves small and dense records as they are (a copy), and
+// unpackRecord refuses a compressed record longer than it allows.
+func TestPackRecord(t *testing.T) {
+	small := []byte{3, 1, 2, 3}
+	if got := packRecord(small); string(got) != string(small) || &got[0] == &small[0] {
+		t.Fatalf("a small record: %v (want a copy of itself)", got)
+	}
+	dense := noise(5, 8<<10)
+	if got := packRecord(dense); string(got) != string(dense) {
+		t.Fatal("a record that does not compress was changed")
+	}
+	rec := append([]byte{3}, []byte(strings.Repeat("the same words again ", 500))...)
+	p := packRecord(rec)
+	if p[0] != packedMark || len(p) >= len(rec)/4 {
+		t.Fatalf("a compressible record of %d bytes packed to %d (mark %#x)", len(rec), len(p), p[0])
+	}
+	if got, err := unpackRecord(p, len(rec)); err != nil || string(got) != string(rec) {
+		t.Fatalf("unpack: %v", err)
+	}
+	if _, err := unpackRecord(p, len(rec)-1); err == nil {
+		t.Fatal("a record past the entry limit was unpacked")
+	}
+	if _, err := unpackRecord([]byte{packedMark, 0x80}, 1<<20); err == nil {
+		t.Fatal("a truncated length was unpacked")
 	}
 }
