@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,8 +212,11 @@ func TestReplicatedClusterConfiguresAndListsDeadLetters(t *testing.T) {
 }
 
 // startEtcd runs a one-member etcd outside the brokers, in dir, serving
-// clients at clientURL.
-func startEtcd(t *testing.T, dir, clientURL, peerURL string) *embed.Etcd {
+// clients at clientURL. It returns what stops it, which the test's cleanup calls too: an etcd
+// left running past its test outlives its directory, and etcd's purge of
+// old snapshots ends the whole test binary when the directory is gone
+// (zap's fatal: a later test failed with "failed to purge snap file").
+func startEtcd(t *testing.T, dir, clientURL, peerURL string) (stop func()) {
 	t.Helper()
 	cu, _ := url.Parse(clientURL)
 	pu, _ := url.Parse(peerURL)
@@ -228,13 +232,14 @@ func startEtcd(t *testing.T, dir, clientURL, peerURL string) *embed.Etcd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stop = sync.OnceFunc(e.Close)
+	t.Cleanup(stop)
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):
-		e.Close()
 		t.Fatal("etcd did not start")
 	}
-	return e
+	return stop
 }
 
 // TestReplicatedClusterServesWithEtcdStopped: the cluster's etcd (outside
@@ -244,7 +249,7 @@ func TestReplicatedClusterServesWithEtcdStopped(t *testing.T) {
 	dir := t.TempDir()
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", brokertest.FreePort(t))
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", brokertest.FreePort(t))
-	etcd := startEtcd(t, filepath.Join(dir, "etcd"), clientURL, peerURL)
+	stopEtcd := startEtcd(t, filepath.Join(dir, "etcd"), clientURL, peerURL)
 	cl := brokertest.StartCluster(t, 3, func(_ int, o *broker.Options) {
 		o.Cluster.Replicas, o.Cluster.Shards = 3, 4
 		o.Cluster.Voter, o.Cluster.EtcdDir, o.Cluster.PeerURL, o.Cluster.ClientURL, o.Cluster.InitialCluster = false, "", "", "", ""
@@ -265,7 +270,7 @@ func TestReplicatedClusterServesWithEtcdStopped(t *testing.T) {
 	if testing.Short() {
 		down = 10 * time.Second
 	}
-	etcd.Close()
+	stopEtcd()
 	start := time.Now()
 	n, acked := 0, 0
 	for time.Since(start) < down {
