@@ -58,11 +58,16 @@ type Disk struct {
 	mu     sync.Mutex
 	shards map[uint32]*DiskLog
 
-	done    func(error) // recorded, bound once
-	wmu     sync.Mutex
-	waiting int
-	werr    error
-	wdone   *sync.Cond
+	done func(error) // recorded, bound once
+	wmu  sync.Mutex
+	// appended counts the records journaled, durable those the journal
+	// has reported on (it reports in order: the first durable of them are
+	// durable); werr is the first failure, which stays (a record lost
+	// fails every Sync after it).
+	appended, durable uint64
+	syncers           int // Syncs waiting
+	werr              error
+	wdone             *sync.Cond
 }
 
 // Record kinds of a Disk.
@@ -128,16 +133,15 @@ func (d *Disk) log(shard uint32) *DiskLog {
 // the node loop: this is its backpressure), and counts it until durable.
 // A full disk is an error (Process fails, and Run with it).
 func (d *Disk) append(rec []byte) (uint64, error) {
-	d.wmu.Lock()
-	d.waiting++
-	d.wmu.Unlock()
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		pos, err := d.j.Append(rec, d.done)
 		if err == nil {
+			d.wmu.Lock()
+			d.appended++
+			d.wmu.Unlock()
 			return pos, nil
 		}
 		if !errors.Is(err, syscall.EAGAIN) {
-			d.recorded(nil)
 			return 0, err
 		}
 		time.Sleep(wait)
@@ -151,24 +155,27 @@ func (d *Disk) recorded(err error) {
 	if err != nil && d.werr == nil {
 		d.werr = err
 	}
-	d.waiting--
-	if d.waiting == 0 {
+	d.durable++
+	if d.syncers > 0 {
 		d.wdone.Broadcast()
 	}
 	d.wmu.Unlock()
 }
 
-// Sync waits until every record appended so far is durable, and reports
-// the first that was not.
+// Sync waits until every record appended before it was called is durable,
+// and reports the journal's first failure. Records appended meanwhile (the
+// node loop goes on saving while its syncer waits: Node.Run) are not
+// waited for, so a Sync ends however busy the journal stays.
 func (d *Disk) Sync() error {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	for d.waiting > 0 {
+	target := d.appended
+	d.syncers++
+	for d.durable < target && d.werr == nil {
 		d.wdone.Wait()
 	}
-	err := d.werr
-	d.werr = nil
-	return err
+	d.syncers--
+	return d.werr
 }
 
 // DiskLog is one shard's Raft log in a Disk.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -409,4 +411,66 @@ func noise(seed uint64, n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// A Sync waits for the records appended before it, not for those appended
+// while it waits: the node loop goes on saving while its syncer waits
+// (Node.Run), and a Sync that waited for the journal to have nothing
+// pending would not end while the loop kept it busy.
+func TestSyncWaitsOnlyForWhatCameBefore(t *testing.T) {
+	j, d := openDisk(t, t.TempDir(), 0)
+	defer j.Close()
+	l := d.Log(1)
+	if err := l.Bootstrap(voters3); err != nil {
+		t.Fatal(err)
+	}
+	// The journal's reports on the next two records wait for the test.
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var calls atomic.Int32
+	d.done = func(err error) {
+		if i := int(calls.Add(1)) - 1; i < len(gates) {
+			<-gates[i]
+		}
+		d.recorded(err)
+	}
+	defer func() {
+		for _, g := range gates {
+			select {
+			case <-g:
+			default:
+				close(g)
+			}
+		}
+	}()
+	if err := l.Save(&pb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(1))}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- d.Sync() }()
+	for waiting := 0; waiting == 0; time.Sleep(time.Millisecond) {
+		d.wmu.Lock()
+		waiting = d.syncers
+		d.wmu.Unlock()
+	}
+	if err := l.Save(&pb.HardState{Term: new(uint64(3)), Vote: new(uint64(1)), Commit: new(uint64(1))}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync ended (%v) before its record was durable", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gates[0])
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Sync waited on a record appended after it was called")
+	}
+	close(gates[1])
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
 }

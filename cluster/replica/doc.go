@@ -12,10 +12,15 @@
 //
 //   - Tick advances every group's clock by one tick (100 ms in Run);
 //   - Receive steps the Raft messages that came from other brokers;
-//   - Process takes every group's Ready, saves their entries and hard
-//     states to their Logs, makes them durable together (Config.Sync: one
-//     group commit for every shard of the broker), sends the messages of all
-//     groups batched per peer (Transport), and applies what was committed.
+//   - Process takes every group's Ready, sends the messages of all groups
+//     batched per peer (Transport), saves their entries and hard states to
+//     their Logs, applies what was committed, then makes the Saves durable
+//     together (Config.Sync: one group commit for every shard of the
+//     broker) and delivers what waited for that: the append responses and
+//     votes to other brokers, and each group's news that its entries are
+//     stable. Raft runs with AsyncStorageWrites, so in Run the last two
+//     steps go to a syncer goroutine and the loop takes the next Readys
+//     while the journal fsyncs.
 //
 // On a broker, every shard's Raft log lives in the broker's one journal
 // (Disk, over package log): an entry is a record naming its shard, term and

@@ -33,7 +33,9 @@ type Transport interface {
 
 // Log is one shard's Raft log on this broker. Raft reads it (raft.Storage);
 // the node loop writes what each Ready holds with Save, and Config.Sync
-// makes every Save of one Process durable at once.
+// makes the Saves made so far durable at once. Raft reads no entry from it
+// before that Sync: until it hears they are stable, it serves them from
+// its own memory.
 type Log interface {
 	raft.Storage
 	// Save appends entries (replacing any at the same indexes and after),
@@ -68,8 +70,10 @@ type Config struct {
 	// Node's locks: what must reach every served engine (a broker's queue
 	// configurations) reaches it from here on.
 	Served func(shard uint32, e *engine.Engine)
-	// Sync makes the Saves of one Process durable; nil when the Logs are
-	// durable as soon as they are saved.
+	// Sync makes every Save made before it was called durable; nil when
+	// the Logs are durable as soon as they are saved. Run calls it from a
+	// goroutine of its own while the node loop goes on saving: it must not
+	// wait for the Saves made after it was called (Disk.Sync does not).
 	Sync func() error
 	// Maintain, when set, is called by Run's loop after each tick's
 	// Process (Disk.Maintain): it may write records, and returns the
@@ -197,7 +201,10 @@ func (n *Node) AddShard(shard uint32, log Log) (*Shard, error) {
 		// is refused at once rather than forwarded (Append knows the
 		// index it gets).
 		DisableProposalForwarding: true,
-		Logger:                    n.logger,
+		// Writes go through MsgStorageAppend and MsgStorageApply: see
+		// process.
+		AsyncStorageWrites: true,
+		Logger:             n.logger,
 	}
 	applied, appliedTerm, snap, err := restartPoint(log)
 	if err != nil {
@@ -409,97 +416,245 @@ func lowestVoter(rn *raft.RawNode, not uint64) uint64 {
 	return low
 }
 
-type ready struct {
+// stored is what a Process leaves to do once the Saves it made are
+// durable: the responses of one group's storage appends (Raft's
+// AsyncStorageWrites), which tell Raft its entries are stable and carry
+// the messages that must wait for them (a follower's append responses, a
+// vote, the leader's own count toward a commit).
+type stored struct {
 	s    *Shard
-	rd   raft.Ready
-	lead bool // the group's leader is this broker: its messages go before the sync
+	msgs []*pb.Message
 }
 
-// Process moves every group on: it saves what their Readys hold, makes it
-// durable in one Sync, sends their messages batched per peer, applies what
-// was committed and builds the engine of a shard just taken over.
+// Process moves every group on and makes what it saved durable: it is
+// process followed by flush, as a test steps a Node; Run does the two on
+// goroutines of their own.
 func (n *Node) Process() error {
+	out, err := n.process()
+	if err != nil {
+		return err
+	}
+	return n.flush(out)
+}
+
+// process takes every group's Ready, sends its messages to the other
+// brokers batched per peer, saves what it holds to the groups' Logs
+// without waiting for them to be durable, applies what was committed and
+// builds the engine of a shard just taken over. It returns what waits for
+// the Saves to be durable (flush).
+//
+// Raft runs with AsyncStorageWrites: what a Ready asks written comes as a
+// MsgStorageAppend whose responses go once it is durable, and nothing
+// waits for an Advance. So the loop goes on while the journal fsyncs: a
+// leader sends its followers the entries proposed meanwhile, and a
+// follower saves the next append it receives, and one fsync makes the
+// Saves of every round since the last durable (Raft thesis, 10.2.1: a
+// leader's append and its followers' run at once; the leader counts
+// itself toward a commit once its own is durable). Before, the loop waited
+// for each round's fsync, and a push waited for up to four of them.
+func (n *Node) process() ([]stored, error) {
+	type ready struct {
+		s  *Shard
+		rd raft.Ready
+	}
 	var rs []ready
 	for _, s := range n.list() {
 		s.mu.Lock()
 		if s.rn.HasReady() {
-			rd := s.rn.Ready()
-			rs = append(rs, ready{s: s, rd: rd, lead: s.rn.BasicStatus().RaftState == raft.StateLeader})
+			rs = append(rs, ready{s: s, rd: s.rn.Ready()})
 		}
 		s.mu.Unlock()
 	}
 	if len(rs) == 0 {
+		return nil, nil
+	}
+	var peers []uint64
+	out := make(map[uint64][]Envelope)
+	for _, r := range rs {
+		for _, m := range r.rd.Messages {
+			if to := m.GetTo(); to != raft.LocalAppendThread && to != raft.LocalApplyThread {
+				peers = addEnvelope(out, peers, to, Envelope{Shard: r.s.id, Msg: m})
+			}
+		}
+	}
+	n.sendAll(out, peers)
+	var waits []stored
+	for _, r := range rs {
+		for _, m := range r.rd.Messages {
+			if m.GetTo() != raft.LocalAppendThread {
+				continue
+			}
+			if err := r.s.log.Save(storageHardState(m), m.GetEntries(), m.GetSnapshot()); err != nil {
+				return nil, fmt.Errorf("replica: saving shard %d: %w", r.s.id, err)
+			}
+			if len(m.GetResponses()) > 0 {
+				waits = append(waits, stored{s: r.s, msgs: m.GetResponses()})
+			}
+		}
+	}
+	for _, r := range rs {
+		for _, m := range r.rd.Messages {
+			if m.GetTo() == raft.LocalApplyThread {
+				r.s.apply(m.GetEntries(), m.GetResponses())
+			}
+		}
+	}
+	return waits, nil
+}
+
+// storageHardState is the hard state a MsgStorageAppend asks saved: empty
+// when it carries none.
+func storageHardState(m *pb.Message) *pb.HardState {
+	if m.Term == nil && m.Vote == nil && m.Commit == nil {
 		return nil
 	}
-	// A leader's messages (appends, heartbeats) go before its own save and
-	// sync, so that its disk and its followers' work at once, as etcd's
-	// server does (Raft thesis, 10.2.1): the leader counts itself toward a
-	// commit only once its own append is durable. A follower's and a
-	// candidate's messages (append responses, votes) wait for the sync.
-	n.send(rs, true)
-	sync := false
-	for _, r := range rs {
-		if err := r.s.log.Save(r.rd.HardState, r.rd.Entries, r.rd.Snapshot); err != nil {
-			return fmt.Errorf("replica: saving shard %d: %w", r.s.id, err)
-		}
-		sync = sync || r.rd.MustSync
+	return &pb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+}
+
+// flush makes every Save made before it durable (Config.Sync), then
+// delivers what waited for it in order: this broker's own responses are
+// stepped into their groups, the others sent, batched per peer.
+func (n *Node) flush(waits []stored) error {
+	if len(waits) == 0 {
+		return nil
 	}
-	if sync && n.cfg.Sync != nil {
+	if n.cfg.Sync != nil {
 		if err := n.cfg.Sync(); err != nil {
 			return fmt.Errorf("replica: sync: %w", err)
 		}
 	}
-	n.send(rs, false)
-	for _, r := range rs {
-		r.s.apply(r.rd)
+	var peers []uint64
+	out := make(map[uint64][]Envelope)
+	for _, w := range waits {
+		stepped := false
+		for _, m := range w.msgs {
+			if to := m.GetTo(); to != n.cfg.ID {
+				peers = addEnvelope(out, peers, to, Envelope{Shard: w.s.id, Msg: m})
+				continue
+			}
+			if !stepped {
+				w.s.mu.Lock()
+				stepped = true
+			}
+			if err := w.s.rn.Step(m); err != nil {
+				n.cfg.Logger.Debug("raft storage response refused", "shard", w.s.id, "type", m.GetType().String(), "err", err)
+			}
+		}
+		if stepped {
+			d := w.s.checkLeadLocked()
+			w.s.mu.Unlock()
+			d.run()
+		}
 	}
+	n.sendAll(out, peers)
+	n.kick()
 	return nil
 }
 
-// send hands the messages of the leaders' Readys in rs (lead) or of the
-// others to the transport, one call per peer.
-func (n *Node) send(rs []ready, lead bool) {
-	var peers []uint64
-	out := make(map[uint64][]Envelope)
-	for _, r := range rs {
-		if r.lead != lead {
-			continue
-		}
-		for _, m := range r.rd.Messages {
-			to := m.GetTo()
-			if _, ok := out[to]; !ok {
-				peers = append(peers, to)
-			}
-			out[to] = append(out[to], Envelope{Shard: r.s.id, Msg: m})
-		}
+// addEnvelope adds env to what goes to peer to; peers lists the peers in
+// the order they were first added.
+func addEnvelope(out map[uint64][]Envelope, peers []uint64, to uint64, env Envelope) []uint64 {
+	if _, ok := out[to]; !ok {
+		peers = append(peers, to)
 	}
+	out[to] = append(out[to], env)
+	return peers
+}
+
+// sendAll hands the transport each peer's messages in one call.
+func (n *Node) sendAll(out map[uint64][]Envelope, peers []uint64) {
 	for _, to := range peers {
 		n.cfg.Transport.Send(to, out[to])
 	}
 }
 
-// Run drives the node until ctx ends: a Tick every tick, and a Process
-// after each tick and whenever a message or a proposal arrives.
+// Run drives the node until ctx ends: a Tick every tick, and a process
+// after each tick and whenever a message or a proposal arrives, while a
+// syncer goroutine flushes what the rounds saved, as many rounds at once
+// as came while the last fsync ran.
 func (n *Node) Run(ctx context.Context, tick time.Duration) error {
 	n.async.Store(true)
+	ctx, cancel := context.WithCancel(ctx)
+	q := &syncQueue{ready: make(chan struct{}, 1)}
+	failed := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.syncLoop(ctx, q); err != nil {
+			failed <- err
+		}
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-failed:
+			return err
 		case <-t.C:
 			n.Tick()
-			if err := n.Process(); err != nil {
+			waits, err := n.process()
+			if err != nil {
 				return err
 			}
+			q.put(waits)
 			if err := n.maintain(); err != nil {
 				return err
 			}
 			continue
 		case <-n.wake:
 		}
-		if err := n.Process(); err != nil {
+		waits, err := n.process()
+		if err != nil {
+			return err
+		}
+		q.put(waits)
+	}
+}
+
+// syncQueue passes what the node loop's rounds leave to the syncer.
+type syncQueue struct {
+	mu    sync.Mutex
+	waits []stored
+	ready chan struct{}
+}
+
+func (q *syncQueue) put(waits []stored) {
+	if len(waits) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.waits = append(q.waits, waits...)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *syncQueue) take() []stored {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.waits
+	q.waits = nil
+	return w
+}
+
+// syncLoop flushes what the node loop queues until ctx ends.
+func (n *Node) syncLoop(ctx context.Context, q *syncQueue) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-q.ready:
+		}
+		if err := n.flush(q.take()); err != nil {
 			return err
 		}
 	}

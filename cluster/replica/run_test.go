@@ -245,3 +245,83 @@ func TestRunFailsOverUnderConcurrentPushes(t *testing.T) {
 		t.Fatalf("the new leader holds %d messages, want each of the %d pushes once", held, 8*50)
 	}
 }
+
+// The node loop does not wait for its fsync: while the leader's Sync hangs,
+// the entries proposed after the one it waits for still reach the
+// followers (and what they answer is counted), and once the Sync returns
+// every push is answered. A loop that waited in Sync sent nothing more.
+func TestLoopGoesOnWhileItsSyncWaits(t *testing.T) {
+	net := &chanNet{nodes: map[uint64]*Node{}, inbox: map[uint64]chan []Envelope{}, down: map[uint64]bool{}}
+	var hold atomic.Bool
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := map[uint64]*memLog{}
+	for _, id := range voters3 {
+		cfg := Config{ID: id, Transport: chanPort{net, id}, NewEngine: shardEngines(nil)}
+		if id == 1 {
+			cfg.Sync = func() error {
+				if hold.Load() {
+					<-release
+				}
+				return nil
+			}
+		}
+		n, err := NewNode(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[id] = newMemLog(t, voters3)
+		if _, err := n.AddShard(testShard, logs[id]); err != nil {
+			t.Fatal(err)
+		}
+		net.join(ctx, &wg, id, n)
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		wg.Wait()
+		for _, n := range net.nodes {
+			n.Close()
+		}
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s without %s", what)
+			}
+		}
+	}
+	if err := net.nodes[1].Shard(testShard).Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	var e *engine.Engine
+	waitFor("node 1 serving the shard", func() bool { e, _, _ = net.nodes[1].Shard(testShard).Engine(); return e != nil })
+	one := func(txn string) []engine.PushItem {
+		return []engine.PushItem{{Queue: "q", Partition: "p", TransactionID: txn, Payload: []byte(txn)}}
+	}
+	if _, err := e.Push(context.Background(), one("a")); err != nil {
+		t.Fatal(err)
+	}
+
+	hold.Store(true)
+	var answered atomic.Int32
+	count := func(error) { answered.Add(1) }
+	last := func(id uint64) uint64 { i, _ := logs[id].LastIndex(); return i }
+	before := last(1)
+	e.PushAsync(one("b"), make([]engine.PushResult, 1), count)
+	waitFor("b in every replica's log", func() bool { return last(1) > before && last(2) == last(1) && last(3) == last(1) })
+	b := last(1)
+	// The leader's syncer now waits in Sync for b.
+	e.PushAsync(one("c"), make([]engine.PushResult, 1), count)
+	waitFor("c in the leader's log", func() bool { return last(1) > b })
+	waitFor("c in the followers' logs while the leader's Sync waits", func() bool { return last(2) == last(1) && last(3) == last(1) })
+
+	close(release)
+	released = true
+	waitFor("b and c answered once the Sync returned", func() bool { return answered.Load() == 2 })
+}

@@ -151,15 +151,16 @@ func (s *Shard) checkLeadLocked() deposal {
 	return d
 }
 
-// apply applies rd's committed entries, answers the proposals they commit,
-// advances the RawNode and, when this broker leads and has applied an entry
-// of its term, takes the shard over.
-func (s *Shard) apply(rd raft.Ready) {
+// apply applies committed entries (a MsgStorageApply's: durable here,
+// and committed), answers the proposals they commit, steps resps (the
+// message's responses, which tell Raft they are applied) and, when this
+// broker leads and has applied an entry of its term, takes the shard over.
+func (s *Shard) apply(entries []*pb.Entry, resps []*pb.Message) {
 	var done []proposal
 	var failed []proposal
 	var compact uint64
 	s.mu.Lock()
-	for _, e := range rd.CommittedEntries {
+	for _, e := range entries {
 		switch e.GetType() {
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
@@ -192,7 +193,9 @@ func (s *Shard) apply(rd raft.Ready) {
 		}
 		s.applied, s.appliedTerm = e.GetIndex(), e.GetTerm()
 	}
-	s.rn.Advance(rd)
+	for _, m := range resps {
+		_ = s.rn.Step(m) // a MsgStorageApplyResp: Raft refuses none
+	}
 	d := s.checkLeadLocked()
 	j := s.takeOverLocked()
 	s.mu.Unlock()
