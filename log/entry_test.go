@@ -273,3 +273,27 @@ func TestCompressRecordRoundTrip(t *testing.T) {
 		t.Fatalf("a 4-byte record: ok %v, %d bytes back", ok, len(out))
 	}
 }
+
+// A group between 2 and 16 KiB is probed too: one of records compressed
+// before (a replicated shard's) is written as it is, one of clear records
+// is compressed.
+func TestCompressibleProbesMidSizedGroups(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	dense := make([]byte, 8<<10)
+	for i := range dense {
+		dense[i] = byte(r.Uint32())
+	}
+	if compressible(dense) {
+		t.Fatal("an 8 KiB group of random bytes would be compressed")
+	}
+	var clear []byte
+	for i := 0; len(clear) < 8<<10; i++ {
+		clear = appendRecord(clear, fmt.Appendf(nil, `{"order":%d,"status":"paid","customer":"c%d@example.com"}`, i, i%17))
+	}
+	if !compressible(clear) {
+		t.Fatal("an 8 KiB group of JSON records would be written raw")
+	}
+	if !compressible(dense[:1000]) {
+		t.Fatal("a group under 2 KiB is not probed: it is tried")
+	}
+}
