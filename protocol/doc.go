@@ -64,7 +64,11 @@
 //	0x2C  cycle         CycleRequest                CycleReply            (1.4)
 //	0x2D  state_get     StateGetRequest             StateGetReply         (1.4)
 //	0x2E  metadata      MetadataRequest (empty)     MetadataReply         (1.6)
-//	0x2F  raft          RaftRequest                 RaftReply (empty)     (1.7)
+//	0x2F  raft          RaftRequest                 none (1.9; see below) (1.7)
+//
+// A Raft request is one-way since 1.9: a server takes it without an
+// answer, and answers only a refusal (an error). A 1.7 or 1.8 server
+// answers a taken one with an empty RaftReply.
 //
 // An unknown opcode is answered with CodeUnknownOp (the Regent server then
 // closes the connection: a client that sends one speaks something else). A frame above the cap, or a header no version sends

@@ -7,7 +7,7 @@ import "strconv"
 // only once Hello showed that the other side has them.
 const (
 	VersionMajor uint16 = 1
-	VersionMinor uint16 = 8
+	VersionMinor uint16 = 9
 )
 
 // Minor versions and what they added:
@@ -40,6 +40,9 @@ const (
 //	     only by a broker of a replicated cluster to another)
 //	1.8  the error code not_leader (a broker of a replicated cluster that
 //	     does not lead the partition's shard)
+//	1.9  a Raft request that is taken is not answered (a 1.7 or 1.8
+//	     server answers it with an empty RaftReply, which the link
+//	     discards); a refused one is still answered with an error
 
 // HelloRequest is the first frame a client sends on a connection.
 //

@@ -3,8 +3,10 @@ package protocol
 // RaftRequest carries Raft messages of a cluster's shard groups from one
 // broker to another (1.7): the link between the replicas of a shard. Each
 // message is a go.etcd.io/raft/v3 raftpb.Message in its protobuf form, which
-// this package does not look into. The reply is empty: it says the batch
-// was taken, not that it was applied (Raft has its own answers).
+// this package does not look into. A server that takes the batch does not
+// answer it (1.9; Raft has its own answers), and answers a refusal with an
+// error; a 1.7 or 1.8 server answered a taken batch with an empty
+// RaftReply.
 //
 //	uv from | uv n × (uv shard | bytes message)
 type RaftRequest struct {
@@ -19,7 +21,8 @@ type RaftMessage struct {
 	Data  []byte
 }
 
-// RaftReply answers a RaftRequest; its body is empty.
+// RaftReply answered a RaftRequest a 1.7 or 1.8 server took; its body is
+// empty.
 type RaftReply struct{ empty }
 
 func (*RaftRequest) Op() Op        { return OpRaft }

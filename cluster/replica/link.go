@@ -288,8 +288,10 @@ func (p *peerLink) dial() (net.Conn, int, error) {
 	return c, maxFrame, nil
 }
 
-// discardReplies reads a link connection's replies until it closes: they
-// carry nothing (an error reply is logged by nobody: Raft sends again).
+// discardReplies reads a link connection's replies until it closes: a
+// peer answers only the requests it refuses (protocol 1.9; an older one
+// answers every request, empty), and an error reply is logged by nobody:
+// Raft sends again.
 //
 // It reports whether the peer ended the connection: here was not set by
 // this side's close when the read failed (read before done is closed, so

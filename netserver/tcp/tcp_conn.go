@@ -256,7 +256,9 @@ func (tc *tcpConn) handle(f protocol.Frame) bool {
 			tc.send(errReply{op, id, protocol.NewError(protocol.CodeInvalid, err.Error())})
 			return true
 		}
-		tc.send(bodyReply{id, &protocol.RaftReply{}})
+		// A batch taken is not answered (1.9): the link reads no answer,
+		// and one per batch cost each broker a write here and a read
+		// there for every batch of Raft messages it received.
 	case protocol.OpAuth:
 		return tc.authenticate(id, f.Body)
 	case protocol.OpPush:
