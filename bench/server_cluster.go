@@ -19,6 +19,14 @@ import (
 // each shard on all of them.
 const replicatedBrokers = 3
 
+// leadersQuiet is how long the leaders stay put before waitLeaders takes
+// them as settled (longer than a lead's hand-back, 3 s after a takeover);
+// leadersSettle bounds that wait.
+const (
+	leadersQuiet  = 4 * time.Second
+	leadersSettle = 15 * time.Second
+)
+
 // replicatedShards is the shard count of the regent-replicated target's
 // cluster: enough that every broker leads several.
 const replicatedShards = 16
@@ -106,7 +114,12 @@ func startRegentCluster(ctx context.Context, bin, syncPolicy string, n int, env 
 }
 
 // waitLeaders waits until the broker at addr knows a leader for every
-// shard.
+// shard and then, for up to leadersSettle more, until the leaders have
+// not moved for leadersQuiet. A broker that won a shard's first election
+// hands the shard to its preferred leader (the first of its replica set)
+// about 3 s after taking it over, which in a measured round meant
+// not_leader answers and a pause in the middle of it: the rounds measure
+// the cluster as it runs, not its start.
 func waitLeaders(ctx context.Context, addr string, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -115,10 +128,21 @@ func waitLeaders(ctx context.Context, addr string, d time.Duration) error {
 		return fmt.Errorf("bench: the cluster: %w", err)
 	}
 	defer c.Close()
+	var led, moved time.Time
+	var last []string
 	for {
 		m, err := c.Cluster(ctx)
 		if err == nil && len(m.Owners) > 0 && !slices.Contains(m.Owners, "") {
-			return nil
+			now := time.Now()
+			if led.IsZero() {
+				led = now
+			}
+			if !slices.Equal(m.Owners, last) {
+				last, moved = m.Owners, now
+			}
+			if now.Sub(moved) >= leadersQuiet || now.Sub(led) >= leadersSettle {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
