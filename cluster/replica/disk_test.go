@@ -474,3 +474,73 @@ func TestSyncWaitsOnlyForWhatCameBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Messages of 1 MiB, some that compress and some that do not, pushed to a
+// replicated shard whose journals keep little in memory, around a
+// snapshot: the next leader, and the leader after every broker started
+// again, serve each of them whole.
+func TestLargeMessagesSurviveFailoverAndRestart(t *testing.T) {
+	c, _, _ := diskCluster(t, rlog.Config{}, 1<<10)
+	c.elect(1)
+	e := c.engine(1)
+	want := map[string][]byte{}
+	pushBig := func(i int) {
+		t.Helper()
+		txn := fmt.Sprint("big", i)
+		var payload []byte
+		if i%2 == 0 {
+			payload = bytes.Repeat(fmt.Appendf(nil, "message %d compresses well; ", i), (1<<20)/28)
+		} else {
+			payload = noise(uint64(i), 1<<20)
+		}
+		want[txn] = payload
+		o := &outcome{}
+		e.PushAsync([]engine.PushItem{{Queue: "q", Partition: "p", TransactionID: txn, Payload: payload}}, make([]engine.PushResult, 1), o.done)
+		if c.net.settle(); o.n != 1 || o.err != nil {
+			t.Fatalf("push %s: %v", txn, o)
+		}
+	}
+	for i := range 6 {
+		pushBig(i)
+	}
+	must(t, c.wait(e.Snapshot))
+	for i := 6; i < 8; i++ {
+		pushBig(i)
+	}
+	check := func(on uint64, group string) {
+		t.Helper()
+		got := map[string]bool{}
+		for {
+			ms, err := c.pop(c.engine(on), engine.PopRequest{Queue: "q", Partition: "p", Group: group, Batch: 2})
+			if err != nil {
+				t.Fatalf("pop on %d: %v", on, err)
+			}
+			if len(ms) == 0 {
+				break
+			}
+			for _, m := range ms {
+				if !bytes.Equal(m.Payload, want[m.TransactionID]) {
+					t.Fatalf("broker %d served %s with %d bytes that are not the %d pushed", on, m.TransactionID, len(m.Payload), len(want[m.TransactionID]))
+				}
+				got[m.TransactionID] = true
+				it := engine.AckItem{PartitionID: m.PartitionID, Group: group, LeaseID: m.LeaseID, MessageID: m.ID, Status: engine.Completed}
+				if res, err := c.ack(c.engine(on), it); err != nil || res[0].Err != nil {
+					t.Fatalf("ack of %s on %d: %v %v", m.TransactionID, on, err, res)
+				}
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("broker %d served %d of the %d messages", on, len(got), len(want))
+		}
+	}
+	c.net.isolate(1, true)
+	c.net.paused[1] = true
+	check(c.leader(2, 3), "g1")
+
+	c.net.isolate(1, false)
+	c.net.paused[1] = false
+	for _, id := range voters3 {
+		c.start(id)
+	}
+	check(c.leader(1, 2, 3), "g2")
+}
