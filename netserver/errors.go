@@ -3,6 +3,7 @@ package netserver
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/protocol"
@@ -58,6 +59,19 @@ func CodeOf(err error) protocol.Code {
 		}
 	}
 	return protocol.CodeInternal
+}
+
+// MessageOf is err's text as the binary protocol sends it beside its code
+// (CodeOf): without the code's name in front, which a *protocol.Error
+// wrapped first puts there (fmt.Errorf("%w: shard %d", ErrNotLeader, ...))
+// and the receiver puts back (protocol.Error.Error). Sent whole, a client
+// read "not_leader: not_leader: this broker does not lead the shard".
+func MessageOf(err error) string {
+	msg := err.Error()
+	if prefix := CodeOf(err).String() + ": "; strings.HasPrefix(msg, prefix) {
+		return msg[len(prefix):]
+	}
+	return msg
 }
 
 // HTTPStatus is the HTTP status for err: its code's (protocol.Code.HTTPStatus),

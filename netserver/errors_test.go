@@ -1,6 +1,7 @@
 package netserver
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -79,5 +80,30 @@ func TestEveryEngineErrorHasACode(t *testing.T) {
 			t.Errorf("engine.%s and engine.%s share code %s", name, other, code)
 		}
 		used[code] = name
+	}
+}
+
+// The text sent beside a code leaves out the code's name that a wrapped
+// protocol error puts in front: the client puts it back once, and read
+// "not_leader: not_leader: ..." before.
+func TestMessageOfLeavesTheCodeToTheReceiver(t *testing.T) {
+	notLeader := protocol.NewError(protocol.CodeNotLeader, "this broker does not lead the shard")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{notLeader, "this broker does not lead the shard"},
+		{fmt.Errorf("%w: shard 3: leader 2 in term 5", notLeader), "this broker does not lead the shard: shard 3: leader 2 in term 5"},
+		{fmt.Errorf("push: %w", notLeader), "push: not_leader: this broker does not lead the shard"},
+		{errors.New("something else"), "something else"},
+	} {
+		msg := MessageOf(tc.err)
+		if msg != tc.want {
+			t.Errorf("MessageOf(%q) = %q, want %q", tc.err, msg, tc.want)
+		}
+		// What the client makes of code and text is what the server had.
+		if back := protocol.NewError(CodeOf(tc.err), msg).Error(); errors.Is(tc.err, notLeader) && !strings.HasPrefix(tc.want, "push") && back != tc.err.Error() {
+			t.Errorf("the client reads %q, the server said %q", back, tc.err)
+		}
 	}
 }

@@ -183,7 +183,7 @@ func (r errReply) appendTo(dst []byte) []byte {
 	if pe, ok := r.err.(*protocol.Error); ok {
 		return protocol.AppendError(dst, r.op, r.id, pe.Code, pe.Msg)
 	}
-	return protocol.AppendError(dst, r.op, r.id, netserver.CodeOf(r.err), r.err.Error())
+	return protocol.AppendError(dst, r.op, r.id, netserver.CodeOf(r.err), netserver.MessageOf(r.err))
 }
 
 // bodyReply is a whole reply body.

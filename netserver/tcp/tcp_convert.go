@@ -33,7 +33,7 @@ func fromEnginePushResults(dst []protocol.PushResult, src []engine.PushResult) [
 			TransactionID: s.TransactionID,
 		}
 		if s.Err != nil {
-			r.Code, r.Error = netserver.CodeOf(s.Err), s.Err.Error()
+			r.Code, r.Error = netserver.CodeOf(s.Err), netserver.MessageOf(s.Err)
 		}
 		dst = append(dst, r)
 	}
@@ -65,7 +65,7 @@ func fromEngineAckResults(dst []protocol.AckResult, src []engine.AckResult) []pr
 		s := &src[i]
 		r := protocol.AckResult{Offset: s.Offset, LeaseReleased: s.LeaseReleased, DeadLettered: s.DeadLettered}
 		if s.Err != nil {
-			r.Code, r.Error = netserver.CodeOf(s.Err), s.Err.Error()
+			r.Code, r.Error = netserver.CodeOf(s.Err), netserver.MessageOf(s.Err)
 		}
 		dst = append(dst, r)
 	}

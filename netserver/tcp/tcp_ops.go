@@ -318,7 +318,7 @@ func (j *txnJob) appendTo(dst []byte) []byte {
 		Pushes: fromEnginePushResults(nil, j.res.Pushes),
 	}
 	if j.res.Err != nil {
-		reply.Code, reply.Error = netserver.CodeOf(j.res.Err), j.res.Err.Error()
+		reply.Code, reply.Error = netserver.CodeOf(j.res.Err), netserver.MessageOf(j.res.Err)
 	}
 	return protocol.AppendTransactionReply(dst, j.id, &reply)
 }
