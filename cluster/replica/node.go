@@ -215,7 +215,7 @@ func (n *Node) AddShard(shard uint32, log Log) (*Shard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: shard %d: %w", shard, err)
 	}
-	s := &Shard{id: shard, n: n, log: log, rn: rn, applied: applied, appliedTerm: appliedTerm, snapIndex: snap, sinceBack: -1}
+	s := &Shard{id: shard, n: n, log: log, rn: rn, applied: applied, appliedTerm: appliedTerm, snapIndex: snap}
 	n.shards[shard] = s
 	n.order = append(n.order, s)
 	slices.SortFunc(n.order, func(a, b *Shard) int { return int(a.id) - int(b.id) })
@@ -290,9 +290,6 @@ func (n *Node) Tick() {
 	for _, s := range n.list() {
 		s.mu.Lock()
 		s.rn.Tick()
-		if s.sinceBack >= 0 {
-			s.sinceBack++
-		}
 		if s.stand > 0 {
 			s.stand--
 			// A pre-candidate stands again too: its pre-vote may have been
@@ -317,16 +314,11 @@ func (n *Node) Tick() {
 // leader keeps the lead, from taking the shard over, before it hands it to
 // the preferred one (caught up and heard from): time for a returning
 // broker to settle, and no lead ping-ponging while a broker comes and
-// goes. maxHandBackTicks bounds the wait once hand-backs keep coming back
-// (Shard.backWait): 5 minutes.
-const (
-	handBackTicks    = 30
-	maxHandBackTicks = 3000
-)
+// goes.
+const handBackTicks = 30
 
 // handBackLocked hands the lead to the shard's preferred leader when this
-// broker has led it long enough without being that one (handBackTicks,
-// or longer while hand-backs keep coming back: Shard.backWait), and the preferred
+// broker has led it long enough without being that one, and the preferred
 // one holds the whole log and answers (Raft's leadership transfer: the
 // lead moves within a round trip or two, proposals meanwhile are refused
 // and answered not_leader, which clients follow). Caller holds s.mu.
@@ -335,7 +327,7 @@ func (s *Shard) handBackLocked() {
 		s.ledTicks = 0
 		return
 	}
-	if s.ledTicks++; s.ledTicks < max(s.backWait, handBackTicks) {
+	if s.ledTicks++; s.ledTicks < handBackTicks {
 		return
 	}
 	to := s.n.cfg.Preferred(s.id)
@@ -355,7 +347,7 @@ func (s *Shard) handBackLocked() {
 		return
 	}
 	s.n.cfg.Logger.Info("shard lead handed back to its preferred leader", "shard", s.id, "to", to, "term", s.j.term)
-	s.ledTicks, s.sinceBack = 0, 0
+	s.ledTicks = 0
 	s.rn.TransferLeader(to)
 }
 

@@ -32,14 +32,6 @@ type Shard struct {
 	rn       *raft.RawNode
 	stand    int // ticks left to stand for election (Node.PeerDown)
 	ledTicks int // ticks this broker has served the shard as leader (handBackLocked)
-	// backWait is how many ticks a leader that is not the shard's
-	// preferred one waits before handing it the lead (0: handBackTicks);
-	// sinceBack counts the ticks since this broker last handed it over
-	// (-1: not since it last took the shard over). A lead that comes back
-	// within handBackTicks of a hand-back (the preferred leader could not
-	// serve the shard, or died at once) doubles the wait, up to
-	// maxHandBackTicks; one that comes back later resets it.
-	backWait, sinceBack int
 	// pinNext, pinWait and pinSnapping pace the snapshots Node.maintain
 	// asks of the shard while its entries pin the journal's front (the
 	// node loop's only; pinSnapping: one at a time).
@@ -255,12 +247,6 @@ func (s *Shard) takeOverLocked() *journal {
 	}
 	j := &journal{s: s, term: term, start: s.applied, next: last + 1}
 	s.j = j
-	if s.sinceBack >= 0 && s.sinceBack <= handBackTicks {
-		s.backWait = min(2*max(s.backWait, handBackTicks), maxHandBackTicks)
-	} else {
-		s.backWait = 0
-	}
-	s.sinceBack = -1
 	s.n.cfg.Logger.Info("shard taken over", "shard", s.id, "term", term, "index", last)
 	return j
 }
