@@ -363,6 +363,12 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	}
 	var firstErr, ambiguous error
 	failedAll := true
+	// maybe marks the items of a part answered not_leader: the deposed
+	// leader may have proposed them and the next commit them, so no later
+	// refusal of theirs (no owner yet, or a broker's refusal of the resent
+	// part) says they were not stored. Answered failed, such an item was
+	// stored all the same once in a checker's 50 kill -9 cycles.
+	maybe := make([]bool, len(items))
 	for attempt := 0; len(todo) > 0; attempt++ {
 		md := r.ownedTable(ctx, len(todo), func(k int) (string, string) { return items[todo[k]].Queue, items[todo[k]].Partition })
 		parts := map[*pool][]int{}
@@ -373,6 +379,10 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 				p, err = r.poolOf(b)
 			}
 			if err != nil {
+				if maybe[i] {
+					ambiguous = cmp(ambiguous, err)
+					continue
+				}
 				out[i] = PushResult{Status: PushFailed, TransactionID: items[i].TransactionID, Err: err}
 				firstErr = cmp(firstErr, err)
 				continue
@@ -406,8 +416,11 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 					out[i] = a.res[k]
 				}
 			case misrouted(a.err) && attempt+1 < routeAttempts:
+				for _, i := range a.idx {
+					maybe[i] = true
+				}
 				todo, again = append(todo, a.idx...), true
-			case !refused(a.err):
+			case !refused(a.err) || anyOf(maybe, a.idx):
 				// The part may have been stored (a connection lost after it
 				// was sent): its items cannot be answered failed. The call
 				// fails as a push to one broker would; sent again, pushes
@@ -437,6 +450,16 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// anyOf reports whether marks holds any of the indexes idx.
+func anyOf(marks []bool, idx []int) bool {
+	for _, i := range idx {
+		if marks[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // refused says whether a request that failed with err surely changed
@@ -706,8 +729,11 @@ type ackPart struct {
 
 // clusterAck is an ack split by owner, on its way.
 type clusterAck struct {
-	r     *router
-	n     int
+	r *router
+	n int
+	// maybe marks the items of a part answered not_leader: maybe applied,
+	// so no later refusal of theirs is sure (see push).
+	maybe []bool
 	item  func(dst []byte, i int) []byte
 	key   func(i int) (queue, partition string)
 	parts []ackPart
@@ -791,8 +817,11 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 					res[i] = rs[j]
 				}
 			case misrouted(err) && attempt+1 < routeAttempts:
+				for _, i := range part.idx {
+					ca.maybe[i] = true
+				}
 				again = append(again, part.idx...)
-			case !refused(err):
+			case !refused(err) || anyOf(ca.maybe, part.idx):
 				// Maybe applied (see push): the call fails as an ack to one
 				// broker would.
 				ca.r.suspect(err)

@@ -28,6 +28,10 @@ type fakeReplicated struct {
 	// leader deposed while it held it does (and the next leader may
 	// commit it).
 	deposed *atomic.Bool
+	// answers, when set, answers the n-th push with answers[n] (an error
+	// code; CodeOK: queued), and the pushes after them queued.
+	answers []protocol.Code
+	pushes  atomic.Int64
 	// owners, when set, is the map's owners once known, and brokers its
 	// brokers.
 	owners  []int32
@@ -91,6 +95,10 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 			}
 			if f.deposed != nil && f.deposed.Load() {
 				out = protocol.AppendError(nil, fr.Op, fr.ID, protocol.CodeNotLeader, "deposed while it held the request")
+				break
+			}
+			if n := f.pushes.Add(1) - 1; n < int64(len(f.answers)) && f.answers[n] != protocol.CodeOK {
+				out = protocol.AppendError(nil, fr.Op, fr.ID, f.answers[n], "scripted answer")
 				break
 			}
 			reply := &protocol.PushReply{}
@@ -197,5 +205,52 @@ func TestNotLeaderIsNoRefusal(t *testing.T) {
 			}
 		}
 		t.Fatalf("push across a deposed leader: %v, want the call to fail with not_leader", err)
+	}
+}
+
+// TestARefusalAfterNotLeaderIsNoRefusal: a part answered not_leader and
+// sent again is not reported failed when the resend is refused: the first
+// send may be stored by the next leader (the kill -9 checker found such an
+// item stored). The call fails instead, and a resend with transactionIds
+// is deduplicated.
+func TestARefusalAfterNotLeaderIsNoRefusal(t *testing.T) {
+	good := startFakeReplicated(t, 0)
+	bad := startFakeReplicated(t, 0)
+	bad.answers = []protocol.Code{protocol.CodeNotLeader, protocol.CodeQueueFull}
+	brokers := []protocol.MetadataBroker{{ID: "b1", TCP: good.ln.Addr().String(), Live: true}, {ID: "b2", TCP: bad.ln.Addr().String(), Live: true}}
+	for _, f := range []*fakeReplicated{good, bad} {
+		f.owners, f.brokers = []int32{0, 1, 0, 1}, brokers
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, good.ln.Addr().String(), client.WithConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []client.Item
+	seen := map[int]bool{}
+	for i := 0; len(seen) < 4; i++ {
+		p := fmt.Sprint("p", i)
+		if s := m.ShardOf("q", p); !seen[s] {
+			seen[s] = true
+			items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
+		}
+	}
+	res, err := c.Push(ctx, items...)
+	if bad.pushes.Load() < 2 {
+		t.Fatalf("the deposed broker got %d pushes; the test needs the resend", bad.pushes.Load())
+	}
+	if err == nil {
+		for _, r := range res {
+			if r.Status == client.PushFailed {
+				t.Fatalf("an item answered not_leader, then refused when sent again, was reported failed (%v): the first send may be stored", r.Err)
+			}
+		}
+		t.Fatal("the push succeeded although the deposed broker never stored its part")
 	}
 }

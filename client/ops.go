@@ -290,7 +290,7 @@ func (p pendingAck) pending() bool { return p.cl != nil || p.multi != nil }
 // queue and partition, which route it in a cluster.
 func (c *Client) startAck(ctx context.Context, n int, item func(dst []byte, i int) []byte, key func(i int) (string, string)) (pendingAck, error) {
 	if c.cl != nil {
-		ca := &clusterAck{r: c.cl, n: n, item: item, key: key}
+		ca := &clusterAck{r: c.cl, n: n, item: item, key: key, maybe: make([]bool, n)}
 		idx := make([]int, n)
 		for i := range idx {
 			idx[i] = i
