@@ -169,35 +169,10 @@ func TestNoOwnerAtAllIsUnavailable(t *testing.T) {
 // stored: the call fails, as a lost connection's would, and a resend with
 // transactionIds is deduplicated.
 func TestNotLeaderIsNoRefusal(t *testing.T) {
-	good := startFakeReplicated(t, 0)
 	bad := startFakeReplicated(t, 0)
 	bad.deposed = new(atomic.Bool)
 	bad.deposed.Store(true)
-	brokers := []protocol.MetadataBroker{{ID: "b1", TCP: good.ln.Addr().String(), Live: true}, {ID: "b2", TCP: bad.ln.Addr().String(), Live: true}}
-	for _, f := range []*fakeReplicated{good, bad} {
-		f.owners, f.brokers = []int32{0, 1, 0, 1}, brokers
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, good.ln.Addr().String(), client.WithConns(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	m, err := c.Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var items []client.Item
-	seen := map[int]bool{}
-	for i := 0; len(seen) < 4; i++ {
-		p := fmt.Sprint("p", i)
-		if s := m.ShardOf("q", p); !seen[s] {
-			seen[s] = true
-			items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
-		}
-	}
-	res, err := c.Push(ctx, items...)
+	res, err := pushToEveryShard(t, bad)
 	if protocol.CodeOf(err) != protocol.CodeNotLeader {
 		for _, r := range res {
 			if r.Status == client.PushFailed {
@@ -208,15 +183,11 @@ func TestNotLeaderIsNoRefusal(t *testing.T) {
 	}
 }
 
-// TestARefusalAfterNotLeaderIsNoRefusal: a part answered not_leader and
-// sent again is not reported failed when the resend is refused: the first
-// send may be stored by the next leader (the kill -9 checker found such an
-// item stored). The call fails instead, and a resend with transactionIds
-// is deduplicated.
-func TestARefusalAfterNotLeaderIsNoRefusal(t *testing.T) {
+// pushToEveryShard pushes one item to each of the 4 shards of a cluster of
+// two faked brokers, a good one and bad, which own two shards each.
+func pushToEveryShard(t *testing.T, bad *fakeReplicated) (client.PushResults, error) {
+	t.Helper()
 	good := startFakeReplicated(t, 0)
-	bad := startFakeReplicated(t, 0)
-	bad.answers = []protocol.Code{protocol.CodeNotLeader, protocol.CodeQueueFull}
 	brokers := []protocol.MetadataBroker{{ID: "b1", TCP: good.ln.Addr().String(), Live: true}, {ID: "b2", TCP: bad.ln.Addr().String(), Live: true}}
 	for _, f := range []*fakeReplicated{good, bad} {
 		f.owners, f.brokers = []int32{0, 1, 0, 1}, brokers
@@ -241,7 +212,18 @@ func TestARefusalAfterNotLeaderIsNoRefusal(t *testing.T) {
 			items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
 		}
 	}
-	res, err := c.Push(ctx, items...)
+	return c.Push(ctx, items...)
+}
+
+// TestARefusalAfterNotLeaderIsNoRefusal: a part answered not_leader and
+// sent again is not reported failed when the resend is refused: the first
+// send may be stored by the next leader (the kill -9 checker found such an
+// item stored). The call fails instead, and a resend with transactionIds
+// is deduplicated.
+func TestARefusalAfterNotLeaderIsNoRefusal(t *testing.T) {
+	bad := startFakeReplicated(t, 0)
+	bad.answers = []protocol.Code{protocol.CodeNotLeader, protocol.CodeQueueFull}
+	res, err := pushToEveryShard(t, bad)
 	if bad.pushes.Load() < 2 {
 		t.Fatalf("the deposed broker got %d pushes; the test needs the resend", bad.pushes.Load())
 	}
