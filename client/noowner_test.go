@@ -32,6 +32,9 @@ type fakeReplicated struct {
 	// code; CodeOK: queued), and the pushes after them queued.
 	answers []protocol.Code
 	pushes  atomic.Int64
+	// ackAnswers does for acks what answers does for pushes.
+	ackAnswers []protocol.Code
+	acks       atomic.Int64
 	// owners, when set, is the map's owners once known, and brokers its
 	// brokers.
 	owners  []int32
@@ -106,6 +109,16 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 				reply.Items = append(reply.Items, protocol.PushResult{Status: protocol.PushQueued})
 			}
 			out = protocol.AppendPushReply(nil, fr.ID, reply)
+		case protocol.OpAck:
+			var req protocol.AckRequest
+			if err := req.Decode(fr.Body); err != nil {
+				return
+			}
+			if n := f.acks.Add(1) - 1; n < int64(len(f.ackAnswers)) && f.ackAnswers[n] != protocol.CodeOK {
+				out = protocol.AppendError(nil, fr.Op, fr.ID, f.ackAnswers[n], "scripted answer")
+				break
+			}
+			out = protocol.AppendAckReply(nil, fr.ID, &protocol.AckReply{Items: make([]protocol.AckResult, len(req.Items))})
 		case protocol.OpPop:
 			f.pops.Add(1)
 			out = protocol.AppendPopReply(nil, fr.ID, &protocol.PopReply{})
@@ -184,8 +197,23 @@ func TestNotLeaderIsNoRefusal(t *testing.T) {
 }
 
 // pushToEveryShard pushes one item to each of the 4 shards of a cluster of
-// two faked brokers, a good one and bad, which own two shards each.
+// two faked brokers (everyShard).
 func pushToEveryShard(t *testing.T, bad *fakeReplicated) (client.PushResults, error) {
+	t.Helper()
+	c, parts := everyShard(t, bad)
+	var items []client.Item
+	for _, p := range parts {
+		items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Push(ctx, items...)
+}
+
+// everyShard dials a cluster of two faked brokers, a good one and bad,
+// which own two of its 4 shards each, and returns a partition of queue q
+// in each shard.
+func everyShard(t *testing.T, bad *fakeReplicated) (*client.Client, []string) {
 	t.Helper()
 	good := startFakeReplicated(t, 0)
 	brokers := []protocol.MetadataBroker{{ID: "b1", TCP: good.ln.Addr().String(), Live: true}, {ID: "b2", TCP: bad.ln.Addr().String(), Live: true}}
@@ -198,21 +226,21 @@ func pushToEveryShard(t *testing.T, bad *fakeReplicated) (client.PushResults, er
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	m, err := c.Cluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var items []client.Item
+	var parts []string
 	seen := map[int]bool{}
 	for i := 0; len(seen) < 4; i++ {
 		p := fmt.Sprint("p", i)
 		if s := m.ShardOf("q", p); !seen[s] {
 			seen[s] = true
-			items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
+			parts = append(parts, p)
 		}
 	}
-	return c.Push(ctx, items...)
+	return c, parts
 }
 
 // TestARefusalAfterNotLeaderIsNoRefusal: a part answered not_leader and
@@ -234,5 +262,33 @@ func TestARefusalAfterNotLeaderIsNoRefusal(t *testing.T) {
 			}
 		}
 		t.Fatal("the push succeeded although the deposed broker never stored its part")
+	}
+}
+
+// TestAnAckRefusedAfterNotLeaderIsNoRefusal: acks follow the push's rule
+// (TestARefusalAfterNotLeaderIsNoRefusal): an item answered not_leader,
+// then refused when sent again, may have been applied by the next leader,
+// so the call fails rather than answer the item failed.
+func TestAnAckRefusedAfterNotLeaderIsNoRefusal(t *testing.T) {
+	bad := startFakeReplicated(t, 0)
+	bad.ackAnswers = []protocol.Code{protocol.CodeNotLeader, protocol.CodeLeaseInvalid}
+	c, parts := everyShard(t, bad)
+	var msgs []client.Message
+	for i, p := range parts {
+		msgs = append(msgs, client.Message{Queue: "q", Partition: p, Group: "g", ID: client.ID{byte(i + 1)}, PartitionID: client.ID{9, byte(i)}, LeaseID: client.ID{7, byte(i)}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.Ack(ctx, msgs, client.Completed, client.AckOptions{})
+	if bad.acks.Load() < 2 {
+		t.Fatalf("the deposed broker got %d acks; the test needs the resend", bad.acks.Load())
+	}
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("an ack answered not_leader, then refused when sent again, was reported failed (%v): the first send may be applied", r.Err)
+			}
+		}
+		t.Fatal("the ack succeeded although the deposed broker never took its part")
 	}
 }
