@@ -65,9 +65,12 @@ type Disk struct {
 	// durable); werr is the first failure, which stays (a record lost
 	// fails every Sync after it).
 	appended, durable uint64
-	syncers           int // Syncs waiting
-	werr              error
-	wdone             *sync.Cond
+	// wake is the smallest count of durable records a waiting Sync needs
+	// (0: none waits): the journal's reports wake the Syncs only once it
+	// is reached, not at each record.
+	wake  uint64
+	werr  error
+	wdone *sync.Cond
 }
 
 // Record kinds of a Disk.
@@ -156,7 +159,8 @@ func (d *Disk) recorded(err error) {
 		d.werr = err
 	}
 	d.durable++
-	if d.syncers > 0 {
+	if d.wake != 0 && (d.durable >= d.wake || d.werr != nil) {
+		d.wake = 0 // the Syncs still short say what they need again
 		d.wdone.Broadcast()
 	}
 	d.wmu.Unlock()
@@ -170,11 +174,12 @@ func (d *Disk) Sync() error {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	target := d.appended
-	d.syncers++
 	for d.durable < target && d.werr == nil {
+		if d.wake == 0 || target < d.wake {
+			d.wake = target
+		}
 		d.wdone.Wait()
 	}
-	d.syncers--
 	return d.werr
 }
 

@@ -449,7 +449,7 @@ func TestSyncWaitsOnlyForWhatCameBefore(t *testing.T) {
 	go func() { synced <- d.Sync() }()
 	for waiting := 0; waiting == 0; time.Sleep(time.Millisecond) {
 		d.wmu.Lock()
-		waiting = d.syncers
+		waiting = int(d.wake)
 		d.wmu.Unlock()
 	}
 	if err := l.Save(&pb.HardState{Term: new(uint64(3)), Vote: new(uint64(1)), Commit: new(uint64(1))}, nil, nil); err != nil {
