@@ -8,15 +8,16 @@ import (
 // Descriptors: a broker holds one per connection of either door, and a few
 // of its own (the journal's segment, directory and lock, snapshots being
 // written, listeners, the event loops' pollers, refused connections being
-// answered). Running out of them stopped the TCP door for good (its event
-// loops end on an accept error) and failed the journal, so serve raises the
-// soft limit to the hard one at start, as NATS, etcd and nginx do, and sizes
-// the doors' connection caps below it.
+// answered). Running out of them failed the journal (and, before the TCP
+// door accepted on its own listener, stopped that door for good), so serve
+// raises the soft limit to the hard one at start, as NATS, etcd and nginx
+// do, and sizes the doors' connection caps below it. The doors still pause
+// and retry if an accept runs out.
 
 // fdReserve is what the broker keeps beside its connections: its own files,
-// sockets and pollers, and the 64 connections the HTTP door may be
-// answering "too many connections" at once.
-const fdReserve = 192
+// sockets and pollers, and the 64 connections each door may be answering
+// "too many connections" at once.
+const fdReserve = 256
 
 // defaultMaxConns is each door's cap when descriptors are plenty.
 const defaultMaxConns = 10000

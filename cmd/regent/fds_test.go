@@ -24,8 +24,8 @@ func TestConnCaps(t *testing.T) {
 		fails     bool
 	}{
 		{100, 0, 0, true},
-		{600, 204, 204, false},
-		{20000, 9904, 9904, false},
+		{600, 172, 172, false},
+		{20000, 9872, 9872, false},
 		{1 << 20, 10000, 10000, false},
 	} {
 		tcp, http, err := connCaps(tc.limit)
@@ -65,7 +65,7 @@ func TestServeAtTheDescriptorLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if !strings.Contains(stderr.String(), "tcp_max_conns=204") {
+	if !strings.Contains(stderr.String(), "tcp_max_conns=172") {
 		t.Fatalf("the caps were not sized from the limit:\n%s", stderr.String())
 	}
 	// The flood: 350 idle connections on each door (700 > 600).

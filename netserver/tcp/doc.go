@@ -53,6 +53,13 @@
 // waits until every request in flight is answered (its journal commit done
 // and its reply in the buffer) or its context ends, wakes the loops to
 // write the last replies, then stops gnet and closes every connection.
-// Server.Died reports a door that stopped without Shutdown (gnet ends on an
-// accept error it does not retry, such as running out of descriptors).
+// Server.Died reports a door that stopped without Shutdown.
+//
+// # Accepting
+//
+// The server accepts on its own listener (accept.go), not gnet's: gnet ends
+// its engine on an accept error it does not retry, such as running out of
+// descriptors. The accept loop pauses on such an error and tries again,
+// refuses connections past Config.MaxConns itself (an overloaded error,
+// then close), and enrolls the admitted ones on the event loops.
 package tcp

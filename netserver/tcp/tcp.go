@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -128,19 +127,22 @@ type Server struct {
 	dp   netserver.DataPlane // Config.Plane, or the engine's
 	log  *slog.Logger
 	auth *netserver.Authenticator // nil when auth is off
-	eng  gnet.Engine
+	cli  *gnet.Client             // the event loops
+	ln   net.Listener
 	addr net.Addr
 
-	booted   chan struct{}
-	done     chan error
-	died     chan error  // gnet stopped without Shutdown (see Died)
-	serving  atomic.Bool // OnBoot ran
-	deadErr  atomic.Pointer[error]
-	tick     time.Duration // OnTick's period
-	conns    sync.Map      // *tcpConn -> struct{}
-	nconns   atomic.Int64
-	inflight atomic.Int64
-	draining atomic.Bool
+	acceptDone chan struct{} // closed when the accept loop returns
+	refusing   atomic.Int32  // refusals being answered (accept.go)
+	stopOnce   sync.Once
+	stopErr    error
+	died       chan error  // the door stopped without Shutdown (see Died)
+	serving    atomic.Bool // serve ran
+	deadErr    atomic.Pointer[error]
+	tick       time.Duration // OnTick's period
+	conns      sync.Map      // *tcpConn -> struct{}
+	nconns     atomic.Int64
+	inflight   atomic.Int64
+	draining   atomic.Bool
 
 	releaseProcs func()
 
@@ -165,7 +167,7 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 			tick = min(tick, max(d/4, 10*time.Millisecond))
 		}
 	}
-	s := &Server{cfg: cfg, e: e, dp: cfg.Plane, log: cfg.Logger, booted: make(chan struct{}), done: make(chan error, 1),
+	s := &Server{cfg: cfg, e: e, dp: cfg.Plane, log: cfg.Logger, acceptDone: make(chan struct{}),
 		died: make(chan error, 1), tick: tick}
 	if s.dp == nil {
 		s.dp = netserver.EnginePlane{E: e}
@@ -180,50 +182,48 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 	return s, nil
 }
 
-// Start listens and serves in the background; it returns once the server
-// accepts connections (or failed to start).
+// Start listens on Config.Addr and serves in the background; it returns
+// once the server accepts connections (or failed to start).
 func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, err)
+	}
+	return s.serve(ln)
+}
+
+// serve runs the event loops and the accept loop (accept.go) on ln.
+func (s *Server) serve(ln net.Listener) error {
 	if !s.cfg.FixedProcs {
 		s.releaseProcs = reserveProcs(s.cfg.Loops)
 	}
-	go func() {
-		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
-			gnet.WithMulticore(true),
-			gnet.WithNumEventLoop(s.cfg.Loops),
-			gnet.WithReusePort(false),
-			gnet.WithReuseAddr(true), // a restarted broker takes its port back at once
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithTicker(true),
-			gnet.WithLogger(gnetLogger{s.log}),
-		)
-		if !s.draining.Load() && s.serving.Load() {
-			// gnet ends its engine on an accept error it does not retry
-			// (EMFILE past the descriptor limit): a door that died.
-			if err == nil {
-				err = errors.New("gnet stopped")
-			}
-			s.log.Error("the TCP door stopped", "addr", s.cfg.Addr, "err", err)
-			derr := fmt.Errorf("netserver: the TCP door on %s stopped: %w", s.cfg.Addr, err)
-			s.deadErr.Store(&derr)
-			s.died <- derr
-		}
-		s.done <- err
-	}()
-	select {
-	case <-s.booted:
-		return nil
-	case err := <-s.done:
-		if err == nil {
-			err = errors.New("netserver: gnet stopped at start")
-		}
-		s.release()
-		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, err)
+	// gnet's client engine: event loops with no listener of their own. The
+	// accept loop admits each connection and enrolls it there.
+	cli, err := gnet.NewClient(s,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(s.cfg.Loops),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithTicker(true),
+		gnet.WithLogger(gnetLogger{s.log}),
+	)
+	if err == nil {
+		err = cli.Start()
 	}
+	if err != nil {
+		ln.Close()
+		s.release()
+		return fmt.Errorf("netserver: starting the event loops: %w", err)
+	}
+	s.cli, s.ln, s.addr = cli, ln, ln.Addr()
+	s.serving.Store(true)
+	go s.acceptLoop()
+	return nil
 }
 
 // Died delivers an error if the server stops serving without Shutdown (its
-// event loops ended: gnet ends them on an accept error such as EMFILE). The
-// process should then exit rather than limp on with one door.
+// listener was closed under it). The process should then exit rather than
+// limp on with one door. Running out of descriptors is not that: the accept
+// loop pauses and tries again (accept.go).
 func (s *Server) Died() <-chan error { return s.died }
 
 // Healthy reports why the server does not serve (not started, died), or nil.
@@ -246,6 +246,11 @@ func (s *Server) Addr() net.Addr { return s.addr }
 // done and replies written) or ctx ends, then closes every connection.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	if s.ln == nil {
+		return nil // never started
+	}
+	s.ln.Close()
+	<-s.acceptDone
 	s.conns.Range(func(k, _ any) bool {
 		k.(*tcpConn).cancelWaiters()
 		return true
@@ -255,8 +260,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for s.inflight.Load() > 0 {
 		select {
 		case <-ctx.Done():
-			s.eng.Stop(context.Background())
-			s.release()
+			s.stop()
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -266,10 +270,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		k.(*tcpConn).c.Wake(nil)
 		return true
 	})
-	err := s.eng.Stop(ctx)
-	<-s.done
-	s.release()
-	return err
+	return s.stop()
+}
+
+// stop ends the event loops, which close every connection, once.
+func (s *Server) stop() error {
+	s.stopOnce.Do(func() {
+		s.stopErr = s.cli.Stop()
+		s.release()
+	})
+	return s.stopErr
 }
 
 // release gives back the Ps Start reserved.
@@ -279,38 +289,24 @@ func (s *Server) release() {
 	}
 }
 
-// OnBoot records the engine and the bound address.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
-	if fd, err := eng.Dup(); err == nil {
-		if sa, err := syscall.Getsockname(fd); err == nil {
-			s.addr = sockaddrToTCP(sa)
-		}
-		syscall.Close(fd)
-	}
-	s.serving.Store(true)
-	close(s.booted)
-	return gnet.None
-}
+// OnBoot does nothing: serve has the listener's address.
+func (s *Server) OnBoot(gnet.Engine) gnet.Action { return gnet.None }
 
 // OnShutdown does nothing: Shutdown did the work.
 func (s *Server) OnShutdown(gnet.Engine) {}
 
-// OnOpen admits a connection, or refuses it past MaxConns.
+// OnOpen registers a connection the accept loop admitted (its tcpConn is
+// the context it was enrolled with), or refuses it once Shutdown began.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if s.nconns.Add(1) > int64(s.cfg.MaxConns) || s.draining.Load() {
-		s.nconns.Add(-1)
-		msg := fmt.Sprintf("too many connections (limit %d)", s.cfg.MaxConns)
-		if s.draining.Load() {
-			msg = "server shutting down"
-		}
-		return protocol.AppendError(nil, protocol.OpHello, 0, protocol.CodeOverloaded, msg), gnet.Close
+	tc, ok := c.Context().(*tcpConn)
+	if !ok || s.draining.Load() {
+		return protocol.AppendError(nil, protocol.OpHello, 0, protocol.CodeOverloaded, "server shutting down"), gnet.Close
 	}
-	tc := &tcpConn{s: s, c: c}
+	tc.c = c
 	tc.opened = time.Now().UnixNano()
 	tc.lastActive.Store(tc.opened)
-	c.SetContext(tc)
 	s.conns.Store(tc, struct{}{})
+	tc.admitted.Store(true)
 	return nil, gnet.None
 }
 
@@ -318,8 +314,8 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 // vanished client takes no messages with it.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	tc, ok := c.Context().(*tcpConn)
-	if !ok {
-		return gnet.None
+	if !ok || !tc.admitted.Load() {
+		return gnet.None // refused by OnOpen: the accept loop gives its place back
 	}
 	tc.mu.Lock()
 	tc.closed = true
@@ -474,16 +470,6 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 		return true
 	})
 	return s.tick, gnet.None
-}
-
-func sockaddrToTCP(sa syscall.Sockaddr) net.Addr {
-	switch a := sa.(type) {
-	case *syscall.SockaddrInet4:
-		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	case *syscall.SockaddrInet6:
-		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	}
-	return nil
 }
 
 // gnetLogger routes gnet's logs to slog.

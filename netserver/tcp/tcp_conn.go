@@ -30,6 +30,7 @@ type tcpConn struct {
 	maxReply   int         // loop only: the largest frame the client reads (and the server sends)
 	auth       connAuth    // loop only: what the connection's token allows (tcp_auth.go)
 	greeted    atomic.Bool // hello, for OnTick
+	admitted   atomic.Bool // OnOpen took it: OnClose gives its place back
 	opened     int64       // Unix nanoseconds
 	inflight   atomic.Int32
 	lastActive atomic.Int64
