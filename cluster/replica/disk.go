@@ -227,12 +227,13 @@ func (l *DiskLog) Bootstrap(voters []uint64) error {
 	return l.d.Sync()
 }
 
-// Save journals hs, entries and snap (only a bootstrap snapshot: the
-// metadata; a snapshot's data is not kept yet) and updates the index.
+// Save journals hs, entries and snap (a snapshot is the metadata of a log's
+// start, never data: a bootstrap, or another replica's start, Snapshot)
+// and updates the index. A snapshot drops every entry the log held.
 func (l *DiskLog) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot) error {
 	if !raft.IsEmptySnap(snap) {
 		if len(snap.GetData()) > 0 {
-			return fmt.Errorf("replica: shard %d: a snapshot with data cannot be kept yet", l.shard)
+			return fmt.Errorf("replica: shard %d: a snapshot with data: the replicas ship only a log's start", l.shard)
 		}
 		cs, err := proto.Marshal(snap.GetMetadata().GetConfState())
 		if err != nil {
@@ -772,15 +773,16 @@ func (l *DiskLog) FirstIndex() (uint64, error) {
 	return l.snapIndex + 1, nil
 }
 
-// Snapshot returns the log's start: only a bootstrap (no engine state is
-// shipped between brokers yet), so a replica whose log starts after what a
-// follower needs answers that a snapshot is not available.
+// Snapshot returns the log's start as a snapshot with no data: a replica
+// whose log ends before it (a wiped disk, a replica that was down while the
+// group compacted) installs it and is sent the entries that follow. That is
+// all it needs: the log is compacted only up to a snapshot entry's keep,
+// so the entries after its start hold the newest snapshot entry (the
+// engine's state), every record after it, and every record holding a
+// message the engine still keeps (journal.keepLocked).
 func (l *DiskLog) Snapshot() (*pb.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.snapIndex > 1 {
-		return nil, raft.ErrSnapshotTemporarilyUnavailable
-	}
 	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
 		Index: new(l.snapIndex), Term: new(l.snapTerm), ConfState: proto.Clone(l.cs).(*pb.ConfState),
 	}}, nil

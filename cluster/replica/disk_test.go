@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -183,7 +184,12 @@ func must(t testing.TB, err error) {
 // journals on disk (cfg's, in a directory each, keeping keep bytes of
 // entries in memory); a broker started again opens its journal again.
 func diskCluster(t *testing.T, cfg rlog.Config, keep int) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
-	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	return diskClusterIn(t, map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}, cfg, keep)
+}
+
+// diskClusterIn is diskCluster with the brokers' journals in dirs, which a
+// test may change before starting a broker again (a new disk).
+func diskClusterIn(t *testing.T, dirs map[uint64]string, cfg rlog.Config, keep int) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
 	open := map[uint64]*rlog.Log{}
 	disks := map[uint64]*Disk{}
 	t.Cleanup(func() {
@@ -352,6 +358,104 @@ func TestSnapshotsCompactTheLogsAndTheJournal(t *testing.T) {
 	}
 	if got := held(t, c, c.engine(next), "old", "p", "g"); len(got) != 0 {
 		t.Fatalf("the deleted queue came back: %q", got)
+	}
+}
+
+// A broker that comes back with an empty disk, after its group compacted
+// the log it would need from the start, is sent the leader's log start (a
+// snapshot with no data) and then the entries after it: it catches up, and
+// leads with every message the group holds. Before, the leader answered
+// that no snapshot was available, for good: the shard ran on two replicas.
+func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
+	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	c, open, _ := diskClusterIn(t, dirs, rlog.Config{SegmentBytes: 4 << 10}, 1<<10)
+	c.elect(1)
+	e := c.engine(1)
+	payload := noise(9, 2<<10)
+	pushTo := func(e *engine.Engine, queue string, from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			res := make([]engine.PushResult, 1)
+			o := &outcome{}
+			e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
+			if c.net.settle(); o.n != 1 || o.err != nil {
+				t.Fatalf("push to %s: %v", queue, o)
+			}
+		}
+	}
+	pushTo(e, "old", 0, 30)
+	must(t, c.wait(func() error { _, err := e.DeleteQueue(context.Background(), "old"); return err }))
+	pushTo(e, "q", 0, 3)
+	must(t, c.wait(e.Snapshot))
+	must(t, c.wait(e.Snapshot))
+	first, _ := c.shard(1).log.FirstIndex()
+	if first <= 2 {
+		t.Fatalf("the leader's log was not compacted (it starts at %d)", first)
+	}
+
+	// Broker 3's disk is replaced: it starts with an empty journal. The
+	// leader sees it lost what it acknowledged and hands the lead over;
+	// the next leader catches it up from its log start.
+	must(t, open[3].Close())
+	delete(open, 3)
+	dirs[3] = t.TempDir()
+	c.start(3)
+	caughtUp := func() (uint64, error) {
+		for _, id := range []uint64{1, 2} {
+			if e, _, _ := c.shard(id).Engine(); e != nil {
+				last, _ := c.shard(id).log.LastIndex()
+				if got, _ := c.shard(3).log.LastIndex(); got != last {
+					return id, fmt.Errorf("the broker with the new disk holds the log up to %d, the leader (%d) up to %d", got, id, last)
+				}
+				return id, nil
+			}
+		}
+		return 0, errors.New("no leader")
+	}
+	var lead uint64
+	var err error
+	for range 100 {
+		if lead, err = caughtUp(); err == nil {
+			break
+		}
+		c.net.tick()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushTo(c.engine(lead), "q", 3, 2) // and sends it what follows
+	if _, err := caughtUp(); err != nil {
+		t.Fatal(err)
+	}
+
+	// It leads with what the group holds, the leader that caught it up
+	// gone.
+	c.net.isolate(lead, true)
+	c.net.paused[lead] = true
+	other := 3 - lead // of 1 and 2, the one that did not lead
+	if next := c.leader(other, 3); next != 3 {
+		s := c.shard(next)
+		s.mu.Lock()
+		s.rn.TransferLeader(3)
+		s.mu.Unlock()
+		c.leader(3)
+	}
+	if got := held(t, c, c.engine(3), "q", "p", "g"); !slices.Equal(got, []string{"q0", "q1", "q2", "q3", "q4"}) {
+		t.Fatalf("the broker with the new disk leads with %q", got)
+	}
+	if got := held(t, c, c.engine(3), "old", "p", "g"); len(got) != 0 {
+		t.Fatalf("the deleted queue came back: %q", got)
+	}
+	pushTo(c.engine(3), "q", 5, 1)
+	c.start(3) // and starts again from its new journal
+	c.net.paused[lead] = false
+	c.net.isolate(lead, false)
+	for range 3 { // the broker that led hears of the terms since
+		c.net.tick()
+	}
+	again := c.leader(1, 2, 3)
+	if got := held(t, c, c.engine(again), "q", "p", "h"); !slices.Equal(got, []string{"q0", "q1", "q2", "q3", "q4", "q5"}) {
+		t.Fatalf("after broker 3 started again, broker %d leads with %q", again, got)
 	}
 }
 

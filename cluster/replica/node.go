@@ -359,11 +359,22 @@ func (n *Node) Receive(envs []Envelope) {
 		if s == nil || env.Msg == nil {
 			continue
 		}
+		m := env.Msg
+		var lost *pb.Message
 		s.mu.Lock()
-		err := s.rn.Step(env.Msg)
+		switch {
+		case m.GetType() == pb.MsgAppResp && m.GetReject():
+			s.noteLostLogLocked(m)
+		case m.GetType() == pb.MsgHeartbeat:
+			m, lost = s.commitWithinLog(m)
+		}
+		err := s.rn.Step(m)
 		d := s.checkLeadLocked()
 		s.mu.Unlock()
 		d.run()
+		if lost != nil {
+			n.cfg.Transport.Send(lost.GetTo(), []Envelope{{Shard: s.id, Msg: lost}})
+		}
 		if err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.cfg.Logger.Debug("raft message refused", "shard", env.Shard, "type", env.Msg.GetType().String(), "err", err)
 		}
@@ -478,6 +489,9 @@ func (n *Node) process() ([]stored, error) {
 		}
 	}
 	n.sendAll(out, peers)
+	for _, r := range rs {
+		r.s.snapshotsSent(r.rd.Messages)
+	}
 	var waits []stored
 	for _, r := range rs {
 		for _, m := range r.rd.Messages {
@@ -486,6 +500,9 @@ func (n *Node) process() ([]stored, error) {
 			}
 			if err := r.s.log.Save(storageHardState(m), m.GetEntries(), m.GetSnapshot()); err != nil {
 				return nil, fmt.Errorf("replica: saving shard %d: %w", r.s.id, err)
+			}
+			if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+				r.s.installed(snap)
 			}
 			if len(m.GetResponses()) > 0 {
 				waits = append(waits, stored{s: r.s, msgs: m.GetResponses()})

@@ -3,6 +3,8 @@ package replica
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ type Shard struct {
 	// (snapshotEntry) applied here, 0 while there is none: the state an
 	// engine of the group wrote, which the next leader's engine loads.
 	snapIndex uint64
+	// lostLog is set once a heartbeat showed that this replica lost its
+	// log (commitWithinLog), until it installs a log start (installed).
+	lostLog bool
 }
 
 // ID returns the shard's number.
@@ -81,6 +86,99 @@ func (s *Shard) Applied() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applied
+}
+
+// snapshotsSent tells Raft that the snapshots among msgs (MsgSnap: a
+// follower's log ends before this replica's log starts) went out. They are
+// a log's start, no data (DiskLog.Snapshot), sent like any message: Raft
+// then waits for the follower's answer, and one that is lost is sent again
+// after a heartbeat. Without the report the follower's progress would stay
+// waiting for a snapshot for good.
+func (s *Shard) snapshotsSent(msgs []*pb.Message) {
+	for _, m := range msgs {
+		if m.GetType() != pb.MsgSnap {
+			continue
+		}
+		s.mu.Lock()
+		s.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+		s.mu.Unlock()
+		s.n.cfg.Logger.Info("shard snapshot sent", "shard", s.id, "to", m.GetTo(),
+			"index", m.GetSnapshot().GetMetadata().GetIndex())
+	}
+}
+
+// noteLostLogLocked looks at a follower's refusal of an append (m): one
+// whose log ends below what it acknowledged to this leader lost its log (a
+// broker started again on a new disk). Raft never moves a follower's next
+// index below what it acknowledged, so this leader would send it appends
+// above its log for good; a new leader starts with no such memory, probes
+// it down to its log and sends it the log start (DiskLog.Snapshot). So
+// this leader hands the lead to another voter that is heard from. Caller
+// holds s.mu.
+func (s *Shard) noteLostLogLocked(m *pb.Message) {
+	st := s.rn.Status()
+	pr, ok := st.Progress[m.GetFrom()]
+	if st.RaftState != raft.StateLeader || !ok || m.GetIndex() < pr.Match || m.GetRejectHint() >= pr.Match {
+		return
+	}
+	ids := slices.Sorted(maps.Keys(st.Progress))
+	for _, id := range ids {
+		if p := st.Progress[id]; id != s.n.cfg.ID && id != m.GetFrom() && p.RecentActive && !p.IsLearner {
+			s.n.cfg.Logger.Warn("a follower lost its log: handing the lead over so that a new leader catches it up",
+				"shard", s.id, "follower", m.GetFrom(), "acknowledged", pr.Match, "has", m.GetRejectHint(), "to", id)
+			s.rn.TransferLeader(id)
+			return
+		}
+	}
+}
+
+// commitWithinLog returns heartbeat m with its commit index lowered to
+// what this replica's log holds. A leader never tells a follower a commit
+// past what it acknowledged, so a higher one means this replica lost its
+// log (it started again on a new disk) while the leader remembers what it
+// had: stepped as it came, Raft would stop the process ("commitTo out of
+// range"). With the heartbeat it returns a refusal of an append to send the
+// leader, saying where this log ends, so that the leader sees the loss
+// (noteLostLogLocked) even when it has nothing new to send. Caller holds
+// s.mu.
+func (s *Shard) commitWithinLog(m *pb.Message) (*pb.Message, *pb.Message) {
+	last, err := s.log.LastIndex()
+	if err != nil || m.GetCommit() <= last {
+		return m, nil
+	}
+	lastTerm, err := s.log.Term(last)
+	if err != nil {
+		lastTerm = 0
+	}
+	if !s.lostLog {
+		s.lostLog = true
+		s.n.cfg.Logger.Warn("the leader says committed what this replica's log lacks: its log was lost",
+			"shard", s.id, "leader", m.GetFrom(), "commit", m.GetCommit(), "last", last)
+	}
+	c := proto.Clone(m).(*pb.Message)
+	c.Commit = new(last)
+	refusal := &pb.Message{
+		Type: pb.MsgAppResp.Enum(), From: new(s.n.cfg.ID), To: new(m.GetFrom()), Term: new(m.GetTerm()),
+		Index: new(m.GetCommit()), Reject: new(true), RejectHint: new(last), LogTerm: new(lastTerm),
+	}
+	return c, refusal
+}
+
+// installed notes that this replica's log now starts at snap (the leader's
+// log start, Save): what it applied before is gone with its entries, and
+// the entries that follow, the newest snapshot entry among them, come next.
+func (s *Shard) installed(snap *pb.Snapshot) {
+	idx, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	s.mu.Lock()
+	if s.applied < idx {
+		s.applied, s.appliedTerm = idx, term
+	}
+	if s.snapIndex <= idx {
+		s.snapIndex = 0
+	}
+	s.lostLog = false
+	s.mu.Unlock()
+	s.n.cfg.Logger.Info("shard log restarted from the leader's", "shard", s.id, "index", idx, "term", term)
 }
 
 // deposal is what losing the lead leaves to do once Shard.mu is released:
