@@ -88,6 +88,8 @@ type Client struct {
 	*pool // the broker dialled
 	opt   options
 	cl    *router // nil: the broker runs alone
+
+	closeOnce sync.Once
 }
 
 // pool holds the connections to one broker.
@@ -360,10 +362,13 @@ func (c *pool) doMinor(ctx context.Context, op protocol.Op, encode func(dst []by
 const maxOverloadBackoff = 100 * time.Millisecond
 
 // Close closes every connection; calls in flight fail with ErrConnLost.
+// Closing again does nothing.
 func (c *Client) Close() error {
-	if c.cl != nil {
-		c.cl.close()
-	}
-	c.pool.close()
+	c.closeOnce.Do(func() {
+		if c.cl != nil {
+			c.cl.close()
+		}
+		c.pool.close()
+	})
 	return nil
 }
