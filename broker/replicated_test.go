@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,9 +27,12 @@ import (
 // three replicas each.
 func startReplicated(t *testing.T) *brokertest.Cluster {
 	t.Helper()
-	return brokertest.StartCluster(t, 3, func(_ int, o *broker.Options) {
+	return brokertest.StartCluster(t, 3, func(i int, o *broker.Options) {
 		o.Cluster.Replicas = 3
 		o.Cluster.Shards = 4
+		if os.Getenv("REPLICA_LOG") != "" {
+			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("b", i+1)
+		}
 	})
 }
 
@@ -375,5 +379,115 @@ func TestReplicatedBrokerWhoseRaftLoopFailsDies(t *testing.T) {
 		default:
 		}
 		pushRetrying(t, ctx, c, client.Item{Queue: "q", Partition: fmt.Sprint("p", n%8), TransactionID: fmt.Sprint("b", n), Payload: []byte("b")})
+	}
+}
+
+// TestReplicatedBrokerOnANewDiskCatchesUp: a broker stopped and started
+// again with its journal gone (a new disk; its etcd member kept) rejoins
+// every group it replicates: it is caught up, and with the broker that
+// caught it up stopped it serves, with the third, every message pushed
+// before, during and after. Whether a leader still remembers what the
+// broker acknowledged before its disk went depends on the elections
+// meanwhile; cluster/replica's TestAReplicaWithAnEmptyDiskCatchesUp makes
+// sure of it (before, such a leader's first heartbeat stopped the process).
+func TestReplicatedBrokerOnANewDiskCatchesUp(t *testing.T) {
+	cl := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dial := func(i int) *client.Client {
+		c, err := client.Dial(ctx, cl.Brokers[i].TCPAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	const parts, perRound = 8, 60
+	item := func(n int) client.Item {
+		return client.Item{Queue: "orders", Partition: fmt.Sprintf("p%d", n%parts), TransactionID: fmt.Sprintf("t%d", n), Payload: bytes.Repeat([]byte{byte(n)}, 4<<10)}
+	}
+	c0 := dial(0)
+	for n := range perRound {
+		pushRetrying(t, ctx, c0, item(n))
+	}
+
+	cl.Stop(2)
+	dir := cl.Options[2].Journal.Dir
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "etcd" {
+			must(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	for n := perRound; n < 2*perRound; n++ {
+		pushRetrying(t, ctx, c0, item(n))
+	}
+	cl.Restart(2)
+	for n := 2 * perRound; n < 3*perRound; n++ {
+		pushRetrying(t, ctx, c0, item(n))
+	}
+
+	// b1 stops: b2 and b3 (the new disk) must make every commit between
+	// them, so b3 must hold each shard's log.
+	c0.Close()
+	cl.Stop(0)
+	c1 := dial(1)
+	for n := 3 * perRound; n < 4*perRound; n++ {
+		pushRetrying(t, ctx, c1, item(n))
+	}
+	// And b2 stops: b1 comes back without the last round, so every
+	// message of every round has to come from b3's log.
+	cl.Restart(0)
+	c1.Close()
+	cl.Stop(1)
+	brokertest.CheckFor(t, 30*time.Second, func() error {
+		if n := len(cl.Brokers[0].Shards()) + len(cl.Brokers[2].Shards()); n != 4 {
+			return fmt.Errorf("b1 and b3 lead %d of 4 shards", n)
+		}
+		return nil
+	})
+	c2 := dial(2)
+	seen := map[string]int{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < 4*perRound && time.Now().Before(deadline) {
+		msgs, err := c2.Pop(ctx, client.PopRequest{Queue: "orders", Batch: 50, Partitions: parts, Wait: true, Timeout: 200 * time.Millisecond})
+		if err != nil {
+			if c := protocol.CodeOf(err); c == protocol.CodeUnavailable || c == protocol.CodeNotLeader || c == protocol.CodeNotOwner {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			seen[m.TransactionID]++
+			if want := item(0); len(m.Payload) != len(want.Payload) {
+				t.Fatalf("message %s has %d bytes", m.TransactionID, len(m.Payload))
+			}
+		}
+		for len(msgs) > 0 { // an ack under the same lease may be sent again
+			_, err := c2.Ack(ctx, msgs, client.Completed, client.AckOptions{})
+			if err == nil {
+				break
+			}
+			if c := protocol.CodeOf(err); c != protocol.CodeUnavailable && c != protocol.CodeNotLeader && c != protocol.CodeNotOwner {
+				t.Fatalf("ack: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for n := range 4 * perRound {
+		if k := seen[fmt.Sprintf("t%d", n)]; k != 1 {
+			t.Errorf("push t%d, answered stored, was delivered %d times", n, k)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -393,29 +393,30 @@ func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
 		t.Fatalf("the leader's log was not compacted (it starts at %d)", first)
 	}
 
-	// Broker 3's disk is replaced: it starts with an empty journal. The
-	// leader sees it lost what it acknowledged and hands the lead over;
-	// the next leader catches it up from its log start.
+	// Broker 3's disk is replaced: it starts with an empty journal, and
+	// broker 2 is down. The leader sees that 3 lost what it acknowledged,
+	// and stands again in a new term: a leader of a new term probes 3 down
+	// to its log and sends it the log start, and 1 and 3 commit again.
 	must(t, open[3].Close())
 	delete(open, 3)
 	dirs[3] = t.TempDir()
 	c.start(3)
-	caughtUp := func() (uint64, error) {
-		for _, id := range []uint64{1, 2} {
-			if e, _, _ := c.shard(id).Engine(); e != nil {
-				last, _ := c.shard(id).log.LastIndex()
-				if got, _ := c.shard(3).log.LastIndex(); got != last {
-					return id, fmt.Errorf("the broker with the new disk holds the log up to %d, the leader (%d) up to %d", got, id, last)
-				}
-				return id, nil
-			}
+	c.net.isolate(2, true)
+	c.net.paused[2] = true
+	caughtUp := func() error {
+		e, _, _ := c.shard(1).Engine()
+		if e == nil {
+			return errors.New("broker 1 does not lead")
 		}
-		return 0, errors.New("no leader")
+		last, _ := c.shard(1).log.LastIndex()
+		if got, _ := c.shard(3).log.LastIndex(); got != last {
+			return fmt.Errorf("the broker with the new disk holds the log up to %d, the leader up to %d", got, last)
+		}
+		return nil
 	}
-	var lead uint64
 	var err error
 	for range 100 {
-		if lead, err = caughtUp(); err == nil {
+		if err = caughtUp(); err == nil {
 			break
 		}
 		c.net.tick()
@@ -423,17 +424,18 @@ func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pushTo(c.engine(lead), "q", 3, 2) // and sends it what follows
-	if _, err := caughtUp(); err != nil {
+	pushTo(c.engine(1), "q", 3, 2) // committed by 1 and 3
+	if err := caughtUp(); err != nil {
 		t.Fatal(err)
 	}
 
 	// It leads with what the group holds, the leader that caught it up
-	// gone.
-	c.net.isolate(lead, true)
-	c.net.paused[lead] = true
-	other := 3 - lead // of 1 and 2, the one that did not lead
-	if next := c.leader(other, 3); next != 3 {
+	// gone and 2 back.
+	c.net.isolate(1, true)
+	c.net.paused[1] = true
+	c.net.paused[2] = false
+	c.net.isolate(2, false)
+	if next := c.leader(2, 3); next != 3 {
 		s := c.shard(next)
 		s.mu.Lock()
 		s.rn.TransferLeader(3)
@@ -448,8 +450,8 @@ func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
 	}
 	pushTo(c.engine(3), "q", 5, 1)
 	c.start(3) // and starts again from its new journal
-	c.net.paused[lead] = false
-	c.net.isolate(lead, false)
+	c.net.paused[1] = false
+	c.net.isolate(1, false)
 	for range 3 { // the broker that led hears of the terms since
 		c.net.tick()
 	}

@@ -361,14 +361,17 @@ func (n *Node) Receive(envs []Envelope) {
 		}
 		m := env.Msg
 		var lost *pb.Message
+		var err error
 		s.mu.Lock()
 		switch {
 		case m.GetType() == pb.MsgAppResp && m.GetReject():
 			s.noteLostLogLocked(m)
 		case m.GetType() == pb.MsgHeartbeat:
-			m, lost = s.commitWithinLog(m)
+			lost = s.lostLogLocked(m)
 		}
-		err := s.rn.Step(m)
+		if lost == nil {
+			err = s.rn.Step(m)
+		}
 		d := s.checkLeadLocked()
 		s.mu.Unlock()
 		d.run()

@@ -3,8 +3,6 @@ package replica
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,44 +105,19 @@ func (s *Shard) snapshotsSent(msgs []*pb.Message) {
 	}
 }
 
-// noteLostLogLocked looks at a follower's refusal of an append (m): one
-// whose log ends below what it acknowledged to this leader lost its log (a
-// broker started again on a new disk). Raft never moves a follower's next
-// index below what it acknowledged, so this leader would send it appends
-// above its log for good; a new leader starts with no such memory, probes
-// it down to its log and sends it the log start (DiskLog.Snapshot). So
-// this leader hands the lead to another voter that is heard from. Caller
-// holds s.mu.
-func (s *Shard) noteLostLogLocked(m *pb.Message) {
-	st := s.rn.Status()
-	pr, ok := st.Progress[m.GetFrom()]
-	if st.RaftState != raft.StateLeader || !ok || m.GetIndex() < pr.Match || m.GetRejectHint() >= pr.Match {
-		return
-	}
-	ids := slices.Sorted(maps.Keys(st.Progress))
-	for _, id := range ids {
-		if p := st.Progress[id]; id != s.n.cfg.ID && id != m.GetFrom() && p.RecentActive && !p.IsLearner {
-			s.n.cfg.Logger.Warn("a follower lost its log: handing the lead over so that a new leader catches it up",
-				"shard", s.id, "follower", m.GetFrom(), "acknowledged", pr.Match, "has", m.GetRejectHint(), "to", id)
-			s.rn.TransferLeader(id)
-			return
-		}
-	}
-}
-
-// commitWithinLog returns heartbeat m with its commit index lowered to
-// what this replica's log holds. A leader never tells a follower a commit
-// past what it acknowledged, so a higher one means this replica lost its
-// log (it started again on a new disk) while the leader remembers what it
-// had: stepped as it came, Raft would stop the process ("commitTo out of
-// range"). With the heartbeat it returns a refusal of an append to send the
-// leader, saying where this log ends, so that the leader sees the loss
-// (noteLostLogLocked) even when it has nothing new to send. Caller holds
-// s.mu.
-func (s *Shard) commitWithinLog(m *pb.Message) (*pb.Message, *pb.Message) {
+// lostLogLocked looks at a heartbeat (m): a leader never tells a follower
+// a commit past what it acknowledged, so a higher one than this replica's
+// log holds means it lost its log (it started again on a new disk) while
+// the leader remembers what it had. Stepped, the heartbeat would stop the
+// process (Raft: "commitTo out of range"). So it is not stepped: the
+// replica forgets its leader (and so grants the next candidate a vote at
+// once) and returns a refusal of an append to send the leader, saying where
+// its log ends, so that the leader sees the loss (noteLostLogLocked) even
+// with nothing new to send. Caller holds s.mu.
+func (s *Shard) lostLogLocked(m *pb.Message) *pb.Message {
 	last, err := s.log.LastIndex()
 	if err != nil || m.GetCommit() <= last {
-		return m, nil
+		return nil
 	}
 	lastTerm, err := s.log.Term(last)
 	if err != nil {
@@ -155,13 +128,35 @@ func (s *Shard) commitWithinLog(m *pb.Message) (*pb.Message, *pb.Message) {
 		s.n.cfg.Logger.Warn("the leader says committed what this replica's log lacks: its log was lost",
 			"shard", s.id, "leader", m.GetFrom(), "commit", m.GetCommit(), "last", last)
 	}
-	c := proto.Clone(m).(*pb.Message)
-	c.Commit = new(last)
-	refusal := &pb.Message{
+	_ = s.rn.ForgetLeader()
+	return &pb.Message{
 		Type: pb.MsgAppResp.Enum(), From: new(s.n.cfg.ID), To: new(m.GetFrom()), Term: new(m.GetTerm()),
 		Index: new(m.GetCommit()), Reject: new(true), RejectHint: new(last), LogTerm: new(lastTerm),
 	}
-	return c, refusal
+}
+
+// noteLostLogLocked looks at a follower's refusal of an append (m): one
+// whose log ends below what it acknowledged to this leader lost its log (a
+// broker started again on a new disk). Raft never moves a follower's next
+// index below what it acknowledged, so this leader would send it appends
+// above its log for good, and the group could not commit once another
+// replica is down. A leader of a new term starts with no such memory: it
+// probes the follower down to its log and sends it the log start
+// (DiskLog.Snapshot). So this leader steps down to a new term (a message
+// of that term from the follower, which is what makes a leader step down)
+// and stands at once: its log is the longest, the others elect it again,
+// or another replica as long. Caller holds s.mu.
+func (s *Shard) noteLostLogLocked(m *pb.Message) {
+	st := s.rn.Status()
+	pr, ok := st.Progress[m.GetFrom()]
+	if st.RaftState != raft.StateLeader || !ok || m.GetIndex() < pr.Match || m.GetRejectHint() >= pr.Match {
+		return
+	}
+	term := st.HardState.GetTerm()
+	s.n.cfg.Logger.Warn("a follower lost its log: standing again in a new term, whose leader catches it up",
+		"shard", s.id, "follower", m.GetFrom(), "acknowledged", pr.Match, "has", m.GetRejectHint(), "term", term)
+	_ = s.rn.Step(&pb.Message{Type: pb.MsgAppResp.Enum(), From: new(m.GetFrom()), To: new(s.n.cfg.ID), Term: new(term + 1), Reject: new(true)})
+	_ = s.rn.Campaign()
 }
 
 // installed notes that this replica's log now starts at snap (the leader's
