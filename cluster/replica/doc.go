@@ -88,6 +88,23 @@
 // in a few round trips; a machine that vanishes without closing anything
 // still costs the election timeout.
 //
+// # A replica that lost its log
+//
+// Compaction stops at a snapshot entry's keep (journal.keepLocked), so the
+// entries after a log's start hold the newest snapshot entry and every
+// record a replay reads. A Raft snapshot is therefore only a log's start
+// (DiskLog.Snapshot: index, term, configuration, no data): a replica whose
+// log ends before the leader's starts installs it and is sent the entries
+// that follow. A broker started again on a new disk has lost what it
+// acknowledged, which Raft assumes never happens: a leader that remembers
+// it never probes below it, and its heartbeats carry a commit index past
+// the new log (stepped, Raft stops the process). So the follower does not
+// step such a heartbeat and answers with a refusal saying where its log
+// ends (Shard.lostLogLocked), and the leader stands again in a new term
+// (Shard.noteLostLogLocked), whose leader has no such memory. The votes
+// the broker cast are lost with its disk too: it must not start on a new
+// disk while its old process may still vote.
+//
 // # Lock order
 //
 // An engine lock, then Shard.mu (Append and Read are called under partition

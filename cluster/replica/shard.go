@@ -48,8 +48,8 @@ type Shard struct {
 	// (snapshotEntry) applied here, 0 while there is none: the state an
 	// engine of the group wrote, which the next leader's engine loads.
 	snapIndex uint64
-	// lostLog is set once a heartbeat showed that this replica lost its
-	// log (commitWithinLog), until it installs a log start (installed).
+	// lostLog is set while heartbeats show that this replica lost its log
+	// (lostLogLocked): it is said once.
 	lostLog bool
 }
 
@@ -117,6 +117,7 @@ func (s *Shard) snapshotsSent(msgs []*pb.Message) {
 func (s *Shard) lostLogLocked(m *pb.Message) *pb.Message {
 	last, err := s.log.LastIndex()
 	if err != nil || m.GetCommit() <= last {
+		s.lostLog = false
 		return nil
 	}
 	lastTerm, err := s.log.Term(last)
@@ -171,7 +172,6 @@ func (s *Shard) installed(snap *pb.Snapshot) {
 	if s.snapIndex <= idx {
 		s.snapIndex = 0
 	}
-	s.lostLog = false
 	s.mu.Unlock()
 	s.n.cfg.Logger.Info("shard log restarted from the leader's", "shard", s.id, "index", idx, "term", term)
 }
