@@ -146,7 +146,13 @@ func New(opts Options) (*Broker, error) {
 	if b.opts.Engine.MaxPopBytes == 0 {
 		b.opts.Engine.MaxPopBytes = b.d.popBytes()
 	}
-	var err error
+	// A cluster's brokers authenticate to each other when auth is on: a
+	// configuration that gives them no token is refused before anything
+	// opens.
+	token, err := linkToken(b.opts)
+	if err != nil {
+		return nil, err
+	}
 	if b.j, err = log.Open(b.opts.Journal); err != nil {
 		return nil, err
 	}
@@ -155,7 +161,7 @@ func New(opts Options) (*Broker, error) {
 		ej = b.opts.WrapJournal(b.j)
 	}
 	if b.opts.Cluster != nil {
-		if b.cl, err = startCluster(*b.opts.Cluster, b.opts.TCPAddr, b.opts.HTTPAddr, b.opts.Logger); err == nil && !b.cl.replicated() {
+		if b.cl, err = startCluster(*b.opts.Cluster, b.opts.TCPAddr, b.opts.HTTPAddr, token, b.opts.Logger); err == nil && !b.cl.replicated() {
 			b.cl.engineConfig(&b.opts.Engine)
 		}
 	}

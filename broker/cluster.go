@@ -49,9 +49,14 @@ type ClusterOptions struct {
 	EtcdDir, PeerURL, ClientURL string
 	InitialCluster              string
 	Endpoints                   []string
-	SessionTTL                  time.Duration // registration lease; default 5 s
-	ApplyTimeout                time.Duration // how long a configure waits for every broker; default 10 s
-	StartTimeout                time.Duration // how long New waits for etcd and the first map; default 60 s
+	// LinkToken is the token this broker presents to the others' doors
+	// (its Raft link, its forwarding clients) when authentication is on:
+	// an admin token they accept. Without it a broker mints its own from
+	// Auth's HS256 secret; with keys that only verify, it is required.
+	LinkToken    string
+	SessionTTL   time.Duration // registration lease; default 5 s
+	ApplyTimeout time.Duration // how long a configure waits for every broker; default 10 s
+	StartTimeout time.Duration // how long New waits for etcd and the first map; default 60 s
 }
 
 // clusterPart is a cluster's broker's share of the cluster: its etcd node,
@@ -61,8 +66,11 @@ type clusterPart struct {
 	o      ClusterOptions
 	node   *meta.Node
 	prefix string // of the broker's own keys: /regent/<cluster>/
-	log    *slog.Logger
-	e      atomic.Pointer[engine.Engine]
+	// token gives the token this broker presents to the others' doors
+	// (nil: authentication is off).
+	token func(context.Context) (string, error)
+	log   *slog.Logger
+	e     atomic.Pointer[engine.Engine]
 
 	view atomic.Pointer[meta.View]
 	md   atomic.Pointer[protocol.MetadataReply]
@@ -101,7 +109,9 @@ type queueRecord struct {
 
 // startCluster joins (or creates) the cluster: etcd, registration, the
 // first map. The engine is not built yet: it needs the map's shards.
-func startCluster(o ClusterOptions, tcpAddr, httpAddr string, logger *slog.Logger) (*clusterPart, error) {
+// token, when set, is where the broker gets the token it presents to the
+// others' doors (linkToken).
+func startCluster(o ClusterOptions, tcpAddr, httpAddr string, token func(context.Context) (string, error), logger *slog.Logger) (*clusterPart, error) {
 	if o.Name == "" || o.Node == "" {
 		return nil, errors.New("broker: a cluster needs a name and a node id")
 	}
@@ -140,7 +150,7 @@ func startCluster(o ClusterOptions, tcpAddr, httpAddr string, logger *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("broker: cluster %s: %w", o.Name, err)
 	}
-	c := &clusterPart{o: o, node: n, prefix: "/regent/" + o.Name + "/", log: logger, stop: make(chan struct{}), links: newLinks(o.Node)}
+	c := &clusterPart{o: o, node: n, prefix: "/regent/" + o.Name + "/", log: logger, stop: make(chan struct{}), links: newLinks(o.Node, token), token: token}
 	c.setView(n.View())
 	c.wg.Add(1)
 	go c.follow()

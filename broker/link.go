@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,7 +39,8 @@ const (
 
 // links holds the links of one broker, by the other broker's node id.
 type links struct {
-	node string // this broker's id (the links' client name)
+	node  string                                // this broker's id (the links' client name)
+	token func(context.Context) (string, error) // the token its clients present; nil: none
 
 	mu     sync.Mutex
 	peers  map[string]*link
@@ -56,8 +58,8 @@ type link struct {
 	at    time.Time // when the dial ended
 }
 
-func newLinks(node string) *links {
-	return &links{node: node, peers: map[string]*link{}, stop: make(chan struct{})}
+func newLinks(node string, token func(context.Context) (string, error)) *links {
+	return &links{node: node, token: token, peers: map[string]*link{}, stop: make(chan struct{})}
 }
 
 // client is the link to broker id as v knows it, dialled if need be
@@ -131,8 +133,12 @@ func (l *links) dial(id string, k *link) {
 		case <-ctx.Done():
 		}
 	}()
-	c, err := client.Dial(ctx, k.addr, client.WithoutCluster(), client.WithName("regent-link/"+l.node),
-		client.WithDialTimeout(linkDialTimeout), client.WithReconnectBackoff(linkBackoffMin, linkBackoffMax))
+	opts := []client.Option{client.WithoutCluster(), client.WithName("regent-link/" + l.node),
+		client.WithDialTimeout(linkDialTimeout), client.WithReconnectBackoff(linkBackoffMin, linkBackoffMax)}
+	if l.token != nil {
+		opts = append(opts, client.WithTokenSource(l.token))
+	}
+	c, err := client.Dial(ctx, k.addr, opts...)
 	l.mu.Lock()
 	keep := !l.closed && l.peers[id] == k
 	if err != nil {
@@ -240,4 +246,22 @@ func (e *lostError) Unwrap() error { return e.err }
 func lost(err error) bool {
 	var le *lostError
 	return errors.As(err, &le)
+}
+
+// linkToken is where a cluster's broker gets the token it presents to the
+// others' doors when authentication is on (nil when it is off, or alone):
+// ClusterOptions.LinkToken, or one it mints from Auth's HS256 secret
+// (netserver.AuthConfig.BrokerToken) for each connection.
+func linkToken(o Options) (func(context.Context) (string, error), error) {
+	if o.Cluster == nil || !o.Auth.Enabled {
+		return nil, nil
+	}
+	if tok := o.Cluster.LinkToken; tok != "" {
+		return func(context.Context) (string, error) { return tok, nil }, nil
+	}
+	src, err := o.Auth.BrokerToken("regent-broker/" + o.Cluster.Node)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w (ClusterOptions.LinkToken)", err)
+	}
+	return src, nil
 }

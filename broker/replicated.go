@@ -64,6 +64,9 @@ func startReplicas(c *clusterPart, j *log.Log, tmpl engine.Config, logger *slog.
 	}
 	self := cluster.RaftID(c.o.Node)
 	rp.link = replica.NewLink(self, rp.peerAddr, logger)
+	if c.token != nil {
+		rp.link.WithToken(c.token)
+	}
 	rp.node, err = replica.NewNode(replica.Config{ID: self, Transport: rp.link, NewEngine: rp.newEngine,
 		Served: func(_ uint32, e *engine.Engine) { go c.applyTo(e) }, Sync: rp.disk.Sync, Maintain: rp.disk.Maintain,
 		Preferred: rp.preferred, Logger: logger})

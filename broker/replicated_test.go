@@ -3,6 +3,8 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -489,5 +493,76 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClustersWithAuthOn: with authentication on (an HS256 secret), the
+// brokers of a cluster present a token to each other, minted from the
+// secret: a replicated cluster elects and commits (its Raft link is
+// refused otherwise), and a configure through one broker of a cluster of
+// owners reaches the others (its forwarding link likewise).
+func TestClustersWithAuthOn(t *testing.T) {
+	const secret = "a-secret-the-brokers-share-0123456789"
+	admin, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": "test", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString([]byte(secret))
+	must(t, err)
+	// With keys that only verify (EdDSA here), the operator gives the
+	// brokers their token; without one a broker does not start.
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	must(t, err)
+	linkTok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+		"sub": "regent-brokers", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(priv)
+	must(t, err)
+	edAdmin, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+		"sub": "test", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(priv)
+	must(t, err)
+	if _, err := broker.New(broker.Options{Journal: log.Config{Dir: t.TempDir()},
+		Cluster: &broker.ClusterOptions{Name: "c", Node: "b1"},
+		Auth:    broker.AuthConfig{Enabled: true, PublicKey: pub}}); err == nil || !strings.Contains(err.Error(), "LinkToken") {
+		t.Fatalf("a cluster's broker with keys that only verify and no link token: %v", err)
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		auth     broker.AuthConfig
+		link     string // ClusterOptions.LinkToken
+		admin    string
+	}{
+		{"owners, minted", 0, broker.AuthConfig{Enabled: true, Secret: []byte(secret)}, "", admin},
+		{"replicas, minted", 3, broker.AuthConfig{Enabled: true, Secret: []byte(secret)}, "", admin},
+		{"replicas, given", 3, broker.AuthConfig{Enabled: true, PublicKey: pub}, linkTok, edAdmin},
+	} {
+		replicas, admin := tc.replicas, tc.admin
+		t.Run(tc.name, func(t *testing.T) {
+			cl := brokertest.StartCluster(t, 3, func(_ int, o *broker.Options) {
+				o.Cluster.Replicas = replicas
+				o.Cluster.Shards = 4
+				o.Cluster.LinkToken = tc.link
+				o.Auth = tc.auth
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := client.Dial(ctx, cl.Brokers[2].TCPAddr().String(), client.WithToken(admin))
+			must(t, err)
+			defer c.Close()
+			o := client.DefaultQueueOptions()
+			o.RetryLimit = 7
+			if _, err := c.Configure(ctx, "jobs", o); err != nil {
+				t.Fatalf("configure through b3: %v", err)
+			}
+			for n := range 20 {
+				pushRetrying(t, ctx, c, client.Item{Queue: "jobs", Partition: fmt.Sprint("p", n%8), TransactionID: fmt.Sprint("t", n), Payload: []byte("x")})
+			}
+			if replicas == 0 {
+				for i, b := range cl.Brokers {
+					if qi, err := b.Engine().Queue("jobs"); err != nil || qi.Options.RetryLimit != 7 {
+						t.Fatalf("b%d after a configure through b3: %+v %v", i+1, qi.Options, err)
+					}
+				}
+			}
+		})
 	}
 }

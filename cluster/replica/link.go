@@ -39,11 +39,21 @@ type Link struct {
 	closed bool
 	wg     sync.WaitGroup
 	down   atomic.Pointer[func(peer uint64)] // OnPeerDown's
+	token  atomic.Pointer[TokenSource]       // WithToken's
 }
 
 // OnPeerDown has f called when a peer closes a connection of the link (its
 // process died, or the network failed): Node.PeerDown.
 func (l *Link) OnPeerDown(f func(peer uint64)) { l.down.Store(&f) }
+
+// TokenSource gives the token a link connection presents to a peer's door
+// (an Auth frame after Hello) when the doors check tokens.
+type TokenSource func(ctx context.Context) (string, error)
+
+// WithToken has every connection of the link present a token from src
+// after Hello; a connection whose token the peer says expires is made again
+// at four fifths of its life. Call it before the first Send.
+func (l *Link) WithToken(src TokenSource) { l.token.Store(&src) }
 
 // Bounds of a Link.
 const (
@@ -150,6 +160,7 @@ func (p *peerLink) run() {
 	}
 	defer closeConn()
 	pause := linkRedial
+	var renew time.Time // when c must be made again for a fresh token
 	var buf []byte
 	var req protocol.RaftRequest
 	for {
@@ -167,11 +178,14 @@ func (p *peerLink) run() {
 			case <-readerDone: // the peer closed it
 				closeConn()
 			default:
+				if !renew.IsZero() && time.Now().After(renew) {
+					closeConn() // its token expires soon
+				}
 			}
 		}
 		if c == nil {
 			var err error
-			if c, maxFrame, err = p.dial(); err != nil {
+			if c, maxFrame, renew, err = p.dial(); err != nil {
 				p.l.logger.Debug("raft link: dial", "peer", p.id, "err", err)
 				select { // what was queued is dropped; Raft sends again
 				case <-p.stop:
@@ -247,27 +261,29 @@ func (p *peerLink) kick() {
 	}
 }
 
-// dial connects to the peer and says Hello; it returns the largest frame
-// the peer takes.
-func (p *peerLink) dial() (net.Conn, int, error) {
+// dial connects to the peer, says Hello and presents the link's token (if
+// it has one); it returns the largest frame the peer takes, and when the
+// connection must be made again for a fresh token (zero: never).
+func (p *peerLink) dial() (net.Conn, int, time.Time, error) {
 	addr := p.l.addr(p.id)
 	if addr == "" {
-		return nil, 0, fmt.Errorf("no address for broker %d", p.id)
+		return nil, 0, time.Time{}, fmt.Errorf("no address for broker %d", p.id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), linkDialTimeout)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
 	c.SetDeadline(time.Now().Add(linkDialTimeout))
 	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: "regent-link"})
 	if _, err := c.Write(hello); err != nil {
 		c.Close()
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
-	f, err := protocol.NewReader(c, protocol.DefaultMaxFrame).Next()
+	rd := protocol.NewReader(c, protocol.DefaultMaxFrame)
+	f, err := rd.Next()
 	var hr protocol.HelloReply
 	if err == nil && f.IsError() {
 		var er protocol.ErrorReply
@@ -278,14 +294,54 @@ func (p *peerLink) dial() (net.Conn, int, error) {
 	}
 	if err != nil {
 		c.Close()
-		return nil, 0, fmt.Errorf("hello: %w", err)
+		return nil, 0, time.Time{}, fmt.Errorf("hello: %w", err)
+	}
+	var renew time.Time
+	if src := p.l.token.Load(); src != nil {
+		if renew, err = p.auth(ctx, c, rd, *src); err != nil {
+			c.Close()
+			return nil, 0, time.Time{}, fmt.Errorf("auth: %w", err)
+		}
 	}
 	c.SetDeadline(time.Time{})
 	maxFrame := int(hr.MaxFrame)
 	if maxFrame <= 0 {
 		maxFrame = protocol.DefaultMaxFrame
 	}
-	return c, maxFrame, nil
+	return c, maxFrame, renew, nil
+}
+
+// auth presents a token from src on c and returns when to make the
+// connection again for a fresh one (zero: the token does not expire, or
+// the peer does not check tokens).
+func (p *peerLink) auth(ctx context.Context, c net.Conn, rd *protocol.Reader, src TokenSource) (time.Time, error) {
+	tok, err := src(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if _, err := c.Write(protocol.AppendAuthRequest(nil, 0, &protocol.AuthRequest{Token: tok})); err != nil {
+		return time.Time{}, err
+	}
+	f, err := rd.Next()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if f.IsError() {
+		var er protocol.ErrorReply
+		if err := er.Decode(f.Body); err != nil {
+			return time.Time{}, err
+		}
+		return time.Time{}, er.Err()
+	}
+	var ar protocol.AuthReply
+	if err := ar.Decode(f.Body); err != nil {
+		return time.Time{}, err
+	}
+	if !ar.Enforced || ar.Expires == 0 {
+		return time.Time{}, nil
+	}
+	now := time.Now()
+	return now.Add(time.Unix(0, ar.Expires).Sub(now) * 4 / 5), nil
 }
 
 // discardReplies reads a link connection's replies until it closes: a

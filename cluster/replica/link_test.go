@@ -6,13 +6,16 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/regentmq/regent/engine"
 	rlog "github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
@@ -158,7 +161,7 @@ func TestRaftRequestRefusals(t *testing.T) {
 	}
 	defer door.Shutdown(context.Background())
 	p := &peerLink{l: NewLink(2, func(uint64) string { return door.Addr().String() }, nil), id: 1}
-	c, _, err := p.dial()
+	c, _, _, err := p.dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,5 +342,55 @@ func TestLinkCloseWithAPeerThatStoppedReading(t *testing.T) {
 		t.Logf("Close returned after %v", time.Since(start).Round(time.Millisecond))
 	case <-time.After(linkWriteTimeout + 5*time.Second):
 		t.Fatal("Close waited for a peer that reads nothing")
+	}
+}
+
+// TestLinkRenewsItsToken: against a door that checks tokens, the link
+// presents one after Hello, and makes its connection again before the
+// token expires: a door refuses requests once the token of their
+// connection expired, so without that the link went silent after the
+// token's life (here two seconds).
+func TestLinkRenewsItsToken(t *testing.T) {
+	secret := []byte("a-secret-for-the-link-test-0123456789")
+	j, err := rlog.Open(rlog.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	de, err := engine.New(engine.Config{SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer de.Close()
+	var arrived atomic.Int64 // Unix nanoseconds of the last Raft request taken
+	door, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+		Auth: netserver.AuthConfig{Enabled: true, Secret: secret, ClockSkew: time.Millisecond},
+		Raft: func(uint64, []protocol.RaftMessage) error { arrived.Store(time.Now().UnixNano()); return nil }}, de)
+	if err == nil {
+		err = door.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer door.Shutdown(context.Background())
+	l := NewLink(2, func(uint64) string { return door.Addr().String() }, nil)
+	defer l.Close()
+	minted := atomic.Int64{}
+	l.WithToken(func(context.Context) (string, error) {
+		minted.Add(1)
+		return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": "link", "role": "admin", "exp": time.Now().Add(2 * time.Second).Unix(),
+		}).SignedString(secret)
+	})
+	start := time.Now()
+	for time.Since(start) < 4500*time.Millisecond {
+		l.Send(1, []Envelope{{Shard: 1, Msg: &pb.Message{Type: pb.MsgApp.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(uint64(1))}}})
+		time.Sleep(20 * time.Millisecond)
+	}
+	if last := time.Unix(0, arrived.Load()); last.Sub(start) < 4*time.Second {
+		t.Fatalf("the door took the link's last request %v after the start (tokens minted: %d)", last.Sub(start).Round(time.Millisecond), minted.Load())
+	}
+	if minted.Load() < 2 {
+		t.Fatalf("%d tokens minted in 4.5 s of tokens that live 2 s", minted.Load())
 	}
 }

@@ -148,13 +148,14 @@ func TestServeHelpShowsNoSecret(t *testing.T) {
 		"REGENT_ENCRYPTION_KEY":      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 		"REGENT_ENCRYPTION_OLD_KEYS": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
 		"REGENT_JWT_SECRET":          "a-jwt-secret-nobody-may-read",
+		"REGENT_LINK_TOKEN":          "a-link-token-nobody-may-read",
 	} {
 		t.Setenv(env, v)
 	}
 	var out, errOut bytes.Buffer
 	run([]string{"serve", "--help"}, &out, &errOut)
 	help := out.String() + errOut.String()
-	for _, secret := range []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "a-jwt-secret"} {
+	for _, secret := range []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "a-jwt-secret", "a-link-token"} {
 		if strings.Contains(help, secret) {
 			t.Errorf("serve --help prints a secret from the environment (%s...)", secret)
 		}

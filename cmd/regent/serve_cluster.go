@@ -25,9 +25,13 @@ var clusterSettings = []setting{
 	{"replicas", "REGENT_REPLICAS", "0", "replicas of every shard (1, 3 or 5), each shard a Raft group over its brokers' journals; 0: each shard has one owner. Read once, when the cluster is created"},
 	{"advertise-tcp", "REGENT_ADVERTISE_TCP", "", "the binary protocol address clients and brokers reach this one at; default --tcp (with this machine's name when it has no host)"},
 	{"advertise-http", "REGENT_ADVERTISE_HTTP", "", "the HTTP address others reach this one at; default --http, likewise"},
+	{"link-token", "REGENT_LINK_TOKEN", "", "with authentication on, the token this broker presents to the other brokers' doors (an admin token they accept); default: one minted from --jwt-secret, required with keys that only verify"},
 }
 
-func init() { serveSettings = append(serveSettings, clusterSettings...) }
+func init() {
+	serveSettings = append(serveSettings, clusterSettings...)
+	hiddenSettings["link-token"] = true
+}
 
 // clusterFrom reads the cluster settings; nil when --cluster is empty.
 func clusterFrom(s *settings, dataDir string) (*broker.ClusterOptions, error) {
@@ -41,7 +45,7 @@ func clusterFrom(s *settings, dataDir string) (*broker.ClusterOptions, error) {
 		return nil, nil
 	}
 	o := &broker.ClusterOptions{Name: name, Node: s.get("node"),
-		AdvertiseTCP: s.get("advertise-tcp"), AdvertiseHTTP: s.get("advertise-http")}
+		AdvertiseTCP: s.get("advertise-tcp"), AdvertiseHTTP: s.get("advertise-http"), LinkToken: s.get("link-token")}
 	if o.Node == "" {
 		return nil, fmt.Errorf("--cluster needs --node, this broker's id")
 	}
