@@ -184,12 +184,12 @@ func must(t testing.TB, err error) {
 // journals on disk (cfg's, in a directory each, keeping keep bytes of
 // entries in memory); a broker started again opens its journal again.
 func diskCluster(t *testing.T, cfg rlog.Config, keep int) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
-	return diskClusterIn(t, map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}, cfg, keep)
+	return diskClusterIn(t, map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}, cfg, keep, nil)
 }
 
 // diskClusterIn is diskCluster with the brokers' journals in dirs, which a
 // test may change before starting a broker again (a new disk).
-func diskClusterIn(t *testing.T, dirs map[uint64]string, cfg rlog.Config, keep int) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
+func diskClusterIn(t *testing.T, dirs map[uint64]string, cfg rlog.Config, keep int, tune func(*Config)) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
 	open := map[uint64]*rlog.Log{}
 	disks := map[uint64]*Disk{}
 	t.Cleanup(func() {
@@ -208,7 +208,7 @@ func diskClusterIn(t *testing.T, dirs map[uint64]string, cfg rlog.Config, keep i
 		must(t, l.Bootstrap(voters3))
 		return l, d.Sync
 	}
-	return newTestClusterOn(t, voters3, nil, logFor), open, disks
+	return newTestClusterOn(t, voters3, tune, logFor), open, disks
 }
 
 // Three brokers whose Raft logs are journals on disk: every push answered
@@ -368,7 +368,7 @@ func TestSnapshotsCompactTheLogsAndTheJournal(t *testing.T) {
 // that no snapshot was available, for good: the shard ran on two replicas.
 func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
 	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
-	c, open, _ := diskClusterIn(t, dirs, rlog.Config{SegmentBytes: 4 << 10}, 1<<10)
+	c, open, _ := diskClusterIn(t, dirs, rlog.Config{SegmentBytes: 4 << 10}, 1<<10, nil)
 	c.elect(1)
 	e := c.engine(1)
 	payload := noise(9, 2<<10)
@@ -459,6 +459,82 @@ func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
 	if got := held(t, c, c.engine(again), "q", "p", "h"); !slices.Equal(got, []string{"q0", "q1", "q2", "q3", "q4", "q5"}) {
 		t.Fatalf("after broker 3 started again, broker %d leads with %q", again, got)
 	}
+}
+
+// A broker that is down for Config.DownTicks no longer holds its groups'
+// compaction back: the leader's log passes what it has, and when it returns
+// it is sent the log's start and the entries after it, and can lead with
+// every message. Before, a log kept everything a down broker lacked, for
+// as long as it was down.
+func TestADownReplicaDoesNotHoldTheLogBack(t *testing.T) {
+	c, _, _ := diskCluster3Down(t)
+	c.elect(1)
+	e := c.engine(1)
+	c.net.isolate(3, true)
+	c.net.paused[3] = true
+	for range 6 { // past DownTicks
+		c.net.tick()
+	}
+	had, _ := c.shard(3).log.LastIndex()
+	payload := noise(11, 2<<10)
+	pushTo := func(e *engine.Engine, queue string, from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			res := make([]engine.PushResult, 1)
+			o := &outcome{}
+			e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
+			if c.net.settle(); o.n != 1 || o.err != nil {
+				t.Fatalf("push to %s: %v", queue, o)
+			}
+		}
+	}
+	pushTo(e, "old", 0, 30)
+	must(t, c.wait(func() error { _, err := e.DeleteQueue(context.Background(), "old"); return err }))
+	pushTo(e, "q", 0, 3)
+	must(t, c.wait(e.Snapshot))
+	must(t, c.wait(e.Snapshot))
+	if first, _ := c.shard(1).log.FirstIndex(); first <= had+1 {
+		t.Fatalf("the leader's log starts at %d: it kept what the down broker lacks (it has up to %d)", first, had)
+	}
+
+	c.net.paused[3] = false
+	c.net.isolate(3, false)
+	var err error
+	for range 50 {
+		last, _ := c.shard(1).log.LastIndex()
+		if got, _ := c.shard(3).log.LastIndex(); got == last {
+			err = nil
+			break
+		} else {
+			err = fmt.Errorf("the broker that was down holds the log up to %d, the leader up to %d", got, last)
+		}
+		c.net.tick()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.net.isolate(1, true)
+	c.net.paused[1] = true
+	if next := c.leader(2, 3); next != 3 {
+		s := c.shard(next)
+		s.mu.Lock()
+		s.rn.TransferLeader(3)
+		s.mu.Unlock()
+		c.leader(3)
+	}
+	if got := held(t, c, c.engine(3), "q", "p", "g"); !slices.Equal(got, []string{"q0", "q1", "q2"}) {
+		t.Fatalf("the broker that was down leads with %q", got)
+	}
+	if got := held(t, c, c.engine(3), "old", "p", "g"); len(got) != 0 {
+		t.Fatalf("the deleted queue came back: %q", got)
+	}
+}
+
+// diskCluster3Down is diskCluster whose nodes count a peer down after 5
+// ticks unheard.
+func diskCluster3Down(t *testing.T) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
+	return diskClusterIn(t, map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()},
+		rlog.Config{SegmentBytes: 4 << 10}, 1<<10, func(c *Config) { c.DownTicks = 5 })
 }
 
 // A shard with nothing new does not hold the journal's front back: its

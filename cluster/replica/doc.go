@@ -95,7 +95,8 @@
 // record a replay reads. A Raft snapshot is therefore only a log's start
 // (DiskLog.Snapshot: index, term, configuration, no data): a replica whose
 // log ends before the leader's starts installs it and is sent the entries
-// that follow. A broker started again on a new disk has lost what it
+// that follow. That is how a replica unheard for Config.DownTicks, which no
+// longer holds compaction back, is caught up when it returns. A broker started again on a new disk has lost what it
 // acknowledged, which Raft assumes never happens: a leader that remembers
 // it never probes below it, and its heartbeats carry a commit index past
 // the new log (stepped, Raft stops the process). So the follower does not

@@ -221,17 +221,21 @@ func (j *journal) WriteSnapshot(pos uint64, data []byte) error {
 // the shard's log once a snapshot at pos is committed (snapshot entry): the
 // records after pos (a replay from the snapshot reads them), the oldest
 // record that holds messages still kept (the engine reads their payloads
-// back: Release told it), and every entry some replica has not yet got (a
-// replica that falls behind is caught up from the log, so the log keeps
-// what the slowest one lacks; a replica that is down holds the front back
-// until it returns; one that lost its log is sent the log's start and what
-// follows it, DiskLog.Snapshot). Caller holds s.mu.
+// back: Release told it), and every entry some live replica has not yet got
+// (a replica that falls behind is caught up from the log, so the log keeps
+// what the slowest one lacks). A replica unheard for Config.DownTicks does
+// not hold the front back (a log must not grow for as long as a broker is
+// down): when it returns, or comes back with its log lost, it is sent the
+// log's start and what follows it (DiskLog.Snapshot). Caller holds s.mu.
 func (j *journal) keepLocked(pos uint64) uint64 {
 	if j.live == 0 {
 		return 0 // no Release yet: nothing is known of the messages kept
 	}
 	keep := min(pos+1, j.live)
-	for _, pr := range j.s.rn.Status().Progress {
+	for id, pr := range j.s.rn.Status().Progress {
+		if id != j.s.n.cfg.ID && j.s.n.down(id) {
+			continue
+		}
 		keep = min(keep, pr.Match+1)
 	}
 	return keep

@@ -107,6 +107,13 @@ type Config struct {
 	// hold the largest entry with its Raft message around it.
 	MaxUncommittedBytes uint64
 	MaxEntryBytes       int
+	// DownTicks is how long a replica goes unheard before its groups'
+	// logs stop keeping what it lacks (default 300 ticks: 30 s in Run).
+	// Until then a replica that falls behind is caught up from the log;
+	// after, a log passes it (its disk must not fill while a broker is
+	// down), and when it returns it is sent the log's start and what
+	// follows (DiskLog.Snapshot).
+	DownTicks int
 }
 
 func (c *Config) setDefaults() error {
@@ -124,6 +131,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HeartbeatTicks == 0 {
 		c.HeartbeatTicks = 1
+	}
+	if c.DownTicks == 0 {
+		c.DownTicks = 300
 	}
 	if c.MaxMsgBytes == 0 {
 		c.MaxMsgBytes = 1 << 20
@@ -158,6 +168,11 @@ type Node struct {
 	order  []*Shard // by id: Process visits groups in a fixed order
 
 	wake chan struct{}
+	// ticks counts Tick calls; heard holds, per peer, the tick its last
+	// message came at (*atomic.Int64): the groups' logs stop keeping what
+	// a peer unheard for DownTicks lacks (down).
+	ticks atomic.Int64
+	heard sync.Map
 	// async builds and closes engines on goroutines of their own (Run): a
 	// replay must not hold back the heartbeats of the other groups. Set
 	// before Run starts its loop and never changed after.
@@ -287,6 +302,7 @@ func (n *Node) kick() {
 
 // Tick advances every group by one tick.
 func (n *Node) Tick() {
+	n.ticks.Add(1)
 	for _, s := range n.list() {
 		s.mu.Lock()
 		s.rn.Tick()
@@ -354,7 +370,12 @@ func (s *Shard) handBackLocked() {
 // Receive steps messages from another broker into their groups. A message
 // for a shard this broker does not hold is dropped.
 func (n *Node) Receive(envs []Envelope) {
+	var from uint64
 	for _, env := range envs {
+		if f := env.Msg.GetFrom(); f != from {
+			from = f
+			n.heardFrom(f)
+		}
 		s := n.Shard(env.Shard)
 		if s == nil || env.Msg == nil {
 			continue
@@ -765,4 +786,23 @@ func (n *Node) hasReady() bool {
 		}
 	}
 	return false
+}
+
+// heardFrom notes that a message of peer came now.
+func (n *Node) heardFrom(peer uint64) {
+	at, ok := n.heard.Load(peer)
+	if !ok {
+		at, _ = n.heard.LoadOrStore(peer, new(atomic.Int64))
+	}
+	at.(*atomic.Int64).Store(n.ticks.Load())
+}
+
+// down reports whether peer has been unheard for Config.DownTicks (never
+// heard counts from the node's start).
+func (n *Node) down(peer uint64) bool {
+	var last int64
+	if at, ok := n.heard.Load(peer); ok {
+		last = at.(*atomic.Int64).Load()
+	}
+	return n.ticks.Load()-last >= int64(n.cfg.DownTicks)
 }
