@@ -333,6 +333,37 @@ func (n *Node) Tick() {
 // goes.
 const handBackTicks = 30
 
+// maxHandBackDoublings caps the doublings of handBackTicks for a preferred
+// leader that keeps giving the lead away (noteGivenUpLocked): 64 × 30
+// ticks, 3.2 minutes in Run.
+const maxHandBackDoublings = 6
+
+// givenUpForgetTicks is how long after the last time the preferred leader
+// gave the lead away the count starts again (10 minutes in Run).
+const givenUpForgetTicks = 6000
+
+// noteGivenUpLocked notes a leadership transfer from peer to this broker:
+// when peer is the shard's preferred leader, it gave the lead away because
+// it could not serve the shard (its engine could not be built: Shard.build;
+// a preferred leader hands the lead on for no other reason), and the lead
+// waits twice as long before going back to it. A lead that moves because
+// its broker died moves by an election, not a transfer, and the next
+// hand-back waits as usual: the returning broker must get its shards back
+// soon (a wait for every death kept leads away from a broker that came
+// back, and doubled the failover times of the kill -9 checker). Caller
+// holds s.mu.
+func (s *Shard) noteGivenUpLocked(peer uint64) {
+	if s.n.cfg.Preferred == nil || peer != s.n.cfg.Preferred(s.id) {
+		return
+	}
+	now := s.n.ticks.Load()
+	if now-s.givenUpAt > givenUpForgetTicks {
+		s.givenUp = 0
+	}
+	s.givenUp++
+	s.givenUpAt = now
+}
+
 // handBackLocked hands the lead to the shard's preferred leader when this
 // broker has led it long enough without being that one, and the preferred
 // one holds the whole log and answers (Raft's leadership transfer: the
@@ -343,7 +374,11 @@ func (s *Shard) handBackLocked() {
 		s.ledTicks = 0
 		return
 	}
-	if s.ledTicks++; s.ledTicks < handBackTicks {
+	wait := handBackTicks
+	if s.n.ticks.Load()-s.givenUpAt <= givenUpForgetTicks {
+		wait <<= min(s.givenUp, maxHandBackDoublings)
+	}
+	if s.ledTicks++; s.ledTicks < wait {
 		return
 	}
 	to := s.n.cfg.Preferred(s.id)
@@ -389,6 +424,8 @@ func (n *Node) Receive(envs []Envelope) {
 			s.noteLostLogLocked(m)
 		case m.GetType() == pb.MsgHeartbeat:
 			lost = s.lostLogLocked(m)
+		case m.GetType() == pb.MsgTimeoutNow:
+			s.noteGivenUpLocked(m.GetFrom())
 		}
 		if lost == nil {
 			err = s.rn.Step(m)

@@ -564,3 +564,45 @@ func TestPackRecord(t *testing.T) {
 		t.Fatal("a truncated length was unpacked")
 	}
 }
+
+// A preferred leader that cannot serve the shard (its engine cannot be
+// built) gives the lead away, and gets it back less and less often: each
+// time it gives the lead away doubles the wait before the next hand-back,
+// where the lead used to bounce every handBackTicks for as long as the
+// fault lasted. A lead that moves because its broker died is not that:
+// TestLeadGoesBackToThePreferredLeader keeps its wait.
+func TestLeadHandBackBacksOffWhileThePreferredCannotServe(t *testing.T) {
+	c := newTestCluster(t, voters3, func(cfg *Config) { cfg.Preferred = func(uint32) uint64 { return 1 } })
+	c.failBuild[1] = true
+	c.elect(2)
+	for range 20 * handBackTicks {
+		c.net.tick()
+	}
+	takeovers := len(c.built[2]) + len(c.built[3])
+	t.Logf("%d takeovers by brokers 2 and 3 in %d ticks", takeovers, 20*handBackTicks)
+	// Waits of 30, 60, 120 and 240 ticks fit in 600: five takeovers at
+	// most, where a fixed wait made about twenty.
+	if takeovers > 6 {
+		t.Fatalf("in %d ticks the shard was taken over %d times by the brokers that can serve it", 20*handBackTicks, takeovers)
+	}
+	if l, _ := ticksToLeader(c, 20, 2, 3); l == 0 {
+		t.Fatal("no broker serves the shard")
+	}
+	// Once the preferred leader can serve again, it gets the lead back.
+	c.failBuild[1] = false
+	if n, _ := ticksToLeaderChangeTo(c, 1, 40*handBackTicks); n != 1 {
+		t.Fatal("the preferred leader never got the lead back once it could serve it")
+	}
+}
+
+// ticksToLeaderChangeTo ticks until broker to serves the shard (at most
+// limit ticks) and returns it (0: it did not).
+func ticksToLeaderChangeTo(c *testCluster, to uint64, limit int) (uint64, int) {
+	for i := 0; i <= limit; i++ {
+		if e, _, _ := c.shard(to).Engine(); e != nil {
+			return to, i
+		}
+		c.net.tick()
+	}
+	return 0, limit
+}

@@ -32,6 +32,12 @@ type Shard struct {
 	rn       *raft.RawNode
 	stand    int // ticks left to stand for election (Node.PeerDown)
 	ledTicks int // ticks this broker has served the shard as leader (handBackLocked)
+	// givenUp counts the times in a row the shard's preferred leader gave
+	// the lead away to this broker (a leadership transfer from it: it
+	// could not serve the shard), givenUpAt the node's tick of the last:
+	// each doubles the wait before the lead is handed back to it.
+	givenUp   int
+	givenUpAt int64
 	// pinNext, pinWait and pinSnapping pace the snapshots Node.maintain
 	// asks of the shard while its entries pin the journal's front (the
 	// node loop's only; pinSnapping: one at a time).
