@@ -3,6 +3,7 @@ package brokertest
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/internal/freeport"
+	"github.com/regentmq/regent/protocol"
 )
 
 // Cluster is a cluster of brokers in one process, each with an embedded
@@ -101,7 +103,70 @@ func startCluster(t testing.TB, n int, tune func(i int, o *broker.Options)) (*Cl
 		}()
 	}
 	wg.Wait()
-	return c, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	// Each broker's view of the cluster follows etcd a little late: a
+	// client that dials one at once may be told another is down. Tests
+	// start once every broker sees every broker live.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, b := range c.Brokers {
+		for {
+			live, err := liveIn(b.TCPAddr().String())
+			if err == nil && live == n {
+				break
+			}
+			if code := protocol.CodeOf(err); code == protocol.CodeUnauthenticated || code == protocol.CodeForbidden {
+				break // auth on: the map is not the kit's to read
+			}
+			if time.Now().After(deadline) {
+				return c, fmt.Errorf("%s sees %d of %d brokers live (%v)", b.TCPAddr(), live, n, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return c, nil
+}
+
+// liveIn asks the broker at addr for its cluster's map (Hello, then
+// Metadata) and counts the brokers it says are live.
+func liveIn(addr string) (int, error) {
+	nc, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(2 * time.Second))
+	req := protocol.AppendHelloRequest(nil, 1, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: "brokertest"})
+	req = protocol.AppendMetadataRequest(req, 2)
+	if _, err := nc.Write(req); err != nil {
+		return 0, err
+	}
+	rd := protocol.NewReader(nc, protocol.DefaultMaxFrame)
+	var md protocol.MetadataReply
+	for range 2 {
+		f, err := rd.Next()
+		if err != nil {
+			return 0, err
+		}
+		if f.IsError() {
+			var er protocol.ErrorReply
+			_ = er.Decode(f.Body)
+			return 0, er.Err()
+		}
+		if f.Header.ID == 2 {
+			if err := md.Decode(f.Body); err != nil {
+				return 0, err
+			}
+		}
+	}
+	live := 0
+	for _, b := range md.Brokers {
+		if b.Live {
+			live++
+		}
+	}
+	return live, nil
 }
 
 func start(o broker.Options) (*broker.Broker, error) {
