@@ -319,16 +319,7 @@ func TestSnapshotsCompactTheLogsAndTheJournal(t *testing.T) {
 	c.elect(1)
 	e := c.engine(1)
 	payload := noise(7, 2<<10)
-	pushTo := func(queue string, n int) {
-		for i := range n {
-			res := make([]engine.PushResult, 1)
-			o := &outcome{}
-			e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
-			if c.net.settle(); o.n != 1 || o.err != nil {
-				t.Fatalf("push to %s: %v", queue, o)
-			}
-		}
-	}
+	pushTo := func(queue string, n int) { pushSettled(t, c, e, queue, 0, n, payload) }
 	pushTo("old", 30)
 	must(t, c.wait(func() error { _, err := e.DeleteQueue(context.Background(), "old"); return err }))
 	before, _ := c.shard(1).log.LastIndex()
@@ -374,14 +365,7 @@ func TestAReplicaWithAnEmptyDiskCatchesUp(t *testing.T) {
 	payload := noise(9, 2<<10)
 	pushTo := func(e *engine.Engine, queue string, from, n int) {
 		t.Helper()
-		for i := from; i < from+n; i++ {
-			res := make([]engine.PushResult, 1)
-			o := &outcome{}
-			e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
-			if c.net.settle(); o.n != 1 || o.err != nil {
-				t.Fatalf("push to %s: %v", queue, o)
-			}
-		}
+		pushSettled(t, c, e, queue, from, n, payload)
 	}
 	pushTo(e, "old", 0, 30)
 	must(t, c.wait(func() error { _, err := e.DeleteQueue(context.Background(), "old"); return err }))
@@ -479,14 +463,7 @@ func TestADownReplicaDoesNotHoldTheLogBack(t *testing.T) {
 	payload := noise(11, 2<<10)
 	pushTo := func(e *engine.Engine, queue string, from, n int) {
 		t.Helper()
-		for i := from; i < from+n; i++ {
-			res := make([]engine.PushResult, 1)
-			o := &outcome{}
-			e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
-			if c.net.settle(); o.n != 1 || o.err != nil {
-				t.Fatalf("push to %s: %v", queue, o)
-			}
-		}
+		pushSettled(t, c, e, queue, from, n, payload)
 	}
 	pushTo(e, "old", 0, 30)
 	must(t, c.wait(func() error { _, err := e.DeleteQueue(context.Background(), "old"); return err }))
@@ -535,6 +512,22 @@ func TestADownReplicaDoesNotHoldTheLogBack(t *testing.T) {
 func diskCluster3Down(t *testing.T) (*testCluster, map[uint64]*rlog.Log, map[uint64]*Disk) {
 	return diskClusterIn(t, map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()},
 		rlog.Config{SegmentBytes: 4 << 10}, 1<<10, func(c *Config) { c.DownTicks = 5 })
+}
+
+// pushSettled pushes n messages of payload to queue's partition p through
+// e, one push at a time (transactionIds queue+from ... queue+from+n-1),
+// settling the network after each and failing unless each is answered
+// stored.
+func pushSettled(t *testing.T, c *testCluster, e *engine.Engine, queue string, from, n int, payload []byte) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		res := make([]engine.PushResult, 1)
+		o := &outcome{}
+		e.PushAsync([]engine.PushItem{{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(queue, i), Payload: payload}}, res, o.done)
+		if c.net.settle(); o.n != 1 || o.err != nil {
+			t.Fatalf("push to %s: %v", queue, o)
+		}
+	}
 }
 
 // A shard with nothing new does not hold the journal's front back: its

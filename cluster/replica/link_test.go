@@ -142,16 +142,7 @@ func TestLinkCarriesRaftBetweenDoors(t *testing.T) {
 // A Raft request to a broker that keeps no replicas is refused, and a
 // message that does not decode refuses its request.
 func TestRaftRequestRefusals(t *testing.T) {
-	j, err := rlog.Open(rlog.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	de, err := engine.New(engine.Config{SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer de.Close()
+	de := doorEngine(t)
 	door, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, de)
 	if err == nil {
 		err = door.Start()
@@ -352,16 +343,7 @@ func TestLinkCloseWithAPeerThatStoppedReading(t *testing.T) {
 // token's life (here two seconds).
 func TestLinkRenewsItsToken(t *testing.T) {
 	secret := []byte("a-secret-for-the-link-test-0123456789")
-	j, err := rlog.Open(rlog.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	de, err := engine.New(engine.Config{SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer de.Close()
+	de := doorEngine(t)
 	var arrived atomic.Int64 // Unix nanoseconds of the last Raft request taken
 	door, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
 		Auth: netserver.AuthConfig{Enabled: true, Secret: secret, ClockSkew: time.Millisecond},
@@ -393,4 +375,21 @@ func TestLinkRenewsItsToken(t *testing.T) {
 	if minted.Load() < 2 {
 		t.Fatalf("%d tokens minted in 4.5 s of tokens that live 2 s", minted.Load())
 	}
+}
+
+// doorEngine is an engine over a journal in a temporary directory, for a
+// door that serves no shard; both close with the test.
+func doorEngine(t *testing.T) *engine.Engine {
+	t.Helper()
+	j, err := rlog.Open(rlog.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	de, err := engine.New(engine.Config{SnapshotEveryBytes: -1, Logger: slog.New(slog.DiscardHandler)}, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { de.Close() })
+	return de
 }
