@@ -36,9 +36,52 @@ import (
 // Metadata.
 const clusterMinor = 6
 
-// routeAttempts bounds the sendings of one request that owners keep
-// answering not_owner (each after a fresh map).
-const routeAttempts = 4
+// A request its broker answers not_owner or not_leader is sent again
+// after a fresh map: the first routeAttempts sendings at once (the map
+// moved), the next after growing pauses, for up to misroutedWait in all or
+// until its ctx ends. A shard between two leaders is answered so for an
+// election, and so is one whose new leader is still building its engine
+// (not_leader "ask again"; a leader that got the lead back by transfer
+// answers so for a rebuild, p99 about 1 s in the kill -9 checker): a
+// request waits that out, as a Kafka producer retries NOT_LEADER, rather
+// than fail after four sendings in as many milliseconds.
+const (
+	routeAttempts = 4
+	misroutedWait = 10 * time.Second
+)
+
+// reroute is one request's budget of sendings after misrouted answers.
+type reroute struct {
+	start time.Time
+	n     int // sendings again so far
+	pause time.Duration
+}
+
+func newReroute() reroute { return reroute{start: time.Now()} }
+
+// more says whether a request answered misrouted may be sent again.
+func (rr *reroute) more() bool {
+	return rr.n+1 < routeAttempts || time.Since(rr.start) < misroutedWait
+}
+
+// wait is the pause before the next sending (none for the first
+// routeAttempts): 25 ms, doubling up to 400 ms. It returns ctx's error if
+// ctx ends first.
+func (rr *reroute) wait(ctx context.Context) error {
+	rr.n++
+	if rr.n < routeAttempts {
+		return ctx.Err()
+	}
+	rr.pause = min(max(2*rr.pause, 25*time.Millisecond), 400*time.Millisecond)
+	t := time.NewTimer(rr.pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 type router struct {
 	c *Client
@@ -333,8 +376,8 @@ func (r *router) update(ctx context.Context) error {
 // retryable says whether a request answered err should go again after a
 // fresh map: the broker does not own the shard (the map moved), or is
 // known to be down only by a map that may be old.
-func (r *router) retryable(ctx context.Context, err error) bool {
-	if !misrouted(err) {
+func (r *router) retryable(ctx context.Context, rr *reroute, err error) bool {
+	if !misrouted(err) || !rr.more() || rr.wait(ctx) != nil {
 		return false
 	}
 	return r.update(ctx) == nil
@@ -369,7 +412,8 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	// part) says they were not stored. Answered failed, such an item was
 	// stored all the same once in a checker's 50 kill -9 cycles.
 	maybe := make([]bool, len(items))
-	for attempt := 0; len(todo) > 0; attempt++ {
+	rr := newReroute()
+	for len(todo) > 0 {
 		md := r.ownedTable(ctx, len(todo), func(k int) (string, string) { return items[todo[k]].Queue, items[todo[k]].Partition })
 		parts := map[*pool][]int{}
 		for _, i := range todo {
@@ -407,6 +451,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 		}
 		todo = todo[:0]
 		again := false
+		var last error // a misrouted answer of a part sent again
 		for range parts {
 			a := <-answers
 			switch {
@@ -415,11 +460,12 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 				for k, i := range a.idx {
 					out[i] = a.res[k]
 				}
-			case misrouted(a.err) && attempt+1 < routeAttempts:
+			case misrouted(a.err) && rr.more():
 				for _, i := range a.idx {
 					maybe[i] = true
 				}
 				todo, again = append(todo, a.idx...), true
+				last = a.err
 			case !refused(a.err) || anyOf(maybe, a.idx):
 				// The part may have been stored (a connection lost after it
 				// was sent): its items cannot be answered failed. The call
@@ -438,10 +484,13 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 			return nil, ambiguous
 		}
 		if again {
-			if err := r.update(ctx); err != nil {
+			if rr.wait(ctx) != nil {
 				// The parts to send again were answered not_leader: maybe
 				// stored (see refused). The call fails as a lost
-				// connection's would.
+				// connection's would, with the broker's answer.
+				return nil, last
+			}
+			if err := r.update(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -506,7 +555,8 @@ func (r *router) pop(ctx context.Context, req PopRequest) ([]Message, error) {
 // popOwner sends a pop of a named partition to its owner (and a pop by
 // namespace or task, which names no queue, to the broker dialled).
 func (r *router) popOwner(ctx context.Context, req PopRequest) ([]Message, error) {
-	for attempt := 0; ; attempt++ {
+	rr := newReroute()
+	for {
 		p := r.c.pool
 		if req.Queue != "" {
 			md := r.ownedTable(ctx, 1, func(int) (string, string) { return req.Queue, req.Partition })
@@ -519,7 +569,7 @@ func (r *router) popOwner(ctx context.Context, req PopRequest) ([]Message, error
 			}
 		}
 		msgs, err := r.popOn(ctx, p, req)
-		if err != nil && attempt+1 < routeAttempts && r.retryable(ctx, err) {
+		if err != nil && r.retryable(ctx, &rr, err) {
 			continue
 		}
 		return msgs, err
@@ -798,8 +848,10 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 	res := make([]AckResult, ca.n)
 	var firstErr error
 	anyOK := false
-	for attempt := 0; ; attempt++ {
+	rr := newReroute()
+	for {
 		var again []int
+		var last error // a misrouted answer of a part sent again
 		for k := range ca.parts {
 			part := &ca.parts[k]
 			err := part.err
@@ -816,11 +868,12 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 				for j, i := range part.idx {
 					res[i] = rs[j]
 				}
-			case misrouted(err) && attempt+1 < routeAttempts:
+			case misrouted(err) && rr.more():
 				for _, i := range part.idx {
 					ca.maybe[i] = true
 				}
 				again = append(again, part.idx...)
+				last = err
 			case !refused(err) || anyOf(ca.maybe, part.idx):
 				// Maybe applied (see push): the call fails as an ack to one
 				// broker would.
@@ -836,8 +889,13 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 		if len(again) == 0 {
 			break
 		}
+		// Answered not_leader: maybe applied (see refused); a call that
+		// cannot send them again fails.
+		if rr.wait(ctx) != nil {
+			return nil, last
+		}
 		if err := ca.r.update(ctx); err != nil {
-			return nil, err // answered not_leader: maybe applied (see refused)
+			return nil, err
 		}
 		ca.parts = nil
 		ca.r.startAck(ctx, ca, again)

@@ -32,9 +32,11 @@ type fakeReplicated struct {
 	// code; CodeOK: queued), and the pushes after them queued.
 	answers []protocol.Code
 	pushes  atomic.Int64
-	// ackAnswers does for acks what answers does for pushes.
+	// ackAnswers does for acks what answers does for pushes, and
+	// popAnswers for pops.
 	ackAnswers []protocol.Code
 	acks       atomic.Int64
+	popAnswers []protocol.Code
 	// owners, when set, is the map's owners once known, and brokers its
 	// brokers.
 	owners  []int32
@@ -120,7 +122,10 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 			}
 			out = protocol.AppendAckReply(nil, fr.ID, &protocol.AckReply{Items: make([]protocol.AckResult, len(req.Items))})
 		case protocol.OpPop:
-			f.pops.Add(1)
+			if n := f.pops.Add(1) - 1; n < int64(len(f.popAnswers)) && f.popAnswers[n] != protocol.CodeOK {
+				out = protocol.AppendError(nil, fr.Op, fr.ID, f.popAnswers[n], "scripted answer")
+				break
+			}
 			out = protocol.AppendPopReply(nil, fr.ID, &protocol.PopReply{})
 		default:
 			out = protocol.AppendError(nil, fr.Op, fr.ID, protocol.CodeUnknownOp, "not faked")
@@ -205,7 +210,9 @@ func pushToEveryShard(t *testing.T, bad *fakeReplicated) (client.PushResults, er
 	for _, p := range parts {
 		items = append(items, client.Item{Queue: "q", Partition: p, TransactionID: p, Payload: []byte(p)})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Shorter than misroutedWait: a part answered not_leader for ever
+	// ends the call with its answer when ctx ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return c.Push(ctx, items...)
 }
@@ -290,5 +297,49 @@ func TestAnAckRefusedAfterNotLeaderIsNoRefusal(t *testing.T) {
 			}
 		}
 		t.Fatal("the ack succeeded although the deposed broker never took its part")
+	}
+}
+
+// TestANewLeaderStillBuildingIsWaitedFor: a broker that leads a shard but
+// is still building its engine answers not_leader "ask again" (the map
+// already names it). Pops, pushes and acks are sent again, after pauses,
+// until it serves, instead of failing after four sendings in a few
+// milliseconds (CI saw a pop fail so right after a lead was handed back).
+func TestANewLeaderStillBuildingIsWaitedFor(t *testing.T) {
+	building := make([]protocol.Code, 7)
+	for i := range building {
+		building[i] = protocol.CodeNotLeader
+	}
+	f := startFakeReplicated(t, 0)
+	f.popAnswers, f.answers, f.ackAnswers = building, building, building
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"}); err != nil {
+		t.Fatalf("pop while the leader built its engine: %v", err)
+	}
+	if got := f.pops.Load(); got != int64(len(building))+1 {
+		t.Fatalf("%d pops reached the broker, want %d", got, len(building)+1)
+	}
+	// The pauses after the first four sendings: 25+50+100+200 ms.
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("the pop was sent %d times in %v: no pauses", f.pops.Load(), took)
+	}
+	res, err := c.Push(ctx, client.Item{Queue: "q", Partition: "p", Payload: []byte("x")})
+	if err != nil || res.FirstErr() != nil {
+		t.Fatalf("push while the leader built its engine: %v %v", res, err)
+	}
+	msg := client.Message{Queue: "q", Partition: "p", Group: "g", ID: client.ID{1}, PartitionID: client.ID{9}, LeaseID: client.ID{7}}
+	ack, err := c.Ack(ctx, []client.Message{msg}, client.Completed, client.AckOptions{})
+	if err != nil || ack[0].Err != nil {
+		t.Fatalf("ack while the leader built its engine: %v %v", ack, err)
+	}
+	if f.pushes.Load() != int64(len(building))+1 || f.acks.Load() != int64(len(building))+1 {
+		t.Fatalf("%d pushes and %d acks reached the broker, want %d each", f.pushes.Load(), f.acks.Load(), len(building)+1)
 	}
 }
