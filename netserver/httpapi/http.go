@@ -169,10 +169,13 @@ type Server struct {
 	refusing       atomic.Int32 // refusals being written
 }
 
-// New returns an HTTP bridge over e.
+// New returns an HTTP bridge over e. A broker of a replicated cluster has
+// no one engine (e nil, with a Config.DataPlane): it serves the data plane,
+// health, the cluster's map and the queues' configuration, and answers the
+// other routes 503 (routesWithoutEngine).
 func New(cfg Config, e *engine.Engine) (*Server, error) {
-	if e == nil {
-		return nil, fmt.Errorf("%w: no engine", engine.ErrInvalid)
+	if e == nil && cfg.DataPlane == nil {
+		return nil, fmt.Errorf("%w: no engine and no data plane", engine.ErrInvalid)
 	}
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -382,6 +385,9 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 		panic("httpapi: route " + pattern + " has no row in netserver's access table")
 	}
 	s.patterns = append(s.patterns, pattern)
+	if s.e == nil && !routesWithoutEngine[pattern] {
+		h = notServedWithoutEngine
+	}
 	if lv == netserver.LevelMetrics {
 		lv = netserver.LevelPublic
 		if s.cfg.Auth.MetricsAuth {
@@ -398,6 +404,36 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 			h(w, r)
 		}
 	})
+}
+
+// routesWithoutEngine are the routes a bridge without one engine (a
+// broker of a replicated cluster) serves: the data plane goes through
+// Config.DataPlane, a queue's configuration through Config.Cluster (etcd,
+// which every broker applies to the engines of the shards it leads).
+// The others read one engine's state; they answer 503, as the binary
+// door's operator requests do on such a broker.
+var routesWithoutEngine = map[string]bool{
+	"GET /health":                   true,
+	"GET /api/v1/cluster":           true,
+	"POST /api/v1/push":             true,
+	"GET /api/v1/pop/queue/{queue}": true,
+	"GET /api/v1/pop":               true,
+	"GET /api/v1/pop/queue/{queue}/partition/{partition...}": true,
+	"POST /api/v1/ack":                        true,
+	"POST /api/v1/ack/batch":                  true,
+	"POST /api/v1/transaction":                true,
+	"POST /api/v1/lease/{leaseId}/extend":     true,
+	"POST /api/v1/configure":                  true,
+	"DELETE /api/v1/resources/queues/{queue}": true,
+	"GET /api/v1/system/maintenance":          true,
+	"POST /api/v1/system/maintenance":         true,
+	"GET /api/v1/system/maintenance/pop":      true,
+	"POST /api/v1/system/maintenance/pop":     true,
+	"/":                                       true,
+}
+
+func notServedWithoutEngine(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusServiceUnavailable, "this route is not served by a broker of a replicated cluster yet")
 }
 
 // routes registers every route of Queen's HTTP API v1 that Regent serves.

@@ -229,6 +229,10 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) {
 	if req.Task != nil {
 		o.Task = *req.Task
 	}
+	if s.e == nil {
+		s.configureWithoutEngine(w, r, *req.Queue, o)
+		return
+	}
 	res, err := s.e.Configure(r.Context(), *req.Queue, o)
 	if err == nil && s.cfg.Cluster != nil {
 		err = s.cfg.Cluster.Configured(r.Context(), *req.Queue, res.Options)
@@ -237,15 +241,42 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	s.writeValue(w, http.StatusOK, struct {
-		Configured  bool             `json:"configured"`
-		QueueID     string           `json:"queueId"`
-		PartitionID string           `json:"partitionId"`
-		Queue       string           `json:"queue"`
-		Namespace   string           `json:"namespace"`
-		Task        string           `json:"task"`
-		Options     queueOptionsJSON `json:"options"`
-	}{true, res.QueueID.String(), res.PartitionID.String(), *req.Queue, res.Options.Namespace, res.Options.Task, optionsJSON(&res.Options)})
+	s.writeValue(w, http.StatusOK, configured{true, res.QueueID.String(), res.PartitionID.String(), *req.Queue, res.Options.Namespace, res.Options.Task, optionsJSON(&res.Options)})
+}
+
+// configured is configure's answer: the options as stored.
+type configured struct {
+	Configured  bool             `json:"configured"`
+	QueueID     string           `json:"queueId"`
+	PartitionID string           `json:"partitionId"`
+	Queue       string           `json:"queue"`
+	Namespace   string           `json:"namespace"`
+	Task        string           `json:"task"`
+	Options     queueOptionsJSON `json:"options"`
+}
+
+// configureWithoutEngine configures a queue on a broker of a replicated
+// cluster: through etcd, which every broker up applies to the engines of
+// the shards it leads before the answer (an engine built later applies it
+// when built). A queue has an id per shard's engine there: the answer
+// names none (queueId and partitionId are "").
+func (s *Server) configureWithoutEngine(w http.ResponseWriter, r *http.Request, queue string, o engine.QueueOptions) {
+	if s.cfg.Cluster == nil {
+		notServedWithoutEngine(w, r)
+		return
+	}
+	err := engine.CheckQueueName(queue)
+	if err == nil {
+		err = o.Validate()
+	}
+	if err == nil {
+		err = s.cfg.Cluster.Configured(r.Context(), queue, o)
+	}
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.writeValue(w, http.StatusOK, configured{true, "", "", queue, o.Namespace, o.Task, optionsJSON(&o)})
 }
 
 // DELETE /api/v1/resources/queues/{queue}

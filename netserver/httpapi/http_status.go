@@ -13,11 +13,20 @@ import (
 // GET /health: 200 {"status":"healthy",...}, or 503 "unhealthy" when the
 // engine is closed or its journal failed (Queen's "database" field says
 // whether the journal takes writes).
+// healthy is the engine's Healthy; nil without one (a replicated broker's
+// journal failing stops the broker).
+func (s *Server) healthy() error {
+	if s.e == nil {
+		return nil
+	}
+	return s.e.Healthy()
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	status, db, code := "healthy", "connected", http.StatusOK
 	var reason any
 	journal, tcp := "ok", "ok"
-	if err := s.e.Healthy(); err != nil {
+	if err := s.healthy(); err != nil {
 		status, db, code, reason = "unhealthy", "disconnected", http.StatusServiceUnavailable, err.Error()
 		journal = err.Error()
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/rand"
 	"net/http"
 
 	"github.com/regentmq/regent/engine"
@@ -158,7 +159,7 @@ func (s *Server) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "operations array cannot be empty")
 		return
 	}
-	txID := s.e.NewID()
+	txID := s.newID()
 	if badOp != "" {
 		b := []byte(`{"transactionId":`)
 		b = appendUUID(b, txID)
@@ -239,7 +240,7 @@ func txnAckItem(a *ackFields) (engine.AckItem, string) {
 // otherwise the transaction's only listed lease; none on a server with
 // unchecked acks.
 func (s *Server) requiredLease(it *engine.AckItem, required []engine.UUID) engine.UUID {
-	if len(required) == 0 || s.e.UncheckedAcks() {
+	if len(required) == 0 || (s.e != nil && s.e.UncheckedAcks()) {
 		return engine.UUID{}
 	}
 	if live, ok := s.dp.LiveLease(it.PartitionID, it.Group); ok {
@@ -334,4 +335,17 @@ func (s *Server) writeTxnResult(w http.ResponseWriter, txID engine.UUID, ops []t
 	}
 	b = append(b, "]}"...)
 	writeJSON(w, http.StatusOK, b)
+}
+
+// newID names a transaction: the engine's next id, or without one a
+// random (version 4) UUID.
+func (s *Server) newID() engine.UUID {
+	if s.e != nil {
+		return s.e.NewID()
+	}
+	var u engine.UUID
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
 }

@@ -38,15 +38,21 @@ func newHTTPMetrics(s *Server) *httpMetrics {
 	// and global to the process; Regent writes nothing else through it.
 	metrics.ExposeMetadata(true)
 	m := &httpMetrics{s: s, set: metrics.NewSet()}
+	m.set.RegisterMetricsWriter(m.write)
+	if s.e == nil {
+		return m // no engine to sample: its routes answer 503 (routesWithoutEngine)
+	}
 	m.smp.e = s.e
 	m.hist = newFlowHistory(s.e)
-	m.set.RegisterMetricsWriter(m.write)
 	return m
 }
 
 // startSampler samples throughput every 5 s until stop is called (between
 // scrapes the sampler also samples lazily, so Handler works without Serve).
 func (m *httpMetrics) startSampler() (stop func()) {
+	if m.hist == nil {
+		return func() {}
+	}
 	done := make(chan struct{})
 	var once sync.Once
 	go func() {
