@@ -20,6 +20,7 @@ import (
 	"github.com/regentmq/regent/cluster"
 	"github.com/regentmq/regent/cluster/meta"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -515,10 +516,16 @@ func unavailable(err error) error {
 	return protocol.NewError(protocol.CodeUnavailable, "the cluster's etcd: "+err.Error())
 }
 
-// dataPlane is the HTTP bridge's data plane over e: every partition of
-// the cluster, forwarding what another broker owns to it (forward.go).
+// dataPlane is the HTTP bridge's data plane: every partition of the
+// cluster, forwarding what another broker owns (stage 1) or leads (stage
+// 2) to it (forward.go). This broker's part goes to e, or without one to
+// the engines of the replicated shards it leads.
 func (c *clusterPart) dataPlane(e *engine.Engine) *forwarder {
-	c.fw = newForwarder(e, c)
+	if c.rp != nil {
+		c.fw = newForwarder(failoverPlane{c.rp.plane}, c)
+	} else {
+		c.fw = newForwarder(netserver.EnginePlane{E: e}, c)
+	}
 	return c.fw
 }
 

@@ -108,12 +108,6 @@ func (b *Broker) buildDoors() (err error) {
 	if b.d.tcp, err = tcp.New(tc, b.e); err != nil {
 		return err
 	}
-	if b.replicas() != nil {
-		// The HTTP bridge reads the broker's one engine, which a broker
-		// of replicated shards does not have: not served yet.
-		b.opts.Logger.Warn("broker: the HTTP door is not served by a broker of a replicated cluster yet", "addr", b.opts.HTTPAddr)
-		return nil
-	}
 	hc := b.d.httpCfg
 	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
 	if b.cl != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/regentmq/regent/cluster"
 	"github.com/regentmq/regent/cluster/meta"
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -67,9 +68,17 @@ import (
 // producerSub, and an ack result's queue and partition names (Queen's
 // queueName and partitionName are then null). A forwarded pop's lease does
 // not keep its messages' names (engine.PopRequest.AcksByName), so Queen's
-// acks by transactionId read them back at their broker. The links carry
-// no token: with authentication on, the other brokers refuse what is
-// forwarded to them (unauthenticated), which is not solved yet.
+// acks by transactionId read them back at their broker. With
+// authentication on, the links present the broker's own token (linkToken).
+//
+// In a replicated cluster (stage 2) the owner of a shard is its leader as
+// this broker knows it (replicaPart.leaderOf), this broker's part goes to
+// the engines of the shards it leads (shardPlane), and a not_leader from
+// either (the lead moved meanwhile: the next leader may commit what the
+// deposed one took) is answered as a part lost on the way (failover):
+// unavailable, and the request fails whole. A shard between two leaders
+// is answered unavailable at once; Queen's clients retry, and a resend
+// with transactionIds is deduplicated.
 
 // Forwarding timings.
 const (
@@ -94,7 +103,10 @@ const (
 // forwarder is a cluster's broker's netserver.DataPlane (doors.go gives it
 // to the HTTP door).
 type forwarder struct {
-	e     *engine.Engine
+	// local serves what this broker owns: its engine (stage 1), or the
+	// engines of the shards it leads (stage 2: shardPlane, through
+	// failoverPlane).
+	local netserver.DataPlane
 	c     *clusterPart
 	links *links
 	log   *slog.Logger
@@ -111,8 +123,8 @@ type forwarder struct {
 // group.
 type heldKey struct{ queue, group string }
 
-func newForwarder(e *engine.Engine, c *clusterPart) *forwarder {
-	return &forwarder{e: e, c: c, links: c.links, log: c.log, stop: make(chan struct{})}
+func newForwarder(local netserver.DataPlane, c *clusterPart) *forwarder {
+	return &forwarder{local: local, c: c, links: c.links, log: c.log, stop: make(chan struct{})}
 }
 
 // spawn runs fn on a goroutine that close waits for; it reports false,
@@ -151,6 +163,9 @@ func (f *forwarder) close() {
 // ownerOf says who serves shard s under v: this broker (local), or the
 // broker id; unavailable while the shard has no owner.
 func (f *forwarder) ownerOf(v *meta.View, s int) (id string, local bool, err error) {
+	if f.c.rp != nil && s >= 0 && s < len(v.Map.Owners) {
+		return f.c.rp.leaderOf(s)
+	}
 	if s < 0 || s >= len(v.Map.Owners) {
 		return "", false, protocol.NewError(protocol.CodeInternal, "shard "+strconv.Itoa(s)+" is outside the map")
 	}
@@ -178,7 +193,8 @@ func shardOf(m *cluster.Map, queue, partition string) int {
 func (f *forwarder) peers(v *meta.View) []string {
 	var out []string
 	for _, b := range v.Map.Brokers {
-		if b.ID != f.c.o.Node && v.Alive(b.ID) && slices.Contains(v.Map.Owners, b.ID) {
+		// A replicated shard may be led by any broker of its set.
+		if b.ID != f.c.o.Node && v.Alive(b.ID) && (f.c.rp != nil || slices.Contains(v.Map.Owners, b.ID)) {
 			out = append(out, b.ID)
 		}
 	}
@@ -317,7 +333,7 @@ func outcome(list []*part) error {
 func (f *forwarder) PushAsync(ctx context.Context, items []engine.PushItem, res []engine.PushResult, done func(error)) {
 	v := f.c.view.Load()
 	if len(res) < len(items) || v.Map.Shards <= 0 || f.pushesHere(v, items) {
-		f.e.PushAsync(items, res, done) // the engine refuses a short res
+		f.local.PushAsync(ctx, items, res, done) // the engine refuses a short res
 		return
 	}
 	p := placer{f: f, v: v}
@@ -333,7 +349,10 @@ func (f *forwarder) PushAsync(ctx context.Context, items []engine.PushItem, res 
 			res[i] = engine.PushResult{Status: engine.Failed, TransactionID: items[i].TransactionID, Err: pt.err}
 		}
 	}
-	local := func(pt *part, end func()) { runLocal(pt, items, res, f.e.PushAsync, fail, end) }
+	push := func(items []engine.PushItem, res []engine.PushResult, done func(error)) {
+		f.local.PushAsync(ctx, items, res, done)
+	}
+	local := func(pt *part, end func()) { runLocal(pt, items, res, push, fail, end) }
 	remote := func(pt *part) {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -394,7 +413,7 @@ func (f *forwarder) AckAsync(ctx context.Context, items []engine.AckItem, res []
 	v := f.c.view.Load()
 	g := v.Map.Shards
 	if len(res) < len(items) || g <= 0 || f.acksHere(v, items) {
-		f.e.AckAsync(items, res, done)
+		f.local.AckAsync(ctx, items, res, done)
 		return
 	}
 	p := placer{f: f, v: v}
@@ -410,7 +429,10 @@ func (f *forwarder) AckAsync(ctx context.Context, items []engine.AckItem, res []
 			res[i] = engine.AckResult{Err: pt.err}
 		}
 	}
-	local := func(pt *part, end func()) { runLocal(pt, items, res, f.e.AckAsync, fail, end) }
+	ack := func(items []engine.AckItem, res []engine.AckResult, done func(error)) {
+		f.local.AckAsync(ctx, items, res, done)
+	}
+	local := func(pt *part, end func()) { runLocal(pt, items, res, ack, fail, end) }
 	remote := func(pt *part) {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -485,7 +507,7 @@ func clientAck(it *engine.AckItem) client.Ack {
 // hold is asked of every other live broker at once; the first that holds
 // it answers.
 func (f *forwarder) ExtendLeaseAsync(ctx context.Context, id engine.UUID, d time.Duration, done func(time.Time, error)) {
-	f.e.ExtendLeaseAsync(id, d, func(exp time.Time, err error) {
+	f.local.ExtendLeaseAsync(ctx, id, d, func(exp time.Time, err error) {
 		if err == nil || !errors.Is(err, engine.ErrLeaseInvalid) || !f.spawn(func() { done(f.extendElsewhere(ctx, id, d, err)) }) {
 			done(exp, err)
 		}
@@ -542,7 +564,7 @@ func (f *forwarder) extendElsewhere(ctx context.Context, id engine.UUID, d time.
 // transaction's ack without a leaseId at another broker is then checked
 // against its only listed lease, if it lists one).
 func (f *forwarder) LiveLease(partitionID engine.UUID, group string) (engine.UUID, bool) {
-	return f.e.LiveLease(partitionID, group)
+	return f.local.LiveLease(partitionID, group)
 }
 
 // TransactionAsync is netserver.DataPlane's: a transaction whose items'
@@ -553,7 +575,7 @@ func (f *forwarder) LiveLease(partitionID engine.UUID, group string) (engine.UUI
 func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem, done func(engine.TxnResult, error)) {
 	v := f.c.view.Load()
 	if v.Map.Shards <= 0 {
-		f.e.TransactionAsync(acks, pushes, done)
+		f.local.TransactionAsync(ctx, acks, pushes, done)
 		return
 	}
 	var owners []string
@@ -588,7 +610,7 @@ func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem,
 	}
 	switch {
 	case local: // every item here (or none routable: the engine refuses them)
-		f.e.TransactionAsync(acks, pushes, done)
+		f.local.TransactionAsync(ctx, acks, pushes, done)
 	case len(owners) > 1:
 		slices.Sort(owners)
 		done(engine.TxnResult{}, protocol.NewError(protocol.CodeInvalid, fmt.Sprintf(
@@ -684,10 +706,7 @@ func (f *forwarder) PopAsync(req engine.PopRequest, done func([]engine.Message, 
 
 // popHere is this broker's engine's pop.
 func (f *forwarder) popHere(req engine.PopRequest, done func([]engine.Message, bool, error)) popWaiter {
-	if pw := f.e.PopAsync(req, done); pw != nil {
-		return pw
-	}
-	return nil
+	return f.local.PopAsync(req, done)
 }
 
 // popAnswer is one pop's answer.
@@ -700,7 +719,7 @@ type popAnswer struct {
 // popNow pops from this broker's engine without waiting (req.Wait false).
 func (f *forwarder) popNow(req engine.PopRequest) popAnswer {
 	ch := make(chan popAnswer, 1)
-	f.e.PopAsync(req, func(m []engine.Message, cut bool, err error) { ch <- popAnswer{m, cut, err} })
+	f.local.PopAsync(req, func(m []engine.Message, cut bool, err error) { ch <- popAnswer{m, cut, err} })
 	return <-ch
 }
 
@@ -934,10 +953,12 @@ func (p *fwdPop) pollAll(peers []string, req engine.PopRequest) (a popAnswer, ov
 		}
 	}
 	n++
-	pw := f.e.PopAsync(req, func(m []engine.Message, cut bool, err error) { rd.offer(popAnswer{m, cut, err}) })
+	pw := f.local.PopAsync(req, func(m []engine.Message, cut bool, err error) { rd.offer(popAnswer{m, cut, err}) })
 	defer func() {
 		rd.take()
-		pw.Cancel() // if it answered or answers now, the answer goes back (offer)
+		if pw != nil {
+			pw.Cancel() // if it answered or answers now, the answer goes back (offer)
+		}
 	}()
 	var firstErr error
 	for got := 0; got < n; {

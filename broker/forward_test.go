@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regentmq/regent/broker"
 	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/cluster"
 )
@@ -31,9 +32,12 @@ type bridge struct {
 	owners []string // by shard, the owner's id (b1..b3)
 }
 
-func startBridge(t *testing.T) *bridge {
+func startBridge(t *testing.T) *bridge { return startBridgeOf(t, nil) }
+
+// startBridgeOf is startBridge with the brokers' options tuned.
+func startBridgeOf(t *testing.T, tune func(i int, o *broker.Options)) *bridge {
 	t.Helper()
-	cl := brokertest.StartCluster(t, 3, nil)
+	cl := brokertest.StartCluster(t, 3, tune)
 	b := &bridge{t: t, cl: cl, down: make([]bool, 3), hc: &http.Client{Timeout: 30 * time.Second}, rnd: rand.New(rand.NewPCG(7, 11))}
 	t.Cleanup(b.hc.CloseIdleConnections)
 	for _, br := range cl.Brokers {

@@ -224,13 +224,30 @@ func linkErr(id string, err error) error {
 	if errors.As(err, &pe) {
 		// The broker's answer, or the client's refusal before sending (a
 		// link that cannot reach its broker): nothing was done.
-		if pe.Code != protocol.CodeNotOwner {
+		switch pe.Code {
+		case protocol.CodeNotLeader:
+			return failover(err)
+		case protocol.CodeNotOwner:
+		default:
 			return err
 		}
 		return protocol.NewError(protocol.CodeUnavailable, "broker "+id+" does not own the shard any more (the map is moving): "+pe.Msg)
 	}
 	return &lostError{protocol.NewError(protocol.CodeUnavailable, "forwarding to broker "+id+": "+err.Error()+
 		" (the request may or may not have taken effect there; sent again, pushes with a transactionId are deduplicated)")}
+}
+
+// failover is the bridge's answer for a replicated shard's not_leader
+// (its lead moved while the request was on its way, or was held: the next
+// leader may commit what the deposed one had taken). Queen's clients know
+// no not_leader, and the bridge does not know whether it took effect: it
+// is a *lostError, unavailable.
+func failover(err error) error {
+	if err == nil || lost(err) || protocol.CodeOf(err) != protocol.CodeNotLeader {
+		return err
+	}
+	return &lostError{protocol.NewError(protocol.CodeUnavailable, "the shard's lead is moving: "+err.Error()+
+		" (the request may or may not have taken effect; sent again, pushes with a transactionId are deduplicated)")}
 }
 
 // lostError is the error of a forwarded call that may have taken effect

@@ -12,6 +12,7 @@ import (
 	"github.com/regentmq/regent/cluster/replica"
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
+	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -29,7 +30,9 @@ import (
 // Of the operator's requests on the binary door, configuring a queue and
 // listing dead letters are served (over the engines of the shards led
 // here); the others (summaries, browsing, seeks, streams) answer
-// unavailable, and the HTTP bridge is not started: not served yet.
+// unavailable. The HTTP bridge serves the data plane through the
+// forwarder (forward.go: to each shard's leader), health, configure and
+// delete-queue; its routes that read one engine's state answer 503.
 
 // raftTick is the replicas' Raft tick: an election after
 // replica.Config.ElectionTicks (10) of them without the leader's word.
@@ -204,6 +207,58 @@ func (rp *replicaPart) engine(s int) (*engine.Engine, error) {
 		return nil, protocol.NewError(protocol.CodeNotLeader, fmt.Sprintf("shard %d is led by %s at %s (term %d)", s, b.ID, b.TCP, term))
 	}
 	return nil, protocol.NewError(protocol.CodeNotLeader, fmt.Sprintf("shard %d has no leader that serves it yet (term %d): ask again", s, term))
+}
+
+// leaderOf says who serves shard s for the HTTP bridge's forwarder: this
+// broker (local) while its engine serves it, else the leader it knows of;
+// unavailable while there is none, or this broker's engine is being built.
+// A shard this broker holds no replica of goes to its preferred leader,
+// which answers not_leader if the lead is elsewhere.
+func (rp *replicaPart) leaderOf(s int) (id string, local bool, err error) {
+	sh := rp.node.Shard(uint32(s))
+	if sh == nil {
+		if b := rp.brokerOf(rp.preferred(uint32(s))); b != nil {
+			return b.ID, false, nil
+		}
+		return "", false, protocol.NewError(protocol.CodeUnavailable, fmt.Sprintf("shard %d has no replica set in the map", s))
+	}
+	e, lead, term := sh.Engine()
+	if e != nil {
+		return rp.c.o.Node, true, nil
+	}
+	if b := rp.brokerOf(lead); b != nil && b.ID != rp.c.o.Node {
+		return b.ID, false, nil
+	}
+	return "", false, protocol.NewError(protocol.CodeUnavailable, fmt.Sprintf("shard %d has no leader that serves it yet (term %d): try again", s, term))
+}
+
+// failoverPlane is the HTTP bridge's view of this broker's shardPlane:
+// a part refused or failed not_leader (its shard's lead moved meanwhile)
+// is answered as the bridge answers a part lost on the way (failover).
+type failoverPlane struct{ p *shardPlane }
+
+func (f failoverPlane) PushAsync(ctx context.Context, items []engine.PushItem, res []engine.PushResult, done func(error)) {
+	f.p.PushAsync(ctx, items, res, func(err error) { done(failover(err)) })
+}
+
+func (f failoverPlane) PopAsync(req engine.PopRequest, done func([]engine.Message, bool, error)) netserver.PopWaiter {
+	return f.p.PopAsync(req, func(m []engine.Message, cut bool, err error) { done(m, cut, failover(err)) })
+}
+
+func (f failoverPlane) AckAsync(ctx context.Context, items []engine.AckItem, res []engine.AckResult, done func(error)) {
+	f.p.AckAsync(ctx, items, res, func(err error) { done(failover(err)) })
+}
+
+func (f failoverPlane) TransactionAsync(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem, done func(engine.TxnResult, error)) {
+	f.p.TransactionAsync(ctx, acks, pushes, func(r engine.TxnResult, err error) { done(r, failover(err)) })
+}
+
+func (f failoverPlane) ExtendLeaseAsync(ctx context.Context, id engine.UUID, d time.Duration, done func(time.Time, error)) {
+	f.p.ExtendLeaseAsync(ctx, id, d, func(exp time.Time, err error) { done(exp, failover(err)) })
+}
+
+func (f failoverPlane) LiveLease(partitionID engine.UUID, group string) (engine.UUID, bool) {
+	return f.p.LiveLease(partitionID, group)
 }
 
 // served appends the engines of the shards this broker leads now.

@@ -28,13 +28,17 @@ type cluster3 struct {
 	rng     *rand.Rand
 }
 
-func startCluster3(t *testing.T) *cluster3 {
+func startCluster3(t *testing.T) *cluster3 { return startCluster3Of(t, 0) }
+
+// startCluster3Of is startCluster3 with every shard on replicas brokers
+// (0: stage 1, one owner per shard).
+func startCluster3Of(t *testing.T, replicas int) *cluster3 {
 	t.Helper()
 	cfg := &Config{Binary: binary(t), Dir: t.TempDir(), StartTimeout: 60 * time.Second}
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Brokers = 3
+	cfg.Brokers, cfg.Replicas = 3, replicas
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	bs, err := startBrokers(ctx, cfg)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 )
@@ -99,7 +100,50 @@ func TestClusterSemanticsHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
-	c := startCluster3(t)
+	semanticsHTTP(t, startCluster3(t))
+}
+
+// TestReplicatedSemanticsHTTP runs the same scenarios on three brokers
+// whose every shard has three replicas, once each shard's lead has
+// settled (a first leader hands the lead to its preferred broker about
+// 3 s after it took it): every request through a random broker's HTTP
+// bridge, which forwards it to the shard's leader.
+func TestReplicatedSemanticsHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	c := startCluster3Of(t, 3)
+	c.waitLeadersSettled(t)
+	semanticsHTTP(t, c)
+}
+
+// waitLeadersSettled waits until the map names a leader for every shard
+// and the leaders have not moved for 4 s (at most 30 s).
+func (c *cluster3) waitLeadersSettled(t *testing.T) {
+	t.Helper()
+	ctx := testContext(t, 45*time.Second)
+	start := time.Now()
+	var last []string
+	moved := time.Now()
+	for {
+		m, err := c.clients[0].Cluster(ctx)
+		if err == nil && len(m.Owners) > 0 && !slices.Contains(m.Owners, "") {
+			if !slices.Equal(m.Owners, last) {
+				last, moved = m.Owners, time.Now()
+			}
+			if time.Since(moved) >= 4*time.Second {
+				return
+			}
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the shards' leaders did not settle in 30 s: %v %v", last, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// semanticsHTTP is TestClusterSemanticsHTTP's scenarios on c.
+func semanticsHTTP(t *testing.T, c *cluster3) {
 	if code := c.httpCall(t, "POST", "/api/v1/configure", obj{"queue": "hq",
 		"options": obj{"retryLimit": 1, "retryDelay": 50, "leaseTime": 2}}, nil); code != http.StatusOK {
 		t.Fatalf("configure: %d", code)
