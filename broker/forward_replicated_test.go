@@ -2,11 +2,13 @@ package broker_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/broker/brokertest"
 )
 
 // retry503 sends a request to broker i until it is answered other than
@@ -22,6 +24,56 @@ func (b *bridge) retry503(i int, method, path string, body any) answer {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// pushUntilStored pushes items through brokers picked at random until
+// each is stored: a push answered 503 is sent again whole (its
+// transactionIds deduplicate what a part stored), and the items of a
+// shard refused while it had no leader (answered failed) again.
+func (b *bridge) pushUntilStored(items []pushItem) int { return b.pushUntilStoredAt(b.any, items) }
+
+// pushUntilStoredAt is pushUntilStored through the brokers pick picks; it
+// returns how many items were refused on the way.
+func (b *bridge) pushUntilStoredAt(pick func() int, items []pushItem) (refused int) {
+	b.t.Helper()
+	todo := items
+	for tries := 0; len(todo) > 0; tries++ {
+		if tries == 200 {
+			b.t.Fatalf("%d items still refused: %v", len(todo), todo)
+		}
+		var res []pushResult
+		b.json(b.retry503(pick(), "POST", "/api/v1/push", map[string]any{"items": todo}), 201, &res)
+		var again []pushItem
+		for j, r := range res {
+			switch {
+			case r.Status == "queued" || r.Status == "duplicate":
+			case r.Status == "failed" && (strings.Contains(r.Error, "no leader") || strings.Contains(r.Error, "unavailable")):
+				again = append(again, todo[j])
+			default:
+				b.t.Fatalf("push: %+v", r)
+			}
+		}
+		refused += len(again)
+		if todo = again; len(todo) > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return refused
+}
+
+// popRetrying pops through broker i (path after /api/v1/pop/queue/),
+// sent again while answered 503.
+func (b *bridge) popRetrying(i int, path string) []popMsg {
+	b.t.Helper()
+	a := b.retry503(i, "GET", "/api/v1/pop/queue/"+path, nil)
+	if a.status == 204 {
+		return nil
+	}
+	var out struct {
+		Messages []popMsg `json:"messages"`
+	}
+	b.json(a, 200, &out)
+	return out.Messages
 }
 
 // TestHTTPBridgeServesAReplicatedCluster: Queen's HTTP API on three
@@ -54,44 +106,11 @@ func TestHTTPBridgeServesAReplicatedCluster(t *testing.T) {
 		items = append(items, pushItem{Queue: "rq", Partition: fmt.Sprintf("p%d", n%parts), TransactionID: fmt.Sprintf("r-%d", n), Payload: map[string]int{"n": n}})
 	}
 	for k := 0; k < len(items); k += 8 {
-		// A push answered 503 is sent again whole (its transactionIds
-		// deduplicate what a part stored), and the items of a shard
-		// refused while it had no leader (answered failed) again.
-		todo := items[k : k+8]
-		for tries := 0; len(todo) > 0; tries++ {
-			if tries == 100 {
-				t.Fatalf("%d items still refused: %v", len(todo), todo)
-			}
-			var res []pushResult
-			b.json(b.retry503(b.any(), "POST", "/api/v1/push", map[string]any{"items": todo}), 201, &res)
-			var again []pushItem
-			for j, r := range res {
-				switch {
-				case r.Status == "queued" || r.Status == "duplicate":
-				case r.Status == "failed" && strings.Contains(r.Error, "no leader"):
-					again = append(again, todo[j])
-				default:
-					t.Fatalf("push: %+v", r)
-				}
-			}
-			if todo = again; len(todo) > 0 {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+		b.pushUntilStored(items[k : k+8])
 	}
 
 	seen := map[string]int{}
-	popAt := func(i int, path string) []popMsg {
-		a := b.retry503(i, "GET", "/api/v1/pop/queue/"+path, nil)
-		if a.status == 204 {
-			return nil
-		}
-		var out struct {
-			Messages []popMsg `json:"messages"`
-		}
-		b.json(a, 200, &out)
-		return out.Messages
-	}
+	popAt := b.popRetrying
 	// Half by named partitions; one lease is extended through every broker
 	// (two of which do not lead its shard) before its ack.
 	for p := range parts / 2 {
@@ -145,5 +164,83 @@ func TestHTTPBridgeServesAReplicatedCluster(t *testing.T) {
 	b.json(b.call(2, "GET", "/health", nil), 200, &h)
 	if h["status"] != "healthy" {
 		t.Fatalf("health: %v", h)
+	}
+}
+
+// TestHTTPBridgeAcrossAReplicatedLeadersStop: Queen's clients on a
+// replicated cluster keep every push through a failover. 30 messages are
+// pushed through the HTTP bridges; once the first broker leads a shard it
+// stops while 60 more are pushed through the other two, one every 40 ms,
+// those answered 503 or failed while the shards it led elect sent again as
+// Queen's clients do (transactionIds deduplicate). Every message is then delivered once
+// through the two brokers left, and nothing else.
+func TestHTTPBridgeAcrossAReplicatedLeadersStop(t *testing.T) {
+	b := startBridgeOf(t, func(i int, o *broker.Options) {
+		o.Cluster.Replicas = 3
+		o.Cluster.Shards = 4
+	})
+	var items []pushItem
+	const total = 90
+	for n := range total {
+		items = append(items, pushItem{Queue: "fo", Partition: fmt.Sprintf("p%d", n%8), TransactionID: fmt.Sprintf("f-%d", n), Payload: map[string]int{"n": n}})
+	}
+	for k := 0; k < 30; k += 6 {
+		b.pushUntilStored(items[k : k+6])
+	}
+	// b1 leads a shard once the leads have gone back to their preferred
+	// brokers (3 s after the first elections).
+	brokertest.CheckFor(t, 30*time.Second, func() error {
+		var m struct {
+			Owners []string `json:"owners"`
+		}
+		b.json(b.call(1, "GET", "/api/v1/cluster", nil), 200, &m)
+		if !slices.Contains(m.Owners, "b1") || slices.Contains(m.Owners, "") {
+			return fmt.Errorf("leaders %v", m.Owners)
+		}
+		return nil
+	})
+	// The rest one at a time through b2 and b3 while b1 stops.
+	pushed := make(chan struct{})
+	started := make(chan struct{})
+	refused := 0
+	go func() {
+		defer close(pushed)
+		n := 0
+		for k := 30; k < total; k++ {
+			if k == 33 {
+				close(started)
+			}
+			refused += b.pushUntilStoredAt(func() int { n++; return 1 + n%2 }, items[k:k+1])
+			time.Sleep(40 * time.Millisecond) // past the stop's end: 60 pushes over 2.4 s
+		}
+	}()
+	<-started
+	b.cl.Stop(0)
+	<-pushed
+	b.down[0] = true
+	t.Logf("items refused while b1 stopped (a shard without a leader), sent again: %d", refused)
+	seen := map[string]int{}
+	deadline := time.Now().Add(60 * time.Second)
+	for p := 0; p < 8; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages delivered in 60 s: %v", len(seen), total, seen)
+		}
+		msgs := b.popRetrying(b.any(), fmt.Sprintf("fo/partition/p%d?batch=100", p))
+		if len(msgs) == 0 {
+			p++
+			continue
+		}
+		for _, m := range msgs {
+			seen[m.TransactionID]++
+		}
+		b.ack(b.any(), msgs, false)
+	}
+	for n := range total {
+		if c := seen[fmt.Sprintf("f-%d", n)]; c != 1 {
+			t.Fatalf("f-%d delivered %d times (%d distinct messages)", n, c, len(seen))
+		}
+	}
+	if len(seen) != total {
+		t.Fatalf("%d distinct messages delivered, want %d", len(seen), total)
 	}
 }

@@ -16,7 +16,12 @@ import (
 // decodes the answer into out (when not nil); it returns the status.
 func (c *cluster3) httpCall(t *testing.T, method, path string, body any, out any) int {
 	t.Helper()
-	b := c.brokers[c.rng.IntN(len(c.brokers))]
+	return httpCallAt(t, c.brokers[c.rng.IntN(len(c.brokers))], method, path, body, out)
+}
+
+// httpCallAt is httpCall at broker b.
+func httpCallAt(t *testing.T, b *broker, method, path string, body any, out any) int {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		j, err := json.Marshal(body)
@@ -269,4 +274,112 @@ func (c *cluster3) httpPopWait(t *testing.T, queue, partition, group string) []o
 	}
 	t.Fatalf("%s/%s: nothing came back within 10 s", queue, partition)
 	return nil
+}
+
+// TestReplicatedHTTPAcrossALeadersKill: Queen's clients on a replicated
+// cluster lose nothing to a kill -9. Once the shards' leads have settled,
+// 30 messages are pushed through the brokers' HTTP bridges; a broker
+// leading a shard is killed while 60 more are pushed, one every 40 ms,
+// through the other two: what is answered 503 or failed (a shard between
+// two leaders) is sent again, as Queen's clients do, and deduplicated by
+// its transactionId. Every message is then popped and acked once through
+// the survivors, and nothing else comes.
+func TestReplicatedHTTPAcrossALeadersKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	c := startCluster3Of(t, 3)
+	c.waitLeadersSettled(t)
+	ctx := testContext(t, 2*time.Minute)
+	m, err := c.clients[0].Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := -1
+	for i := range c.brokers {
+		if slices.Contains(m.Owners, fmt.Sprintf("b%d", i+1)) {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("no broker leads a shard: %v", m.Owners)
+	}
+	var alive []*broker
+	for i, b := range c.brokers {
+		if i != victim {
+			alive = append(alive, b)
+		}
+	}
+	const total = 90
+	refused := 0
+	push := func(k int, at *broker) {
+		item := obj{"queue": "kq", "partition": fmt.Sprintf("p%d", k%8), "transactionId": fmt.Sprintf("k-%d", k), "payload": obj{"n": k}}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var res []obj
+			code := httpCallAt(t, at, "POST", "/api/v1/push", obj{"items": []obj{item}}, &res)
+			if code == http.StatusCreated && len(res) == 1 && (res[0]["status"] == "queued" || res[0]["status"] == "duplicate") {
+				return
+			}
+			if code != http.StatusServiceUnavailable && (code != http.StatusCreated || len(res) != 1 || res[0]["status"] != "failed") {
+				t.Fatalf("push of k-%d: %d %v", k, code, res)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("push of k-%d not stored in 30 s: %d %v", k, code, res)
+			}
+			refused++
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for k := range 30 {
+		push(k, c.brokers[k%3])
+	}
+	for k := 30; k < total; k++ {
+		if k == 33 {
+			c.brokers[victim].kill()
+		}
+		push(k, alive[k%2])
+		time.Sleep(40 * time.Millisecond)
+	}
+	t.Logf("killed %s; pushes answered 503 or failed on the way, sent again: %d", c.brokers[victim].name(), refused)
+	seen := map[string]int{}
+	deadline := time.Now().Add(60 * time.Second)
+	for p, k := 0, 0; p < 8; k++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages delivered in 60 s", len(seen), total)
+		}
+		var ans struct {
+			Messages []obj `json:"messages"`
+		}
+		at := alive[k%2]
+		code := httpCallAt(t, at, "GET", fmt.Sprintf("/api/v1/pop/queue/kq/partition/p%d?batch=100", p), nil, &ans)
+		switch {
+		case code == http.StatusServiceUnavailable:
+			time.Sleep(50 * time.Millisecond)
+			continue
+		case code == http.StatusNoContent:
+			p++
+			continue
+		case code != http.StatusOK:
+			t.Fatalf("pop of p%d: %d", p, code)
+		}
+		var acks []obj
+		for _, m := range ans.Messages {
+			seen[fmt.Sprint(m["transactionId"])]++
+			acks = append(acks, obj{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"})
+		}
+		var res []obj
+		if code := httpCallAt(t, alive[(k+1)%2], "POST", "/api/v1/ack/batch", obj{"acknowledgments": acks}, &res); code != http.StatusOK || len(res) != len(acks) {
+			t.Fatalf("ack of %d messages: %d %v", len(acks), code, res)
+		}
+	}
+	for k := range total {
+		if n := seen[fmt.Sprintf("k-%d", k)]; n != 1 {
+			t.Fatalf("k-%d delivered %d times", k, n)
+		}
+	}
+	if len(seen) != total {
+		t.Fatalf("%d distinct messages delivered, want %d", len(seen), total)
+	}
 }
