@@ -76,9 +76,10 @@ import (
 // the engines of the shards it leads (shardPlane), and a not_leader from
 // either (the lead moved meanwhile: the next leader may commit what the
 // deposed one took) is answered as a part lost on the way (failover):
-// unavailable, and the request fails whole. A shard between two leaders
-// is answered unavailable at once; Queen's clients retry, and a resend
-// with transactionIds is deduplicated.
+// unavailable, and the request fails whole; Queen's clients retry, and a
+// resend with transactionIds is deduplicated. A part whose shard has no
+// leader that serves it yet (an election, or a new leader building its
+// engine) waits for one, up to electionWait, before it is refused.
 
 // Forwarding timings.
 const (
@@ -211,6 +212,7 @@ type part struct {
 	local bool   // this broker
 	idx   []int  // the items' places in the request, ascending
 	err   error  // why the part was refused whole
+	shard int    // the shard of its items, when err is an election's (electing)
 }
 
 // placer groups a request's items by the broker serving them.
@@ -229,7 +231,7 @@ func (p *placer) place(i, s int) {
 	if err != nil {
 		key = "\x00" + err.Error()
 	}
-	p.add(i, key, part{id: id, local: local, err: err})
+	p.add(i, key, part{id: id, local: local, err: err, shard: s})
 }
 
 // add puts item i in the part of key, made as pt when it is the first.
@@ -268,6 +270,7 @@ func (f *forwarder) run(list []*part, local func(pt *part, end func()), remote f
 	}
 	for _, pt := range list {
 		switch {
+		case electing(pt.err) && f.spawn(func() { f.afterElection(pt, local, remote, fail, end) }):
 		case pt.err != nil:
 			fail(pt)
 			end()
@@ -279,6 +282,42 @@ func (f *forwarder) run(list []*part, local func(pt *part, end func()), remote f
 				fail(pt)
 				end()
 			}
+		}
+	}
+}
+
+// electionWait bounds how long a part of a replicated shard that has no
+// leader yet waits for one (an election, or a new leader building its
+// engine) before it is refused; the Go client waits as long (noOwnerWait).
+const electionWait = 5 * time.Second
+
+// afterElection runs a part whose shard was being elected (see run) once
+// the shard has a leader, or refuses it after electionWait.
+func (f *forwarder) afterElection(pt *part, local func(pt *part, end func()), remote func(pt *part), fail func(pt *part), end func()) {
+	deadline := time.Now().Add(electionWait)
+	for pause := 25 * time.Millisecond; ; pause = min(2*pause, 400*time.Millisecond) {
+		select {
+		case <-f.stop:
+			fail(pt)
+			end()
+			return
+		case <-time.After(min(pause, time.Until(deadline))):
+		}
+		id, here, err := f.ownerOf(f.c.view.Load(), pt.shard)
+		if err == nil {
+			pt.id, pt.local, pt.err = id, here, nil
+			if here {
+				local(pt, end)
+			} else {
+				remote(pt)
+				end()
+			}
+			return
+		}
+		if pt.err = err; !electing(err) || !time.Now().Before(deadline) {
+			fail(pt)
+			end()
+			return
 		}
 	}
 }

@@ -244,3 +244,30 @@ func TestHTTPBridgeAcrossAReplicatedLeadersStop(t *testing.T) {
 		t.Fatalf("%d distinct messages delivered, want %d", len(seen), total)
 	}
 }
+
+// TestHTTPBridgeWaitsOutAnElection: a push through the HTTP bridge as soon
+// as the cluster is up, while its shards elect their first leaders, is
+// stored whole: a part whose shard has no leader yet waits for one (up to
+// electionWait), as the Go client does, where it was answered failed item
+// by item (Queen's clients do not resend a failed item).
+func TestHTTPBridgeWaitsOutAnElection(t *testing.T) {
+	b := startBridgeOf(t, func(i int, o *broker.Options) {
+		o.Cluster.Replicas = 3
+		o.Cluster.Shards = 4
+	})
+	var items []pushItem
+	for n := range 16 {
+		items = append(items, pushItem{Queue: "early", Partition: fmt.Sprintf("p%d", n), TransactionID: fmt.Sprintf("e-%d", n), Payload: n})
+	}
+	start := time.Now()
+	var res []pushResult
+	// A 503 (a lead handed back in the meantime: maybe stored) is sent
+	// again whole; transactionIds deduplicate.
+	b.json(b.retry503(b.any(), "POST", "/api/v1/push", map[string]any{"items": items}), 201, &res)
+	for _, r := range res {
+		if r.Status != "queued" && r.Status != "duplicate" {
+			t.Fatalf("a push while the shards elect, %v after the cluster is up: %+v", time.Since(start).Round(time.Millisecond), r)
+		}
+	}
+	t.Logf("stored %v after the cluster was up", time.Since(start).Round(time.Millisecond))
+}

@@ -229,7 +229,21 @@ func (rp *replicaPart) leaderOf(s int) (id string, local bool, err error) {
 	if b := rp.brokerOf(lead); b != nil && b.ID != rp.c.o.Node {
 		return b.ID, false, nil
 	}
-	return "", false, protocol.NewError(protocol.CodeUnavailable, fmt.Sprintf("shard %d has no leader that serves it yet (term %d): try again", s, term))
+	return "", false, &electionError{protocol.NewError(protocol.CodeUnavailable, fmt.Sprintf("shard %d has no leader that serves it yet (term %d): try again", s, term))}
+}
+
+// electionError says that a shard has no leader that serves it yet: an
+// election, or a new leader building its engine. The forwarder waits for
+// one (afterElection). It unwraps to a *protocol.Error, unavailable.
+type electionError struct{ err *protocol.Error }
+
+func (e *electionError) Error() string { return e.err.Error() }
+func (e *electionError) Unwrap() error { return e.err }
+
+// electing reports whether err is an electionError.
+func electing(err error) bool {
+	var ee *electionError
+	return errors.As(err, &ee)
 }
 
 // failoverPlane is the HTTP bridge's view of this broker's shardPlane:
