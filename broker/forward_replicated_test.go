@@ -65,15 +65,7 @@ func (b *bridge) pushUntilStoredAt(pick func() int, items []pushItem) (refused i
 // sent again while answered 503.
 func (b *bridge) popRetrying(i int, path string) []popMsg {
 	b.t.Helper()
-	a := b.retry503(i, "GET", "/api/v1/pop/queue/"+path, nil)
-	if a.status == 204 {
-		return nil
-	}
-	var out struct {
-		Messages []popMsg `json:"messages"`
-	}
-	b.json(a, 200, &out)
-	return out.Messages
+	return b.popAnswer(path, b.retry503(i, "GET", "/api/v1/pop/queue/"+path, nil))
 }
 
 // TestHTTPBridgeServesAReplicatedCluster: Queen's HTTP API on three

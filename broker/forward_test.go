@@ -173,7 +173,12 @@ type popMsg struct {
 // empty answer.
 func (b *bridge) pop(i int, path string) []popMsg {
 	b.t.Helper()
-	a := b.call(i, "GET", "/api/v1/pop/queue/"+path, nil)
+	return b.popAnswer(path, b.call(i, "GET", "/api/v1/pop/queue/"+path, nil))
+}
+
+// popAnswer decodes a pop's answer a.
+func (b *bridge) popAnswer(path string, a answer) []popMsg {
+	b.t.Helper()
 	if a.status == 204 {
 		return nil
 	}

@@ -69,6 +69,20 @@ func startFakeReplicated(t *testing.T, unknownFor int64) *fakeReplicated {
 	return f
 }
 
+// dialFake dials f with one connection; ctx ends after d (both go at the
+// test's end).
+func dialFake(t *testing.T, f *fakeReplicated, d time.Duration) (*client.Client, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, ctx
+}
+
 func (f *fakeReplicated) serve(nc net.Conn) {
 	rd := protocol.NewReader(nc, 0)
 	for {
@@ -142,13 +156,7 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 // failed so, asking a broker that had just started).
 func TestNoOwnerYetWaitsForTheMap(t *testing.T) {
 	f := startFakeReplicated(t, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := dialFake(t, f, 10*time.Second)
 	if _, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"}); err != nil {
 		t.Fatalf("pop while the map named no owner for a while: %v", err)
 	}
@@ -161,15 +169,9 @@ func TestNoOwnerYetWaitsForTheMap(t *testing.T) {
 // unavailable, once the wait for one is over, not held for ever.
 func TestNoOwnerAtAllIsUnavailable(t *testing.T) {
 	f := startFakeReplicated(t, 1<<40)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := dialFake(t, f, 30*time.Second)
 	start := time.Now()
-	_, err = c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	_, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"})
 	if protocol.CodeOf(err) != protocol.CodeUnavailable {
 		t.Fatalf("pop with no owner ever: %v, want unavailable", err)
 	}
@@ -312,13 +314,7 @@ func TestANewLeaderStillBuildingIsWaitedFor(t *testing.T) {
 	}
 	f := startFakeReplicated(t, 0)
 	f.popAnswers, f.answers, f.ackAnswers = building, building, building
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, f.ln.Addr().String(), client.WithConns(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := dialFake(t, f, 30*time.Second)
 	start := time.Now()
 	if _, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"}); err != nil {
 		t.Fatalf("pop while the leader built its engine: %v", err)
