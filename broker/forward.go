@@ -213,6 +213,9 @@ type part struct {
 	idx   []int  // the items' places in the request, ascending
 	err   error  // why the part was refused whole
 	shard int    // the shard of its items, when err is an election's (electing)
+	// shards are its items' shards (a replicated cluster's leader may
+	// lead several): watchLead follows their leads.
+	shards []int
 }
 
 // placer groups a request's items by the broker serving them.
@@ -232,6 +235,9 @@ func (p *placer) place(i, s int) {
 		key = "\x00" + err.Error()
 	}
 	p.add(i, key, part{id: id, local: local, err: err, shard: s})
+	if pt := p.by[key]; !slices.Contains(pt.shards, s) {
+		pt.shards = append(pt.shards, s)
+	}
 }
 
 // add puts item i in the part of key, made as pt when it is the first.
@@ -322,6 +328,59 @@ func (f *forwarder) afterElection(pt *part, local func(pt *part, end func()), re
 	}
 }
 
+// leadWatchEvery is how often watchLead looks at a remote part's leads.
+const leadWatchEvery = 100 * time.Millisecond
+
+// watchLead follows, while a remote part of a replicated cluster's request
+// waits at its leader, the leads of the part's shards as this broker knows
+// them: once one has moved to another broker, the call is given up (its
+// context cancelled with a lostError: the deposed leader may have
+// proposed it, and the next may commit it). A leader that stopped without
+// closing its connections (SIGSTOP, a hung host) would otherwise hold the
+// request until callTimeout, or until it resumes. stop ends the watch.
+func (f *forwarder) watchLead(ctx context.Context, pt *part) (context.Context, func()) {
+	rp := f.c.rp
+	if rp == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // t is set before the function reads it
+	defer mu.Unlock()
+	t = time.AfterFunc(leadWatchEvery, func() {
+		for _, s := range pt.shards {
+			if id, _, err := rp.leaderOf(s); err == nil && id != pt.id {
+				cancel(&lostError{protocol.NewError(protocol.CodeUnavailable, fmt.Sprintf(
+					"shard %d's lead moved from %s to %s while the request waited there (it may or may not have taken effect; sent again, pushes with a transactionId are deduplicated)",
+					s, pt.id, id))})
+				return
+			}
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(leadWatchEvery)
+		}
+		mu.Unlock()
+	})
+	return ctx, func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// movedOr is err, or why watchLead gave the call up.
+func movedOr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); lost(cause) {
+		return cause
+	}
+	return err
+}
+
 // runLocal gives this broker's part of a push or an ack to the engine
 // (async: PushAsync or AckAsync) and puts its results in their places;
 // when the engine refuses the part whole, fail answers its items. end
@@ -395,8 +454,11 @@ func (f *forwarder) PushAsync(ctx context.Context, items []engine.PushItem, res 
 	remote := func(pt *part) {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
+		ctx, stop := f.watchLead(ctx, pt)
+		defer stop()
 		out, err := f.pushRemote(ctx, v, pt, items)
 		if err != nil {
+			err = movedOr(ctx, err)
 			pt.err = err
 			fail(pt)
 			return
@@ -475,8 +537,11 @@ func (f *forwarder) AckAsync(ctx context.Context, items []engine.AckItem, res []
 	remote := func(pt *part) {
 		ctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
+		ctx, stop := f.watchLead(ctx, pt)
+		defer stop()
 		out, err := f.ackRemote(ctx, v, pt, items)
 		if err != nil {
+			err = movedOr(ctx, err)
 			pt.err = err
 			fail(pt)
 			return

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -381,5 +382,91 @@ func TestReplicatedHTTPAcrossALeadersKill(t *testing.T) {
 	}
 	if len(seen) != total {
 		t.Fatalf("%d distinct messages delivered, want %d", len(seen), total)
+	}
+}
+
+// TestReplicatedHTTPStoppedLeader: a push forwarded by a broker's HTTP
+// bridge to a shard's leader that has just been stopped (SIGSTOP: its
+// connections stay open, so nothing tells the bridge it is gone) is not
+// held until the leader resumes: once the others have elected a new leader
+// (an election timeout, 1 to 2 s), the bridge gives the call up and
+// answers 503, the request's fate unknown (before, it waited there until
+// the leader resumed). Sent again, the push is stored once, and the
+// resumed broker stores nothing of it twice.
+func TestReplicatedHTTPStoppedLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	c := startCluster3Of(t, 3)
+	c.waitLeadersSettled(t)
+	ctx := testContext(t, 2*time.Minute)
+	m, err := c.clients[0].Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A partition led by b1, pushed through b2.
+	part := ""
+	for i := 0; i < 1000 && part == ""; i++ {
+		if p := fmt.Sprintf("p%d", i); m.Owners[m.ShardOf("sq", p)] == "b1" {
+			part = p
+		}
+	}
+	if part == "" {
+		t.Fatalf("b1 leads no shard: %v", m.Owners)
+	}
+	item := obj{"queue": "sq", "partition": part, "transactionId": "stopped", "payload": obj{"n": 1}}
+	leader, via := c.brokers[0], c.brokers[1]
+	// A first push opens b2's link to b1: the next waits there.
+	var warm []obj
+	if code := httpCallAt(t, via, "POST", "/api/v1/push", obj{"items": []obj{{"queue": "sq", "partition": part, "transactionId": "warm", "payload": obj{"n": 0}}}}, &warm); code != http.StatusCreated {
+		t.Fatalf("first push: %d %v", code, warm)
+	}
+	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			leader.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	start := time.Now()
+	var res []obj
+	code := httpCallAt(t, via, "POST", "/api/v1/push", obj{"items": []obj{item}}, &res)
+	took := time.Since(start)
+	t.Logf("a push forwarded to the stopped leader answered %d after %v", code, took.Round(time.Millisecond))
+	if took > 6*time.Second {
+		t.Fatalf("the push waited %v at a stopped leader", took)
+	}
+	if code != http.StatusServiceUnavailable && (code != http.StatusCreated || len(res) != 1 || res[0]["status"] != "queued") {
+		t.Fatalf("push: %d %v", code, res)
+	}
+	time.Sleep(time.Until(start.Add(8 * time.Second)))
+	resume()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		res = nil
+		code = httpCallAt(t, via, "POST", "/api/v1/push", obj{"items": []obj{item}}, &res)
+		if code == http.StatusCreated && len(res) == 1 && (res[0]["status"] == "queued" || res[0]["status"] == "duplicate") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the push is not stored 30 s after the leader resumed: %d %v", code, res)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var got struct {
+		Messages []obj `json:"messages"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code = httpCallAt(t, c.brokers[2], "GET", "/api/v1/pop/queue/sq/partition/"+part+"?batch=10&consumerGroup=audit", nil, &got)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusOK || len(got.Messages) != 2 || got.Messages[0]["transactionId"] != "warm" || got.Messages[1]["transactionId"] != "stopped" {
+		t.Fatalf("partition %s holds %d %v, want the two pushes once each", part, code, got.Messages)
 	}
 }
