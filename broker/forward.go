@@ -683,6 +683,7 @@ func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem,
 		return
 	}
 	var owners []string
+	var shards []int
 	local := true
 	see := func(s int) error {
 		id, here, err := f.ownerOf(v, s)
@@ -691,6 +692,9 @@ func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem,
 		}
 		if !slices.Contains(owners, id) {
 			owners = append(owners, id)
+		}
+		if !slices.Contains(shards, s) {
+			shards = append(shards, s)
 		}
 		local = local && here
 		return nil
@@ -725,7 +729,13 @@ func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem,
 		if !f.spawn(func() {
 			ctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
-			done(f.txnRemote(ctx, v, id, acks, pushes))
+			ctx, stop := f.watchLead(ctx, &part{id: id, shards: shards})
+			defer stop()
+			r, err := f.txnRemote(ctx, v, id, acks, pushes)
+			if err != nil {
+				err = movedOr(ctx, err)
+			}
+			done(r, err)
 		}) {
 			done(engine.TxnResult{}, errLinksClosed)
 		}
