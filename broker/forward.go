@@ -297,18 +297,32 @@ func (f *forwarder) run(list []*part, local func(pt *part, end func()), remote f
 // engine) before it is refused; the Go client waits as long (noOwnerWait).
 const electionWait = 5 * time.Second
 
-// afterElection runs a part whose shard was being elected (see run) once
-// the shard has a leader, or refuses it after electionWait.
-func (f *forwarder) afterElection(pt *part, local func(pt *part, end func()), remote func(pt *part), fail func(pt *part), end func()) {
+// awaitLeader waits, with growing pauses, until shard s has a leader that
+// serves it, for up to electionWait; it reports whether one came (false
+// too once the forwarder closes).
+func (f *forwarder) awaitLeader(s int) bool {
 	deadline := time.Now().Add(electionWait)
 	for pause := 25 * time.Millisecond; ; pause = min(2*pause, 400*time.Millisecond) {
 		select {
 		case <-f.stop:
-			fail(pt)
-			end()
-			return
+			return false
 		case <-time.After(min(pause, time.Until(deadline))):
 		}
+		_, _, err := f.ownerOf(f.c.view.Load(), s)
+		if err == nil {
+			return true
+		}
+		if !electing(err) || !time.Now().Before(deadline) {
+			return false
+		}
+	}
+}
+
+// afterElection runs a part whose shard was being elected (see run) once
+// the shard has a leader, or refuses it after electionWait.
+func (f *forwarder) afterElection(pt *part, local func(pt *part, end func()), remote func(pt *part), fail func(pt *part), end func()) {
+	if f.awaitLeader(pt.shard) {
+		// The lead may move again meanwhile: ownerOf says where it is now.
 		id, here, err := f.ownerOf(f.c.view.Load(), pt.shard)
 		if err == nil {
 			pt.id, pt.local, pt.err = id, here, nil
@@ -320,12 +334,10 @@ func (f *forwarder) afterElection(pt *part, local func(pt *part, end func()), re
 			}
 			return
 		}
-		if pt.err = err; !electing(err) || !time.Now().Before(deadline) {
-			fail(pt)
-			end()
-			return
-		}
+		pt.err = err
 	}
+	fail(pt)
+	end()
 }
 
 // leadWatchEvery is how often watchLead looks at a remote part's leads.
@@ -675,8 +687,16 @@ func (f *forwarder) LiveLease(partitionID engine.UUID, group string) (engine.UUI
 // shards all belong to one broker is applied there, whole, as one step.
 // One whose items belong to several brokers is refused: no broker can
 // apply it as one step (the next step is to push then ack, deduplicated
-// by transactionIds, as the Go client does across shards).
+// by transactionIds, as the Go client does across shards). One that
+// touches a replicated shard being elected waits for its leader (up to
+// electionWait), once, and is placed again.
 func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem, done func(engine.TxnResult, error)) {
+	f.transactionAsync(ctx, acks, pushes, done, false)
+}
+
+// transactionAsync is TransactionAsync; waited says that it waited for an
+// election once already (it does not wait twice).
+func (f *forwarder) transactionAsync(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem, done func(engine.TxnResult, error), waited bool) {
 	v := f.c.view.Load()
 	if v.Map.Shards <= 0 {
 		f.local.TransactionAsync(ctx, acks, pushes, done)
@@ -699,10 +719,24 @@ func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem,
 		local = local && here
 		return nil
 	}
+	refuse := func(s int, err error) {
+		// A shard being elected: the whole transaction waits for its
+		// leader (up to electionWait), then is placed again.
+		if electing(err) && !waited && f.spawn(func() {
+			if f.awaitLeader(s) {
+				f.transactionAsync(ctx, acks, pushes, done, true)
+				return
+			}
+			done(engine.TxnResult{}, err)
+		}) {
+			return
+		}
+		done(engine.TxnResult{}, err)
+	}
 	for i := range acks {
 		if s, ok := engine.PartitionShard(acks[i].PartitionID, v.Map.Shards); ok {
 			if err := see(s); err != nil {
-				done(engine.TxnResult{}, err)
+				refuse(s, err)
 				return
 			}
 		}
@@ -711,8 +745,9 @@ func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem,
 		if i > 0 && pushes[i].Queue == pushes[i-1].Queue && pushes[i].Partition == pushes[i-1].Partition {
 			continue
 		}
-		if err := see(shardOf(&v.Map, pushes[i].Queue, pushes[i].Partition)); err != nil {
-			done(engine.TxnResult{}, err)
+		s := shardOf(&v.Map, pushes[i].Queue, pushes[i].Partition)
+		if err := see(s); err != nil {
+			refuse(s, err)
 			return
 		}
 	}

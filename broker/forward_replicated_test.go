@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -241,7 +242,8 @@ func TestHTTPBridgeAcrossAReplicatedLeadersStop(t *testing.T) {
 // as the cluster is up, while its shards elect their first leaders, is
 // stored whole: a part whose shard has no leader yet waits for one (up to
 // electionWait), as the Go client does, where it was answered failed item
-// by item (Queen's clients do not resend a failed item).
+// by item (Queen's clients do not resend a failed item). So is a
+// transaction sent at the same moment, which was answered 503.
 func TestHTTPBridgeWaitsOutAnElection(t *testing.T) {
 	b := startBridgeOf(t, func(i int, o *broker.Options) {
 		o.Cluster.Replicas = 3
@@ -252,6 +254,12 @@ func TestHTTPBridgeWaitsOutAnElection(t *testing.T) {
 		items = append(items, pushItem{Queue: "early", Partition: fmt.Sprintf("p%d", n), TransactionID: fmt.Sprintf("e-%d", n), Payload: n})
 	}
 	start := time.Now()
+	// A transaction's push, at the same moment.
+	txn := make(chan answer, 1)
+	go func() {
+		txn <- b.call(2, "POST", "/api/v1/transaction", map[string]any{"operations": []any{
+			map[string]any{"type": "push", "items": []pushItem{{Queue: "early-txn", Partition: "t", TransactionID: "t-1", Payload: 1}}}}})
+	}()
 	var res []pushResult
 	// A 503 (a lead handed back in the meantime: maybe stored) is sent
 	// again whole; transactionIds deduplicate.
@@ -262,4 +270,15 @@ func TestHTTPBridgeWaitsOutAnElection(t *testing.T) {
 		}
 	}
 	t.Logf("stored %v after the cluster was up", time.Since(start).Round(time.Millisecond))
+	var tr struct {
+		Success bool `json:"success"`
+	}
+	a := <-txn
+	if body := string(a.body); a.status == 503 && (strings.Contains(body, "lead is moving") || strings.Contains(body, "lead moved")) {
+		t.Logf("the transaction met a lead moving (fate unknown): %s", a.body)
+		return
+	}
+	if json.Unmarshal(a.body, &tr); a.status != 200 || !tr.Success {
+		t.Fatalf("a transaction while the shards elect: %d %s", a.status, a.body)
+	}
 }
