@@ -46,8 +46,8 @@ import (
 //     once (a lease id does not name its broker);
 //   - a transaction goes whole to the broker owning all its items' shards
 //     (atomic there, as one journal record); one whose items belong to
-//     several brokers is refused (the next step: push then ack, as the Go
-//     client does, or a cross-shard commit in stage 2).
+//     several brokers (or, replicated, to several shards) is applied as its
+//     pushes, then its acks, as the Go client does (txnAcross).
 //
 // A pop by namespace and task (no queue named) is served by this broker's
 // queues only, for now: it would need the fan-out of a pop of any
@@ -685,11 +685,11 @@ func (f *forwarder) LiveLease(partitionID engine.UUID, group string) (engine.UUI
 
 // TransactionAsync is netserver.DataPlane's: a transaction whose items'
 // shards all belong to one broker is applied there, whole, as one step.
-// One whose items belong to several brokers is refused: no broker can
-// apply it as one step (the next step is to push then ack, deduplicated
-// by transactionIds, as the Go client does across shards). One that
-// touches a replicated shard being elected waits for its leader (up to
-// electionWait), once, and is placed again.
+// One whose items belong to several brokers (or, replicated, to several
+// shards) cannot be one step: it is applied as its pushes, then its acks
+// (txnAcross), as the Go client does. One that touches a replicated shard
+// being elected waits for its leader (up to electionWait), once, and is
+// placed again.
 func (f *forwarder) TransactionAsync(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem, done func(engine.TxnResult, error)) {
 	f.transactionAsync(ctx, acks, pushes, done, false)
 }
@@ -751,14 +751,16 @@ func (f *forwarder) transactionAsync(ctx context.Context, acks []engine.AckItem,
 			return
 		}
 	}
+	// A replicated broker's engines hold one shard each: a transaction
+	// must stay in one shard to be one record.
+	across := len(owners) > 1 || (f.c.rp != nil && len(shards) > 1)
 	switch {
+	case across:
+		if !f.spawn(func() { done(f.txnAcross(ctx, acks, pushes)) }) {
+			done(engine.TxnResult{}, errLinksClosed)
+		}
 	case local: // every item here (or none routable: the engine refuses them)
 		f.local.TransactionAsync(ctx, acks, pushes, done)
-	case len(owners) > 1:
-		slices.Sort(owners)
-		done(engine.TxnResult{}, protocol.NewError(protocol.CodeInvalid, fmt.Sprintf(
-			"the transaction's operations fall in partitions of different brokers (%v): no broker can apply them as one step; "+
-				"send them as separate transactions, or keep a pipeline's queues and partitions on one broker", owners)))
 	default:
 		id := owners[0]
 		if !f.spawn(func() {
@@ -775,6 +777,80 @@ func (f *forwarder) transactionAsync(ctx context.Context, acks []engine.AckItem,
 			done(engine.TxnResult{}, errLinksClosed)
 		}
 	}
+}
+
+// txnAcross runs a transaction whose items fall in shards no one engine
+// holds together (several brokers', or several replicated shards), which
+// no broker can apply as one step: its pushes first (forwarded as a push
+// is), then, if every push was stored, its acks, as the Go client does.
+// Each push without a transactionId gets one derived from the first acked
+// message and the push's place, so that a transaction sent again after a
+// failure between the two steps pushes nothing twice (the dedup window
+// drops the repeat). When a push is refused nothing is acked; when an ack
+// is refused the pushes stay; either way the result's Err says so
+// (txn_aborted) and each operation's result says which.
+func (f *forwarder) txnAcross(ctx context.Context, acks []engine.AckItem, pushes []engine.PushItem) (engine.TxnResult, error) {
+	items := slices.Clone(pushes)
+	if len(acks) > 0 {
+		key := txnKey(&acks[0])
+		for i := range items {
+			if items[i].TransactionID == "" {
+				items[i].TransactionID = fmt.Sprintf("%s-txn-%d", key, i)
+			}
+		}
+	}
+	wait := func(run func(done func(error))) error {
+		ch := make(chan error, 1)
+		run(func(err error) { ch <- err })
+		return <-ch
+	}
+	// Every operation has its result (the HTTP bridge answers each).
+	out := engine.TxnResult{Pushes: make([]engine.PushResult, len(items)), Acks: make([]engine.AckResult, len(acks))}
+	if len(items) > 0 {
+		if err := wait(func(done func(error)) { f.PushAsync(ctx, items, out.Pushes, done) }); err != nil {
+			return engine.TxnResult{}, err
+		}
+		for i := range out.Pushes {
+			if r := &out.Pushes[i]; r.Status == engine.Failed {
+				out.Err = protocol.NewError(protocol.CodeTxnAborted, "a push was refused, nothing was acked (the transaction's items fall in several shards, which no broker applies as one step): "+errText(r.Err))
+				for k := range out.Acks {
+					out.Acks[k].Err = protocol.NewError(protocol.CodeTxnAborted, "not applied: a push of the transaction was refused")
+				}
+				return out, nil
+			}
+		}
+	}
+	if len(acks) > 0 {
+		if err := wait(func(done func(error)) { f.AckAsync(ctx, acks, out.Acks, done) }); err != nil {
+			return out, err
+		}
+		for i := range out.Acks {
+			if r := &out.Acks[i]; r.Err != nil {
+				out.Err = protocol.NewError(protocol.CodeTxnAborted, "an ack was refused after the pushes were stored (the transaction's items fall in several shards, which no broker applies as one step): "+r.Err.Error())
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// txnKey names an acked message for txnAcross's derived transactionIds.
+func txnKey(a *engine.AckItem) string {
+	switch {
+	case !a.MessageID.IsZero():
+		return a.MessageID.String()
+	case a.TransactionID != "":
+		return a.PartitionID.String() + "/" + a.TransactionID
+	default:
+		return a.PartitionID.String() + "@" + strconv.FormatUint(a.Offset, 10)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "refused"
+	}
+	return err.Error()
 }
 
 // txnRemote runs a transaction at broker id.

@@ -76,7 +76,8 @@ func (b *bridge) popRetrying(i int, path string) []popMsg {
 // at random, popped by named partition and by any partition through
 // others and acked through others again: each is delivered once and
 // nothing is left. A lease is extended through a broker that does not
-// lead its shard. A route that reads one engine's state answers 503.
+// lead its shard. A transaction across shards is applied as pushes, then
+// acks. A route that reads one engine's state answers 503.
 func TestHTTPBridgeServesAReplicatedCluster(t *testing.T) {
 	b := startBridgeOf(t, func(i int, o *broker.Options) {
 		o.Cluster.Replicas = 3
@@ -147,6 +148,38 @@ func TestHTTPBridgeServesAReplicatedCluster(t *testing.T) {
 		if msgs := popAt(b.any(), fmt.Sprintf("rq/partition/p%d?batch=10", p)); len(msgs) != 0 {
 			t.Fatalf("p%d still gives %d messages", p, len(msgs))
 		}
+	}
+
+	// A transaction across shards (an ack, and pushes to 8 partitions):
+	// pushes, then the ack.
+	b.pushUntilStored([]pushItem{{Queue: "rq", Partition: "p0", TransactionID: "x-1", Payload: 1}})
+	leased := popAt(b.any(), "rq/partition/p0?batch=1&wait=true&timeout=5000")
+	if len(leased) != 1 {
+		t.Fatalf("pop of x-1: %+v", leased)
+	}
+	ack := ackOf(leased[0])
+	ack["type"] = "ack"
+	var outs []pushItem
+	for n := range 8 {
+		outs = append(outs, pushItem{Queue: "rq2", Partition: fmt.Sprintf("t%d", n), TransactionID: fmt.Sprintf("o-%d", n), Payload: n})
+	}
+	var tr struct {
+		Success bool   `json:"success"`
+		Error   string `json:"error"`
+	}
+	b.json(b.retry503(2, "POST", "/api/v1/transaction", map[string]any{"operations": []any{ack, map[string]any{"type": "push", "items": outs}}}), 200, &tr)
+	if !tr.Success {
+		t.Fatalf("a transaction across shards: %+v", tr)
+	}
+	if left := popAt(b.any(), "rq/partition/p0?batch=10"); len(left) != 0 {
+		t.Fatalf("the transaction's ack did not take: %+v", left)
+	}
+	got := 0
+	for n := range 8 {
+		got += len(popAt(b.any(), fmt.Sprintf("rq2/partition/t%d?batch=10&autoAck=true", n)))
+	}
+	if got != 8 {
+		t.Fatalf("the transaction's pushes: %d of 8 stored", got)
 	}
 
 	a := b.call(0, "GET", "/api/v1/resources/queues", nil)

@@ -336,7 +336,8 @@ func TestHTTPBridgeServesTheCluster(t *testing.T) {
 // TestHTTPBridgeForwardsToOwner: a partition owned by b1 is pushed to
 // through b2, popped through b3, its lease extended through b2, and its
 // message acked through b3; a transaction sent to b2 whose items are all
-// b1's is applied there, one whose items belong to two brokers is refused.
+// b1's is applied there; one whose items belong to two brokers is applied
+// as pushes, then acks.
 func TestHTTPBridgeForwardsToOwner(t *testing.T) {
 	b := startBridge(t)
 	p := b.partitionOwnedBy("jobs", 0)
@@ -394,12 +395,36 @@ func TestHTTPBridgeForwardsToOwner(t *testing.T) {
 	if got := b.pop(2, "jobs/partition/"+p); len(got) != 0 {
 		t.Fatalf("the transaction's ack did not take: %+v", got)
 	}
-	// Items of b1's and b2's.
-	r := b.call(2, "POST", "/api/v1/transaction", map[string]any{"operations": []any{
-		map[string]any{"type": "push", "items": []pushItem{{Queue: "next", Partition: q, Payload: 4},
-			{Queue: "next", Partition: b.partitionOwnedBy("next", 1), Payload: 5}}}}})
-	if r.status != 400 || !bytes.Contains(r.body, []byte("different brokers")) {
-		t.Fatalf("a transaction across brokers: %d %s", r.status, r.body)
+	// An ack of b1's message and pushes to b1's and b2's partitions: no
+	// broker applies them as one step, so the bridge pushes, then acks (as
+	// the Go client does). The push without a transactionId gets one
+	// derived from the acked message, so a resend pushes nothing twice.
+	b.push(0, pushItem{Queue: "jobs", Partition: p, TransactionID: "t-3", Payload: 4})
+	msgs = b.pop(1, "jobs/partition/"+p+"?wait=true&timeout=5000")
+	if len(msgs) != 1 || msgs[0].TransactionID != "t-3" {
+		t.Fatalf("pop of t-3: %+v", msgs)
+	}
+	ack = ackOf(msgs[0])
+	ack["type"] = "ack"
+	mine, other := b.partitionOwnedBy("next2", 0), b.partitionOwnedBy("next2", 1)
+	across := map[string]any{"operations": []any{ack,
+		map[string]any{"type": "push", "items": []pushItem{{Queue: "next2", Partition: mine, TransactionID: "n-3", Payload: 4},
+			{Queue: "next2", Partition: other, Payload: 5}}}}}
+	for k := range 2 { // the second is the resend of a client that lost the answer
+		tr = txnAnswer{}
+		b.json(b.call(2, "POST", "/api/v1/transaction", across), 200, &tr)
+		if !tr.Success || len(tr.Results) != 3 || !tr.Results[0].Success || !tr.Results[1].Success || !tr.Results[2].Success {
+			t.Fatalf("a transaction across brokers (sending %d): %+v", k+1, tr)
+		}
+	}
+	if got := b.pop(2, "next2/partition/"+mine+"?wait=true&timeout=5000"); len(got) != 1 || got[0].TransactionID != "n-3" {
+		t.Fatalf("the transaction's push to b1: %+v", got)
+	}
+	if got := b.pop(2, "next2/partition/"+other+"?wait=true&timeout=5000"); len(got) != 1 || !strings.HasSuffix(got[0].TransactionID, "-txn-1") {
+		t.Fatalf("the transaction's push to b2, sent twice: %+v", got)
+	}
+	if got := b.pop(2, "jobs/partition/"+p); len(got) != 0 {
+		t.Fatalf("the transaction's ack did not take: %+v", got)
 	}
 }
 
