@@ -36,7 +36,9 @@ import (
 //   - a pop of a named partition is served by its owner;
 //   - a pop of any partition of a queue asks this broker, then each other
 //     live broker owning shards, without waiting, and answers the first
-//     messages found. When none has any and the pop may wait, it
+//     messages found (a pop of several partitions, Queen's partitions=N,
+//     goes on asking for what its batch and partition count leave, and
+//     answers what it gathered: gather). When none has any and the pop may wait, it
 //     long-polls all of them at once and answers the first messages that
 //     come; what the others hand over after that is given back (below);
 //   - an ack is split by the shard its partition id names
@@ -1118,26 +1120,47 @@ func (p *fwdPop) runAny() {
 			return
 		}
 		peers := f.peers(f.c.view.Load())
-		quick := p.req
-		quick.Wait = false
-		if a := f.popNow(quick); a.err != nil || len(a.msgs) > 0 {
-			p.deliver(a)
-			return
-		}
-		var firstErr error
-		for _, id := range peers {
-			if p.ended() {
-				p.deliver(p.endAnswer())
-				return
-			}
-			a := f.popRemote(id, quick)
-			if len(a.msgs) > 0 {
+		g := gather{want: p.req}
+		quick := g.next()
+		for range maxLocalPasses { // a replicated broker's engines answer one at a time
+			a := f.popNow(quick)
+			if a.err != nil && len(g.got.msgs) == 0 {
 				p.deliver(a)
 				return
 			}
-			if a.err != nil && protocol.CodeOf(a.err) != protocol.CodeUnavailable && firstErr == nil {
-				firstErr = a.err
+			if a.err != nil || len(a.msgs) == 0 {
+				break
 			}
+			if g.add(a) {
+				p.deliver(g.got)
+				return
+			}
+			quick = g.next()
+		}
+		var firstErr error
+		for _, id := range peers {
+			for range maxLocalPasses { // a replicated broker's data plane answers from one engine at a time
+				if p.ended() {
+					p.deliver(g.answer(p.endAnswer()))
+					return
+				}
+				a := f.popRemote(id, quick)
+				if a.err != nil && protocol.CodeOf(a.err) != protocol.CodeUnavailable && firstErr == nil {
+					firstErr = a.err
+				}
+				if len(a.msgs) == 0 {
+					break
+				}
+				if g.add(a) {
+					p.deliver(g.got)
+					return
+				}
+				quick = g.next()
+			}
+		}
+		if len(g.got.msgs) > 0 {
+			p.deliver(g.got)
+			return
 		}
 		if firstErr != nil {
 			p.deliver(popAnswer{err: firstErr})
@@ -1162,6 +1185,67 @@ func (p *fwdPop) runAny() {
 			return
 		}
 	}
+}
+
+// maxLocalPasses bounds the pops without waiting that a pop of several
+// partitions makes at one broker: a replicated broker's data plane answers
+// from one of its engines at a time.
+const maxLocalPasses = 16
+
+// gather adds up the answers a pop of any partition gets from brokers (and
+// engines) asked in turn without waiting. A pop of one partition takes
+// the first answer with messages; a pop of several (Partitions above 1,
+// Queen's partitions=N) goes on asking, for what the batch and the
+// partition count have left, so that it claims as many partitions as one
+// broker's engine would.
+type gather struct {
+	want engine.PopRequest
+	got  popAnswer
+}
+
+// next is the request for the next broker or engine asked: no long poll,
+// no answer buffer (the messages of several answers are kept), the batch
+// and partitions that are left.
+func (g *gather) next() engine.PopRequest {
+	r := g.want
+	r.Wait, r.Buf = false, nil
+	if r.Partitions > 1 {
+		r.Batch = max(r.Batch, 1) - len(g.got.msgs)
+		r.Partitions -= partitionsIn(g.got.msgs)
+	}
+	return r
+}
+
+// add takes an answer with messages and says whether the pop is answered.
+func (g *gather) add(a popAnswer) bool {
+	g.got.msgs = append(g.got.msgs, a.msgs...)
+	g.got.cut = g.got.cut || a.cut
+	if g.want.Partitions <= 1 {
+		return true
+	}
+	r := g.next()
+	return r.Batch <= 0 || r.Partitions <= 0 || a.cut
+}
+
+// answer is what a pop that ended answers: what was gathered, if
+// anything (fwdPop.deliver gives it back when the pop was withdrawn), else
+// end.
+func (g *gather) answer(end popAnswer) popAnswer {
+	if len(g.got.msgs) > 0 {
+		return g.got
+	}
+	return end
+}
+
+// partitionsIn is how many partitions msgs come from.
+func partitionsIn(msgs []engine.Message) int {
+	n := 0
+	for i := range msgs {
+		if i == 0 || !slices.ContainsFunc(msgs[:i], func(m engine.Message) bool { return m.PartitionID == msgs[i].PartitionID }) {
+			n++
+		}
+	}
+	return n
 }
 
 // pollAll long-polls this broker and peers at once with req and returns

@@ -315,3 +315,38 @@ func TestHTTPBridgeWaitsOutAnElection(t *testing.T) {
 		t.Fatalf("a transaction while the shards elect: %d %s", a.status, a.body)
 	}
 }
+
+// TestHTTPBridgePopsSeveralPartitionsAcrossBrokers: a pop of any partition
+// that asks for several (Queen's partitions=N) claims them across the
+// shards' engines and brokers, as one broker's engine claims its own: 12
+// partitions with a message each come back in one pop of partitions=12,
+// where the bridge answered with the first broker's (or engine's) only.
+func TestHTTPBridgePopsSeveralPartitionsAcrossBrokers(t *testing.T) {
+	for _, replicated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replicated=%v", replicated), func(t *testing.T) {
+			b := startBridgeOf(t, func(i int, o *broker.Options) {
+				if replicated {
+					o.Cluster.Replicas = 3
+					o.Cluster.Shards = 4
+				}
+			})
+			var items []pushItem
+			for n := range 12 {
+				items = append(items, pushItem{Queue: "multi", Partition: fmt.Sprintf("p%d", n), TransactionID: fmt.Sprintf("m-%d", n), Payload: n})
+			}
+			b.pushUntilStored(items)
+			msgs := b.popRetrying(0, "multi?batch=100&partitions=12&wait=false")
+			seen := map[string]bool{}
+			for _, m := range msgs {
+				seen[m.Partition] = true
+			}
+			if len(msgs) != 12 || len(seen) != 12 {
+				t.Fatalf("a pop of 12 partitions got %d messages of %d partitions", len(msgs), len(seen))
+			}
+			b.ack(1, msgs, false)
+			if left := b.popRetrying(2, "multi?batch=100&partitions=12&wait=false"); len(left) != 0 {
+				t.Fatalf("%d messages left after the ack", len(left))
+			}
+		})
+	}
+}
