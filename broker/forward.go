@@ -36,9 +36,10 @@ import (
 //   - a pop of a named partition is served by its owner;
 //   - a pop of any partition of a queue asks this broker, then each other
 //     live broker owning shards, without waiting, and answers the first
-//     messages found (a pop of several partitions, Queen's partitions=N,
-//     goes on asking for what its batch and partition count leave, and
-//     answers what it gathered: gather). When none has any and the pop may wait, it
+//     messages found (an autoAck pop of several partitions, Queen's
+//     partitions=N, goes on asking for what its batch and partition count
+//     leave, and answers what it gathered; a leased one keeps the one lease
+//     of the first answer: gather). When none has any and the pop may wait, it
 //     long-polls all of them at once and answers the first messages that
 //     come; what the others hand over after that is given back (below);
 //   - an ack is split by the shard its partition id names
@@ -1194,10 +1195,14 @@ const maxLocalPasses = 16
 
 // gather adds up the answers a pop of any partition gets from brokers (and
 // engines) asked in turn without waiting. A pop of one partition takes
-// the first answer with messages; a pop of several (Partitions above 1,
-// Queen's partitions=N) goes on asking, for what the batch and the
-// partition count have left, so that it claims as many partitions as one
-// broker's engine would.
+// the first answer with messages; an autoAck pop of several (Partitions
+// above 1, Queen's partitions=N) goes on asking, for what the batch and
+// the partition count have left, so that it takes as many partitions as
+// one broker's engine would. A leased pop of several takes the first
+// answer too: one engine grants one lease for every partition it claims,
+// and Queen's clients renew and ack a pop's messages under the one lease
+// its answer names; a lease spanning engines would be a cross-shard
+// commit, which the cluster does not have.
 type gather struct {
 	want engine.PopRequest
 	got  popAnswer
@@ -1220,7 +1225,7 @@ func (g *gather) next() engine.PopRequest {
 func (g *gather) add(a popAnswer) bool {
 	g.got.msgs = append(g.got.msgs, a.msgs...)
 	g.got.cut = g.got.cut || a.cut
-	if g.want.Partitions <= 1 {
+	if g.want.Partitions <= 1 || !g.want.AutoAck {
 		return true
 	}
 	r := g.next()

@@ -316,11 +316,13 @@ func TestHTTPBridgeWaitsOutAnElection(t *testing.T) {
 	}
 }
 
-// TestHTTPBridgePopsSeveralPartitionsAcrossBrokers: a pop of any partition
-// that asks for several (Queen's partitions=N) claims them across the
-// shards' engines and brokers, as one broker's engine claims its own: 12
-// partitions with a message each come back in one pop of partitions=12,
-// where the bridge answered with the first broker's (or engine's) only.
+// TestHTTPBridgePopsSeveralPartitionsAcrossBrokers: an autoAck pop of any
+// partition that asks for several (Queen's partitions=N) takes them across
+// the shards' engines and brokers, as one broker's engine takes its own:
+// 12 partitions with a message each come back in one pop of
+// partitions=12, where the bridge answered with the first broker's (or
+// engine's) only. A leased pop of several answers under one lease, as
+// Queen's clients renew and ack it: its messages are one engine's.
 func TestHTTPBridgePopsSeveralPartitionsAcrossBrokers(t *testing.T) {
 	for _, replicated := range []bool{false, true} {
 		t.Run(fmt.Sprintf("replicated=%v", replicated), func(t *testing.T) {
@@ -330,23 +332,34 @@ func TestHTTPBridgePopsSeveralPartitionsAcrossBrokers(t *testing.T) {
 					o.Cluster.Shards = 4
 				}
 			})
-			var items []pushItem
-			for n := range 12 {
-				items = append(items, pushItem{Queue: "multi", Partition: fmt.Sprintf("p%d", n), TransactionID: fmt.Sprintf("m-%d", n), Payload: n})
+			for _, q := range []string{"auto", "leased"} {
+				var items []pushItem
+				for n := range 12 {
+					items = append(items, pushItem{Queue: q, Partition: fmt.Sprintf("p%d", n), TransactionID: fmt.Sprintf("m-%d", n), Payload: n})
+				}
+				b.pushUntilStored(items)
 			}
-			b.pushUntilStored(items)
-			msgs := b.popRetrying(0, "multi?batch=100&partitions=12&wait=false")
+			msgs := b.popRetrying(0, "auto?batch=100&partitions=12&wait=false&autoAck=true")
 			seen := map[string]bool{}
 			for _, m := range msgs {
 				seen[m.Partition] = true
 			}
 			if len(msgs) != 12 || len(seen) != 12 {
-				t.Fatalf("a pop of 12 partitions got %d messages of %d partitions", len(msgs), len(seen))
+				t.Fatalf("an autoAck pop of 12 partitions got %d messages of %d partitions", len(msgs), len(seen))
 			}
-			b.ack(1, msgs, false)
-			if left := b.popRetrying(2, "multi?batch=100&partitions=12&wait=false"); len(left) != 0 {
-				t.Fatalf("%d messages left after the ack", len(left))
+			if left := b.popRetrying(2, "auto?batch=100&partitions=12&wait=false&autoAck=true"); len(left) != 0 {
+				t.Fatalf("%d messages left after the autoAck pop", len(left))
 			}
+			leased := b.popRetrying(1, "leased?batch=100&partitions=12&wait=false")
+			if len(leased) == 0 {
+				t.Fatal("a leased pop of 12 partitions got nothing")
+			}
+			for _, m := range leased {
+				if m.LeaseID != leased[0].LeaseID {
+					t.Fatalf("a leased pop's messages are under leases %s and %s: Queen's clients renew one", leased[0].LeaseID, m.LeaseID)
+				}
+			}
+			b.ack(2, leased, false)
 		})
 	}
 }
