@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/regentmq/regent/client"
 )
 
 // httpCall sends a request to the HTTP door of a random broker of c and
@@ -146,6 +148,20 @@ func (c *cluster3) waitLeadersSettled(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startSettled starts three brokers whose every shard is on all three,
+// waits until the leads have settled, and returns the cluster's map as b1
+// sees it.
+func startSettled(t *testing.T) (*cluster3, client.ClusterMap) {
+	t.Helper()
+	c := startCluster3Of(t, 3)
+	c.waitLeadersSettled(t)
+	m, err := c.clients[0].Cluster(testContext(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m
 }
 
 // semanticsHTTP is TestClusterSemanticsHTTP's scenarios on c.
@@ -289,13 +305,7 @@ func TestReplicatedHTTPAcrossALeadersKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
-	c := startCluster3Of(t, 3)
-	c.waitLeadersSettled(t)
-	ctx := testContext(t, 2*time.Minute)
-	m, err := c.clients[0].Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, m := startSettled(t)
 	victim := -1
 	for i := range c.brokers {
 		if slices.Contains(m.Owners, fmt.Sprintf("b%d", i+1)) {
@@ -397,13 +407,7 @@ func TestReplicatedHTTPStoppedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
-	c := startCluster3Of(t, 3)
-	c.waitLeadersSettled(t)
-	ctx := testContext(t, 2*time.Minute)
-	m, err := c.clients[0].Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, m := startSettled(t)
 	// A partition led by b1, pushed through b2.
 	part := ""
 	for i := 0; i < 1000 && part == ""; i++ {
