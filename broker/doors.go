@@ -113,6 +113,7 @@ func (b *Broker) buildDoors() (err error) {
 	if b.cl != nil {
 		hc.Cluster, hc.DataPlane = b.cl, b.cl.dataPlane(b.e)
 	}
+	hc.UncheckedAcks = b.opts.Engine.UncheckedAcks // for a replicated broker's bridge, which has no one engine
 	b.d.http, err = httpapi.New(hc, b.e)
 	return err
 }

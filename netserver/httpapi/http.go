@@ -76,6 +76,10 @@ type Config struct {
 	// broker's bridge serves the whole cluster. nil: the engine
 	// (netserver.EnginePlane).
 	DataPlane netserver.DataPlane
+	// UncheckedAcks is engine.Config.UncheckedAcks for a bridge without
+	// one engine (a replicated broker's engines share it): with it, a
+	// transaction's requiredLeases is ignored, as with one engine.
+	UncheckedAcks bool
 	// Version is reported by /health; default "dev".
 	Version string
 	// Logger receives the bridge's logs; nil means slog.Default().

@@ -240,7 +240,7 @@ func txnAckItem(a *ackFields) (engine.AckItem, string) {
 // otherwise the transaction's only listed lease; none on a server with
 // unchecked acks.
 func (s *Server) requiredLease(it *engine.AckItem, required []engine.UUID) engine.UUID {
-	if len(required) == 0 || (s.e != nil && s.e.UncheckedAcks()) {
+	if len(required) == 0 || s.uncheckedAcks() {
 		return engine.UUID{}
 	}
 	if live, ok := s.dp.LiveLease(it.PartitionID, it.Group); ok {
@@ -348,4 +348,13 @@ func (s *Server) newID() engine.UUID {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return u
+}
+
+// uncheckedAcks is the engine's UncheckedAcks, or without one the
+// configuration's.
+func (s *Server) uncheckedAcks() bool {
+	if s.e != nil {
+		return s.e.UncheckedAcks()
+	}
+	return s.cfg.UncheckedAcks
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver"
 )
 
@@ -44,3 +45,25 @@ func TestBridgeWithoutAnEngine(t *testing.T) {
 		}
 	}
 }
+
+// Without an engine, a transaction's requiredLeases follow
+// Config.UncheckedAcks, as they follow the engine's setting with one.
+func TestRequiredLeasesWithoutAnEngine(t *testing.T) {
+	lease := engine.UUID{7}
+	it := &engine.AckItem{PartitionID: engine.UUID{9}, Group: "g"}
+	for _, unchecked := range []bool{false, true} {
+		s, err := New(Config{DataPlane: noLeases{}, UncheckedAcks: unchecked}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.requiredLease(it, []engine.UUID{lease})
+		if want := map[bool]engine.UUID{false: lease, true: {}}[unchecked]; got != want {
+			t.Errorf("unchecked acks %v: required lease %v, want %v", unchecked, got, want)
+		}
+	}
+}
+
+// noLeases is a data plane that knows no live lease.
+type noLeases struct{ netserver.DataPlane }
+
+func (noLeases) LiveLease(engine.UUID, string) (engine.UUID, bool) { return engine.UUID{}, false }
