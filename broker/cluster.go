@@ -519,12 +519,17 @@ func unavailable(err error) error {
 // dataPlane is the HTTP bridge's data plane: every partition of the
 // cluster, forwarding what another broker owns (stage 1) or leads (stage
 // 2) to it (forward.go). This broker's part goes to e, or without one to
-// the engines of the replicated shards it leads.
-func (c *clusterPart) dataPlane(e *engine.Engine) *forwarder {
+// the engines of the replicated shards it leads. popBytes is the engines'
+// MaxPopBytes: what a pop gathered from several of them answers at most.
+func (c *clusterPart) dataPlane(e *engine.Engine, popBytes int) *forwarder {
 	if c.rp != nil {
 		c.fw = newForwarder(failoverPlane{c.rp.plane}, c)
 	} else {
 		c.fw = newForwarder(netserver.EnginePlane{E: e}, c)
+	}
+	c.fw.popBytes = popBytes
+	if popBytes <= 0 {
+		c.fw.popBytes = engine.DefaultMaxPopBytes
 	}
 	return c.fw
 }

@@ -2,6 +2,9 @@ package broker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,10 +114,13 @@ type forwarder struct {
 	// engines of the shards it leads (stage 2: shardPlane, through
 	// failoverPlane).
 	local netserver.DataPlane
-	c     *clusterPart
-	links *links
-	log   *slog.Logger
-	turn  atomic.Uint64 // rotates the order in which other brokers are asked
+	// popBytes bounds what a pop gathered from several brokers or engines
+	// answers (gather), as one engine's MaxPopBytes bounds its own.
+	popBytes int
+	c        *clusterPart
+	links    *links
+	log      *slog.Logger
+	turn     atomic.Uint64 // rotates the order in which other brokers are asked
 
 	mu     sync.Mutex
 	closed bool
@@ -837,16 +843,21 @@ func (f *forwarder) txnAcross(ctx context.Context, acks []engine.AckItem, pushes
 	return out, nil
 }
 
-// txnKey names an acked message for txnAcross's derived transactionIds.
+// txnKey names an acked message for txnAcross's derived transactionIds,
+// in at most 36 bytes however long the message's own transactionId is
+// (a derived id must stay within engine.MaxNameBytes).
 func txnKey(a *engine.AckItem) string {
-	switch {
-	case !a.MessageID.IsZero():
+	if !a.MessageID.IsZero() {
 		return a.MessageID.String()
-	case a.TransactionID != "":
-		return a.PartitionID.String() + "/" + a.TransactionID
-	default:
-		return a.PartitionID.String() + "@" + strconv.FormatUint(a.Offset, 10)
 	}
+	h := sha256.New()
+	h.Write(a.PartitionID[:])
+	if a.TransactionID != "" {
+		h.Write([]byte(a.TransactionID))
+	} else {
+		h.Write(binary.BigEndian.AppendUint64(nil, a.Offset))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:18])
 }
 
 func errText(err error) string {
@@ -1121,7 +1132,10 @@ func (p *fwdPop) runAny() {
 			return
 		}
 		peers := f.peers(f.c.view.Load())
-		g := gather{want: p.req}
+		g := gather{want: p.req, budget: p.req.MaxBytes}
+		if g.budget <= 0 || g.budget > f.popBytes {
+			g.budget = f.popBytes
+		}
 		quick := g.next()
 		for range maxLocalPasses { // a replicated broker's engines answer one at a time
 			a := f.popNow(quick)
@@ -1205,18 +1219,24 @@ const maxLocalPasses = 16
 // commit, which the cluster does not have.
 type gather struct {
 	want engine.PopRequest
-	got  popAnswer
+	// budget bounds the bytes of the answer, as MessageBytes counts them:
+	// each broker or engine asked gets what is left of it.
+	budget int
+	got    popAnswer
+	bytes  int
+	parts  map[engine.UUID]struct{} // the partitions of got
 }
 
 // next is the request for the next broker or engine asked: no long poll,
-// no answer buffer (the messages of several answers are kept), the batch
-// and partitions that are left.
+// no answer buffer (the messages of several answers are kept), the batch,
+// partitions and bytes that are left.
 func (g *gather) next() engine.PopRequest {
 	r := g.want
 	r.Wait, r.Buf = false, nil
 	if r.Partitions > 1 {
 		r.Batch = max(r.Batch, 1) - len(g.got.msgs)
-		r.Partitions -= partitionsIn(g.got.msgs)
+		r.Partitions -= len(g.parts)
+		r.MaxBytes = g.budget - g.bytes
 	}
 	return r
 }
@@ -1228,8 +1248,16 @@ func (g *gather) add(a popAnswer) bool {
 	if g.want.Partitions <= 1 || !g.want.AutoAck {
 		return true
 	}
+	if g.parts == nil {
+		g.parts = make(map[engine.UUID]struct{})
+	}
+	for i := range a.msgs {
+		m := &a.msgs[i]
+		g.parts[m.PartitionID] = struct{}{}
+		g.bytes += engine.MessageBytes(len(m.Payload), m.TransactionID, m.TraceID, m.Partition, m.ProducerSub)
+	}
 	r := g.next()
-	return r.Batch <= 0 || r.Partitions <= 0 || a.cut
+	return r.Batch <= 0 || r.Partitions <= 0 || r.MaxBytes <= 0 || a.cut
 }
 
 // answer is what a pop that ended answers: what was gathered, if
@@ -1240,17 +1268,6 @@ func (g *gather) answer(end popAnswer) popAnswer {
 		return g.got
 	}
 	return end
-}
-
-// partitionsIn is how many partitions msgs come from.
-func partitionsIn(msgs []engine.Message) int {
-	n := 0
-	for i := range msgs {
-		if i == 0 || !slices.ContainsFunc(msgs[:i], func(m engine.Message) bool { return m.PartitionID == msgs[i].PartitionID }) {
-			n++
-		}
-	}
-	return n
 }
 
 // pollAll long-polls this broker and peers at once with req and returns

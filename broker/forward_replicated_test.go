@@ -194,12 +194,16 @@ func TestHTTPBridgeServesAReplicatedCluster(t *testing.T) {
 }
 
 // TestHTTPBridgeAcrossAReplicatedLeadersStop: Queen's clients on a
-// replicated cluster keep every push through a failover. 30 messages are
-// pushed through the HTTP bridges; once the first broker leads a shard it
-// stops while 60 more are pushed through the other two, one every 40 ms,
-// those answered 503 or failed while the shards it led elect sent again as
-// Queen's clients do (transactionIds deduplicate). Every message is then delivered once
-// through the two brokers left, and nothing else.
+// replicated cluster keep every push through a leader's orderly stop. 30
+// messages are pushed through the HTTP bridges; once the first broker
+// leads a shard it stops while 60 more are pushed through the other two,
+// one every 40 ms, any answered 503 or failed sent again as Queen's
+// clients do (transactionIds deduplicate). Every message is then delivered
+// once through the two brokers left, and nothing else. An orderly stop
+// hands its leads over: in the runs so far no push was refused on the way
+// (the log line says how many were); a kill -9 is
+// TestReplicatedHTTPAcrossALeadersKill's, a stop that answers nothing
+// TestReplicatedHTTPStoppedLeader's (package crash).
 func TestHTTPBridgeAcrossAReplicatedLeadersStop(t *testing.T) {
 	b := startBridgeOf(t, func(i int, o *broker.Options) {
 		o.Cluster.Replicas = 3
@@ -361,5 +365,36 @@ func TestHTTPBridgePopsSeveralPartitionsAcrossBrokers(t *testing.T) {
 			}
 			b.ack(2, leased, false)
 		})
+	}
+}
+
+// TestHTTPBridgeGatheredPopKeepsTheByteBudget: what an autoAck pop of
+// several partitions gathers across brokers stays within the engines' pop
+// budget (MaxPopBytes, 64 KiB here) but for the one answer that crosses it
+// (a broker answers a forwarded pop with what fits its own budget, not what
+// is left of this one), instead of adding up every broker's budget. Each
+// broker owns 5 partitions with a message of 11 KiB (55 KiB: no broker's
+// answer is cut): a pop through b1 takes b1's 5, then one other broker's
+// 5, and stops there, where it took all 15.
+func TestHTTPBridgeGatheredPopKeepsTheByteBudget(t *testing.T) {
+	b := startBridgeOf(t, func(i int, o *broker.Options) { o.Engine.MaxPopBytes = 64 << 10 })
+	payload := strings.Repeat("x", 11<<10)
+	var items []pushItem
+	for i := range 3 {
+		for n, have := 0, 0; have < 5; n++ {
+			if p := fmt.Sprintf("p%d", n); b.owner("budget", p) == i {
+				items = append(items, pushItem{Queue: "budget", Partition: p, TransactionID: "b-" + p, Payload: payload})
+				have++
+			}
+		}
+	}
+	b.pushUntilStored(items)
+	msgs := b.popRetrying(0, "budget?batch=100&partitions=15&wait=false&autoAck=true")
+	if len(msgs) != 10 {
+		t.Fatalf("one pop gathered %d messages of 11 KiB under a 64 KiB budget, want 10 (b1's and one other broker's)", len(msgs))
+	}
+	rest := b.popRetrying(1, "budget?batch=100&partitions=15&wait=false&autoAck=true")
+	if len(rest) != 5 {
+		t.Fatalf("the next pop got %d messages, want the 5 left", len(rest))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -433,3 +434,28 @@ func TestShardPlaneLeasesAndTransactions(t *testing.T) {
 }
 
 var _ netserver.PopWaiter = (*anyPop)(nil)
+
+// txnKey keeps txnAcross's derived transactionIds within
+// engine.MaxNameBytes whatever the acked message's own transactionId, is
+// the same for the same message, and differs between messages.
+func TestTxnKeyFitsAName(t *testing.T) {
+	long := strings.Repeat("t", engine.MaxNameBytes)
+	a := engine.AckItem{PartitionID: engine.UUID{1}, TransactionID: long}
+	key := txnKey(&a)
+	if derived := key + "-txn-99"; len(derived) > engine.MaxNameBytes || len(key) > 36 {
+		t.Fatalf("derived transactionId of %d bytes (key %d)", len(derived), len(key))
+	}
+	if txnKey(&a) != key {
+		t.Fatal("txnKey is not the same for the same message")
+	}
+	others := []engine.AckItem{
+		{PartitionID: engine.UUID{2}, TransactionID: long},
+		{PartitionID: engine.UUID{1}, TransactionID: long + "x"},
+		{PartitionID: engine.UUID{1}, HasOffset: true, Offset: 7},
+	}
+	for _, o := range others {
+		if txnKey(&o) == key {
+			t.Fatalf("txnKey of %+v is that of another message", o)
+		}
+	}
+}

@@ -137,7 +137,7 @@ func (c *Config) setDefaults() error {
 		c.CacheBytes = 8 << 20
 	}
 	if c.MaxPopBytes <= 0 {
-		c.MaxPopBytes = 16 << 20
+		c.MaxPopBytes = DefaultMaxPopBytes
 	}
 	if c.MaxPayloadBytes <= 0 {
 		c.MaxPayloadBytes = c.MaxPopBytes - MaxMessageOverhead

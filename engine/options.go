@@ -88,6 +88,10 @@ func checkLabel(what, s string) error {
 // MaxNameBytes bounds queue, partition and group names.
 const MaxNameBytes = 255
 
+// DefaultMaxPopBytes is Config.MaxPopBytes when it is 0: what one pop's
+// answer holds at most.
+const DefaultMaxPopBytes = 16 << 20
+
 // QueueModeGroup is the group of pops that name none: competing consumers
 // sharing one cursor.
 const QueueModeGroup = "__QUEUE_MODE__"
