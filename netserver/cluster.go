@@ -34,3 +34,20 @@ type Cluster interface {
 	// beside the broker's own state, which it does not change.
 	Health(ctx context.Context) error
 }
+
+// ConfigureAcross configures a queue on a broker without one engine (a
+// replicated cluster's, whose engines are its led shards'): the name and
+// options are checked as an engine checks them, then recorded for the
+// whole cluster (Cluster.Configured), which every broker up applies to
+// the engines it has before the answer, and an engine built later when
+// it is built. A queue has an id per shard's engine there: none is
+// answered.
+func ConfigureAcross(ctx context.Context, cl Cluster, queue string, o engine.QueueOptions) error {
+	if err := engine.CheckQueueName(queue); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return cl.Configured(ctx, queue, o)
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver"
 )
 
 // Queue configuration and deletion: POST /api/v1/configure and
@@ -256,23 +257,13 @@ type configured struct {
 }
 
 // configureWithoutEngine configures a queue on a broker of a replicated
-// cluster: through etcd, which every broker up applies to the engines of
-// the shards it leads before the answer (an engine built later applies it
-// when built). A queue has an id per shard's engine there: the answer
-// names none (queueId and partitionId are "").
+// cluster (netserver.ConfigureAcross): queueId and partitionId are "".
 func (s *Server) configureWithoutEngine(w http.ResponseWriter, r *http.Request, queue string, o engine.QueueOptions) {
 	if s.cfg.Cluster == nil {
 		notServedWithoutEngine(w, r)
 		return
 	}
-	err := engine.CheckQueueName(queue)
-	if err == nil {
-		err = o.Validate()
-	}
-	if err == nil {
-		err = s.cfg.Cluster.Configured(r.Context(), queue, o)
-	}
-	if err != nil {
+	if err := netserver.ConfigureAcross(r.Context(), s.cfg.Cluster, queue, o); err != nil {
 		s.writeErr(w, err)
 		return
 	}

@@ -10,9 +10,6 @@ import (
 
 // Health, the dashboard's status feeds, and the maintenance toggles.
 
-// GET /health: 200 {"status":"healthy",...}, or 503 "unhealthy" when the
-// engine is closed or its journal failed (Queen's "database" field says
-// whether the journal takes writes).
 // healthy is the engine's Healthy; nil without one (a replicated broker's
 // journal failing stops the broker).
 func (s *Server) healthy() error {
@@ -22,6 +19,9 @@ func (s *Server) healthy() error {
 	return s.e.Healthy()
 }
 
+// GET /health: 200 {"status":"healthy",...}, or 503 "unhealthy" when the
+// engine is closed or its journal failed (Queen's "database" field says
+// whether the journal takes writes).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	status, db, code := "healthy", "connected", http.StatusOK
 	var reason any

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/engine"
+	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -39,16 +40,7 @@ func (s *Server) adminAcross(req protocol.Body, peer adminPeer) (protocol.Body, 
 			return nil, protocol.NewError(protocol.CodeInvalid, "a broker of a replicated cluster takes a queue's whole configuration: an update of some options is not served yet")
 		}
 		o := toEngineOptions(&r.Options)
-		if err := engine.CheckQueueName(r.Queue); err != nil {
-			return nil, err
-		}
-		if err := o.Validate(); err != nil {
-			return nil, err
-		}
-		// Every broker up applies it to the engines it has before the
-		// answer; an engine built later applies it when built. A queue has
-		// an id per shard's engine: the reply names none.
-		if err := s.cfg.Cluster.Configured(context.Background(), r.Queue, o); err != nil {
+		if err := netserver.ConfigureAcross(context.Background(), s.cfg.Cluster, r.Queue, o); err != nil {
 			return nil, err
 		}
 		return &protocol.ConfigureReply{Options: fromEngineOptions(&o)}, nil
