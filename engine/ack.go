@@ -359,3 +359,18 @@ func (a *pgActive) fire(f *wheelFire) {
 		f.after = append(f.after, func() { e.wake(wakes) })
 	}
 }
+
+// countAcks counts acks of q that took effect.
+func (e *Engine) countAcks(q *queue, items []AckItem) {
+	var failed uint64
+	for i := range items {
+		if items[i].Status != Completed {
+			failed++
+		}
+	}
+	n := uint64(len(items))
+	e.stats.acked.Add(n)
+	e.stats.ackFailed.Add(failed)
+	q.flow.acked.Add(n)
+	q.flow.ackFailed.Add(failed)
+}

@@ -86,20 +86,22 @@
 // # Following an ack
 //
 // Ack and AckAsync (ack.go) find the partition and take its stripe
-// (state.go, which holds the tables, the partitions' ids and their
-// stripes); ackOne checks the ack against the live lease, or an ended one
-// for a repeat, marks it and moves the cursor (lease.go: the states,
-// advanceCursor); the change is encoded as one effect record and appended
-// (journal.go: effectRecord, appendHeld, pending; the format and its
-// encoders in record.go), or undone when the journal refuses it (state.go:
-// save, restore); dead letters, when there are any, are filed by dlq.go,
-// and the queue's counters count the acks (flow.go). settle then ends a
-// finished lease (lease.go; its timer leaves the wheel, wheel.go, which
-// holds the clock too), tells the group what became deliverable and
-// refreshes the queue's depth (ready.go), and shrinks the tail cache
-// (cache.go). A completed ack touches ten files: ack, state, lease,
-// journal, record, flow, wheel, ready, cache and uuid (the lease id's
-// type), measured by coverage around one Ack.
+// (state.go, which holds the tables, the ids and their type, and the
+// partitions' stripes); ackOne checks the ack against the live lease, or
+// an ended one for a repeat, marks it and moves the cursor (lease.go: the
+// states, advanceCursor); the change is encoded as one effect record and
+// appended (journal.go: effectRecord, appendHeld, pending; the format and
+// its encoders in record.go), or undone when the journal refuses it
+// (state.go: save, restore); dead letters, when there are any, are filed
+// by dlq.go, and countAcks (ack.go) adds the acks to the queue's counters
+// (their type in flow.go). settle then ends a finished lease (lease.go;
+// its timer leaves the wheel, wheel.go, which holds the clock too), tells
+// the group what became deliverable and refreshes the queue's depth
+// (ready.go), and shrinks the tail cache (cache.go). A completed ack
+// touches eight files: ack, state, lease, journal, record, wheel, ready
+// and cache, measured by coverage around one Ack (a program built with
+// -cover -covermode=atomic clears its counters before the Ack and writes
+// them after it).
 // The answer comes when the last append pending holds is durable.
 //
 // # Reports

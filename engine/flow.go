@@ -10,7 +10,8 @@ import (
 // by retention, evicted), and what Stats adds beside them: failed acks,
 // retention cuts and the lag of pops. The HTTP bridge samples them each
 // minute for Queen's analytics routes. They are atomics, counted where
-// Stats's are (after the journal took the change), so they cost a few
+// Stats's are (after the journal took the change: countPop in pop.go,
+// countAcks in ack.go, the others beside their changes), so they cost a few
 // atomic adds per push, pop or ack call, not per message.
 
 // flow is one queue's counters; a deleted queue's go with it.
@@ -131,33 +132,4 @@ func (e *Engine) QueueFlows() []QueueFlow {
 		out = append(out, qf)
 	}
 	return out
-}
-
-// countPop counts msgs popped from q at now; autoAck counts them acked too
-// (completed on delivery).
-func (e *Engine) countPop(q *queue, msgs []Message, now int64, autoAck bool) {
-	n := uint64(len(msgs))
-	e.stats.popped.Add(n)
-	q.flow.popped.Add(n)
-	if autoAck {
-		e.stats.acked.Add(n)
-		q.flow.acked.Add(n)
-	}
-	e.stats.lag.add(msgs, now)
-	q.flow.lag.add(msgs, now)
-}
-
-// countAcks counts acks of q that took effect.
-func (e *Engine) countAcks(q *queue, items []AckItem) {
-	var failed uint64
-	for i := range items {
-		if items[i].Status != Completed {
-			failed++
-		}
-	}
-	n := uint64(len(items))
-	e.stats.acked.Add(n)
-	e.stats.ackFailed.Add(failed)
-	q.flow.acked.Add(n)
-	q.flow.ackFailed.Add(failed)
 }

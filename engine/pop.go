@@ -610,3 +610,17 @@ func retriesFrom(rs []retryCount, cursor uint64) []retryCount {
 	}
 	return rs[k:]
 }
+
+// countPop counts msgs popped from q at now; autoAck counts them acked too
+// (completed on delivery).
+func (e *Engine) countPop(q *queue, msgs []Message, now int64, autoAck bool) {
+	n := uint64(len(msgs))
+	e.stats.popped.Add(n)
+	q.flow.popped.Add(n)
+	if autoAck {
+		e.stats.acked.Add(n)
+		q.flow.acked.Add(n)
+	}
+	e.stats.lag.add(msgs, now)
+	q.flow.lag.add(msgs, now)
+}

@@ -9,35 +9,8 @@ import (
 	"unsafe"
 )
 
-// UUID is a 16-byte identifier: message ids and lease ids are UUIDv7 (time
-// ordered), partition ids are UUIDv8 built from the queue id and the
-// partition's sequence number inside the queue, and a queue's own UUID is
-// built the same way from a sequence number no partition gets (queueSeq).
-type UUID [16]byte
-
-// IsZero reports whether u is the zero UUID (no id given).
-func (u UUID) IsZero() bool { return u == UUID{} }
-
-// String formats u in the canonical 8-4-4-4-12 form.
-func (u UUID) String() string {
-	var b [36]byte
-	return string(u.Append(b[:0]))
-}
-
-// Append appends the canonical form of u to dst.
-func (u UUID) Append(dst []byte) []byte {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return append(dst, b[:]...)
-}
+// The UUID type is part of the data model (state.go); here are its text
+// forms and the generator of message and lease ids.
 
 // ErrBadUUID is returned by ParseUUID for text that is not a UUID.
 var ErrBadUUID = errors.New("engine: not a UUID")
