@@ -354,7 +354,7 @@ func (l *Log) openForSync(seg uint64) (*os.File, error) {
 }
 
 func (l *Log) write(g *group) error {
-	l.ebuf = encodeEntry(l.ebuf, g.index, g.n, g.body)
+	l.ebuf = encodeEntryGuessing(l.ebuf, g.index, g.n, g.body, &l.guess)
 	if cap(l.ebuf) > 4*l.cfg.MaxBatchBytes+entryHeaderLen {
 		defer func() { l.ebuf = nil }()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -110,15 +111,16 @@ func recordFrameLen(n int) int {
 // into dst[:0] and returns it. The body is zstd-compressed unless that does
 // not make it smaller.
 func encodeEntry(dst []byte, index uint64, count int, raw []byte) []byte {
+	return encodeEntryGuessing(dst, index, count, raw, nil)
+}
+
+// encodeEntryGuessing is encodeEntry with g's guess of whether raw is
+// worth compressing (nil: probe it).
+func encodeEntryGuessing(dst []byte, index uint64, count int, raw []byte, g *Compressor) []byte {
 	dst = append(dst[:0], make([]byte, entryHeaderLen)...)
 	codec := byte(codecRaw)
-	if len(raw) >= minCompressBytes && compressible(raw) {
-		out := mustCodecs().enc.EncodeAll(raw, dst)
-		if len(out)-entryHeaderLen < len(raw) {
-			dst, codec = out, codecZstd
-		} else {
-			dst = append(out[:entryHeaderLen], raw...)
-		}
+	if out, ok := g.compress(dst, raw); ok {
+		dst, codec = out, codecZstd
 	} else {
 		dst = append(dst, raw...)
 	}
@@ -130,6 +132,69 @@ func encodeEntry(dst []byte, index uint64, count int, raw []byte) []byte {
 	binary.LittleEndian.PutUint64(dst[entryIndexOff:], index)
 	binary.LittleEndian.PutUint32(dst[entryCRCOff:], crc32c(dst[entryCRCOff+4:]))
 	return dst
+}
+
+// A Compressor compresses bodies with the journal's codec, guessing from
+// the bodies it saw last whether the next is worth it: a writer's bodies
+// tend to be alike (its payloads are in clear, or sealed; a replicated
+// shard's journal holds records its leader compressed). After a body that
+// compressed it compresses the next at once, without the probe
+// (compressible: a fifth of the cost of compressing a 12 KiB record);
+// after one that did not (or saved less than the probe's fifth), it stores
+// the next denseSkip as they are, then probes again. A body that defies the guess costs one compression in vain
+// or is stored whole: a larger entry, never a wrong one. The zero value is
+// ready; safe for concurrent use (the guess is a hint, kept in an atomic).
+type Compressor struct {
+	// guess: guessProbe, guessCompress, or k > 0: k bodies are still to
+	// be stored without trying.
+	guess atomic.Int32
+}
+
+const (
+	guessProbe    = 0
+	guessCompress = -1
+	// denseSkip is how many bodies a Compressor stores without trying
+	// after one that was not worth compressing.
+	denseSkip = 15
+)
+
+// compress appends src compressed to dst and returns it with true when
+// that made it smaller; otherwise dst as it was and false. A nil g probes
+// every body.
+func (g *Compressor) compress(dst, src []byte) ([]byte, bool) {
+	if len(src) < minCompressBytes {
+		return dst, false
+	}
+	guess := int32(guessProbe)
+	if g != nil {
+		guess = g.guess.Load()
+	}
+	switch {
+	case guess > 0:
+		g.guess.CompareAndSwap(guess, guess-1)
+		return dst, false
+	case guess == guessProbe && !compressible(src):
+		if g != nil {
+			g.guess.Store(denseSkip)
+		}
+		return dst, false
+	}
+	n := len(dst)
+	out := mustCodecs().enc.EncodeAll(src, dst)
+	saved := len(src) - (len(out) - n)
+	if g != nil {
+		// The probe's bar: a body that saves less than a fifth was not
+		// worth compressing, and the next are guessed alike.
+		if saved < len(src)/5 {
+			g.guess.Store(denseSkip)
+		} else if guess != guessCompress {
+			g.guess.Store(guessCompress)
+		}
+	}
+	if saved <= 0 {
+		return dst[:n], false
+	}
+	return out, true
 }
 
 // probeBytes is the sample compressible looks at; smallProbeBytes its
@@ -295,18 +360,17 @@ func decodeEntry(d *decoded, data []byte, index uint64, maxRaw int) error {
 // returns dst as it was and false. It is for a record that one writer
 // compresses once and several journals store (a replicated shard's leader
 // compresses each record before its replicas get it): a group of such
-// records is found dense by the journal (compressible) and written as it
-// is, so no journal compresses it again.
+// records is found dense by the journal (compressible, and its
+// Compressor's guess) and written as it is, so no journal compresses it
+// again. CompressRecord probes every record; Compress guesses.
 func CompressRecord(dst, src []byte) ([]byte, bool) {
-	if len(src) < minCompressBytes || !compressible(src) {
-		return dst, false
-	}
-	n := len(dst)
-	out := mustCodecs().enc.EncodeAll(src, dst)
-	if len(out)-n >= len(src) {
-		return dst[:n], false
-	}
-	return out, true
+	return (*Compressor)(nil).compress(dst, src)
+}
+
+// Compress is CompressRecord with c's guess of whether src is worth
+// compressing (see Compressor).
+func (c *Compressor) Compress(dst, src []byte) ([]byte, bool) {
+	return c.compress(dst, src)
 }
 
 // DecompressRecord appends what CompressRecord made of a record of rawLen

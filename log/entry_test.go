@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -296,4 +297,101 @@ func TestCompressibleProbesMidSizedGroups(t *testing.T) {
 	if !compressible(dense[:1000]) {
 		t.Fatal("a group under 2 KiB is not probed: it is tried")
 	}
+}
+
+// A Compressor guesses from the bodies it saw last: after one that did not
+// compress it stores the next denseSkip as they are, without trying, then
+// tries again; after one that compressed it compresses the next at once,
+// and a dense body that follows is found out by that compression (and
+// starts a skip). What it returns always decodes to the body.
+func TestCompressorGuesses(t *testing.T) {
+	clear := bytes.Repeat([]byte(`{"t":1733150000123456789,"p":"xxxxxxxxxxxx"}`), 200)
+	dense := make([]byte, len(clear))
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range dense {
+		dense[i] = byte(r.Uint32())
+	}
+	var c Compressor
+	try := func(body []byte, want bool) {
+		t.Helper()
+		out, ok := c.Compress([]byte("hdr"), body)
+		if ok != want {
+			t.Fatalf("Compress of a %d-byte body: compressed %v, want %v (guess %d)", len(body), ok, want, c.guess.Load())
+		}
+		if !ok {
+			if string(out) != "hdr" {
+				t.Fatalf("a body left as it is changed dst: %q", out)
+			}
+			return
+		}
+		if got, err := DecompressRecord(nil, out[3:], len(body)); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("a compressed body does not decode to itself: %v", err)
+		}
+	}
+	try(clear, true)
+	if g := c.guess.Load(); g != guessCompress {
+		t.Fatalf("after a body that compressed the guess is %d, want %d", g, guessCompress)
+	}
+	try(dense, false) // compressed in vain: a skip starts
+	for range denseSkip {
+		try(clear, false) // skipped, though it would compress
+	}
+	try(clear, true) // tried again
+	try(clear, true)
+	try(dense, false)
+	for range denseSkip {
+		try(dense, false)
+	}
+	try(dense, false) // probed: still dense, another skip
+	if g := c.guess.Load(); g != denseSkip {
+		t.Fatalf("after a dense body found by the probe the guess is %d, want %d", g, denseSkip)
+	}
+	// A body that saves less than a fifth (sealed payloads and their
+	// framing) is kept compressed when that is smaller, but starts a skip:
+	// compressing such bodies is not worth zstd's time.
+	for range denseSkip {
+		try(clear, false)
+	}
+	try(clear, true)
+	slight := append(append([]byte(nil), dense...), make([]byte, len(dense)/10)...)
+	try(slight, true)
+	if g := c.guess.Load(); g != denseSkip {
+		t.Fatalf("after a body that saved less than a fifth the guess is %d, want %d", g, denseSkip)
+	}
+	// A body too small to compress says nothing of the next.
+	var small Compressor
+	if _, ok := small.Compress(nil, []byte("tiny")); ok || small.guess.Load() != guessProbe {
+		t.Fatalf("a tiny body: compressed %v, guess %d", ok, small.guess.Load())
+	}
+}
+
+// Bodies compressed by many goroutines at once through one Compressor
+// (the engine's stripes append to one replicated shard) all decode.
+func TestCompressorConcurrent(t *testing.T) {
+	var c Compressor
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range 200 {
+				body := bytes.Repeat([]byte(fmt.Sprintf("record %d of %d ", i, w)), 100)
+				if i%3 == 0 {
+					for k := range body {
+						body[k] = byte(r.Uint32())
+					}
+				}
+				out, ok := c.Compress(nil, body)
+				if !ok {
+					continue
+				}
+				if got, err := DecompressRecord(nil, out, len(body)); err != nil || !bytes.Equal(got, body) {
+					t.Errorf("a body does not decode to itself: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

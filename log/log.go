@@ -96,6 +96,7 @@ type Log struct {
 	syncBusy   atomic.Bool   // the syncer is fsyncing
 	syncIdle   chan struct{} // the syncer became free (cap 1)
 	ebuf       []byte        // encoded entry, reused
+	guess      Compressor    // whether the next group is worth compressing (write)
 	dirty      bool          // written since the last fsync
 	lastSync   time.Time
 	syncTimer  *time.Timer // SyncInterval: armed while an fsync is due

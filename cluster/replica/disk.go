@@ -100,7 +100,7 @@ func OpenDisk(j *rlog.Log, keep int) (*Disk, error) {
 			return fmt.Errorf("replica: record at %d: %w", pos, errBadRecord)
 		}
 		l := d.log(binary.BigEndian.Uint32(rec[1:5]))
-		return l.replay(pos, rec[0], rec[5:], false)
+		return l.replay(pos, rec[0], rec[5:], nil, false)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: reading the raft logs: %w", err)
@@ -243,7 +243,7 @@ func (l *DiskLog) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot)
 		b = binary.AppendUvarint(b, snap.GetMetadata().GetIndex())
 		b = binary.AppendUvarint(b, snap.GetMetadata().GetTerm())
 		b = appendBytes(b, cs)
-		if err := l.write(b); err != nil {
+		if err := l.write(b, nil); err != nil {
 			return err
 		}
 	}
@@ -253,7 +253,7 @@ func (l *DiskLog) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot)
 		b = binary.AppendUvarint(b, e.GetIndex())
 		b = append(b, byte(e.GetType()))
 		b = appendBytes(b, e.GetData())
-		if err := l.write(b); err != nil {
+		if err := l.write(b, e.GetData()); err != nil {
 			return err
 		}
 	}
@@ -262,16 +262,30 @@ func (l *DiskLog) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot)
 		b = binary.AppendUvarint(b, hs.GetTerm())
 		b = binary.AppendUvarint(b, hs.GetVote())
 		b = binary.AppendUvarint(b, hs.GetCommit())
-		if err := l.write(b); err != nil {
+		if err := l.write(b, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// recScratch holds the buffers Save and Compact build records in: the
+// journal copies a record into its group as it takes it (rlog.Log.Append),
+// so one buffer serves every record.
+var recScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxRecScratch bounds the buffers recScratch keeps.
+const maxRecScratch = 256 << 10
+
+// header starts a record of kind for the shard in a scratch buffer with
+// room for size more bytes; write gives the buffer back.
 func (l *DiskLog) header(kind byte, size int) []byte {
-	b := make([]byte, 5, 5+size)
-	b[0] = kind
+	bp := recScratch.Get().(*[]byte)
+	b := *bp
+	if cap(b) < 5+size {
+		b = make([]byte, 0, 5+size)
+	}
+	b = append(b[:0], kind, 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(b[1:], l.shard)
 	return b
 }
@@ -281,19 +295,28 @@ func appendBytes(b, p []byte) []byte {
 	return append(b, p...)
 }
 
-// write journals rec and applies it to the index.
-func (l *DiskLog) write(rec []byte) error {
+// write journals rec (made by header) and applies it to the index; data is
+// an entry record's data, which the index keeps instead of a copy (a Raft
+// entry's data never changes once made). rec goes back to recScratch.
+func (l *DiskLog) write(rec, data []byte) error {
 	pos, err := l.d.append(rec)
-	if err != nil {
-		return fmt.Errorf("replica: shard %d: %w", l.shard, err)
+	if err == nil {
+		err = l.replay(pos, rec[0], rec[5:], data, true)
+	} else {
+		err = fmt.Errorf("replica: shard %d: %w", l.shard, err)
 	}
-	return l.replay(pos, rec[0], rec[5:], true)
+	if cap(rec) <= maxRecScratch {
+		rec = rec[:0]
+		recScratch.Put(&rec)
+	}
+	return err
 }
 
 // replay applies one record of the shard (at pos) to the index. An entry's
-// data is kept in memory: a copy, unless own (the record is the log's:
-// write made it, and the journal copied it).
-func (l *DiskLog) replay(pos uint64, kind byte, body []byte, own bool) error {
+// data is kept in memory: keep, when own (write journaled the entry, and
+// keep is its data), else a copy of what body holds (body is the journal's
+// buffer).
+func (l *DiskLog) replay(pos uint64, kind byte, body, keep []byte, own bool) error {
 	r := body
 	uv := func() uint64 {
 		v, n := binary.Uvarint(r)
@@ -385,7 +408,7 @@ func (l *DiskLog) replay(pos uint64, kind byte, body []byte, own bool) error {
 		l.keptFrom = min(l.keptFrom, i)
 		l.snaps = cutFrom(l.snaps, index)
 		l.confs = cutFrom(l.confs, index)
-		d := data
+		d := keep
 		if !own {
 			d = append([]byte(nil), data...)
 		}
@@ -447,7 +470,7 @@ func (l *DiskLog) anchor(index, term uint64) error {
 	b = binary.AppendUvarint(b, hs.GetTerm())
 	b = binary.AppendUvarint(b, hs.GetVote())
 	b = binary.AppendUvarint(b, hs.GetCommit())
-	return l.write(b)
+	return l.write(b, nil)
 }
 
 // compactLocked drops the entries up to index (in term). Caller holds l.mu.

@@ -43,7 +43,7 @@ func (j *journal) Append(rec []byte, done func(error)) (uint64, error) {
 	if len(rec) > s.n.cfg.MaxEntryBytes {
 		return 0, fmt.Errorf("replica: a record of %d bytes passes the entry limit of %d: %w", len(rec), s.n.cfg.MaxEntryBytes, syscall.EMSGSIZE)
 	}
-	data := packRecord(rec)
+	data := packRecord(&s.pack, rec)
 	s.mu.Lock()
 	if j.deposed || j.err != nil {
 		err := j.err

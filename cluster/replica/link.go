@@ -161,7 +161,7 @@ func (p *peerLink) run() {
 	defer closeConn()
 	pause := linkRedial
 	var renew time.Time // when c must be made again for a fresh token
-	var buf []byte
+	var buf, enc []byte
 	var req protocol.RaftRequest
 	for {
 		select {
@@ -207,7 +207,7 @@ func (p *peerLink) run() {
 			}(c, readerDone, closedHere)
 		}
 		// The heartbeats of every shard go as one message.
-		var beats, next []byte
+		var beats []byte
 		beats, msgs = coalesce(beats, msgs)
 		for len(msgs) > 0 || beats != nil {
 			req.From, req.Msgs = p.l.self, req.Msgs[:0]
@@ -219,29 +219,32 @@ func (p *peerLink) run() {
 			// Up to linkFrameBytes per request, and never past the peer's
 			// frame (linkFrameOverhead: the frame's and the request's own
 			// bytes): a message that would pass it waits for the next
-			// request; one that no frame holds is dropped (Append keeps
-			// records within MaxEntryBytes, which a frame holds).
+			// request (encoded again then); one that no frame holds is
+			// dropped (Append keeps records within MaxEntryBytes, which a
+			// frame holds). The messages are encoded one after another
+			// into enc, which the request then copies.
+			enc = enc[:0]
 			for len(msgs) > 0 && size < linkFrameBytes {
-				if next == nil {
-					data, err := proto.Marshal(msgs[0].Msg)
-					if err != nil {
-						msgs = msgs[1:]
-						continue
-					}
-					next = data
+				at := len(enc)
+				var err error
+				if enc, err = (proto.MarshalOptions{}).MarshalAppend(enc, msgs[0].Msg); err != nil {
+					enc, msgs = enc[:at], msgs[1:]
+					continue
 				}
+				data := enc[at:len(enc):len(enc)]
 				room := maxFrame - linkFrameOverhead - size
-				if len(next)+linkMessageOverhead > room {
+				if len(data)+linkMessageOverhead > room {
+					enc = enc[:at]
 					if size == 0 {
-						p.l.logger.Warn("raft link: a message larger than the peer's frame dropped", "peer", p.id, "bytes", len(next), "max_frame", maxFrame)
-						msgs, next = msgs[1:], nil
+						p.l.logger.Warn("raft link: a message larger than the peer's frame dropped", "peer", p.id, "bytes", len(data), "max_frame", maxFrame)
+						msgs = msgs[1:]
 						continue
 					}
 					break
 				}
-				req.Msgs = append(req.Msgs, protocol.RaftMessage{Shard: msgs[0].Shard, Data: next})
-				size += len(next) + linkMessageOverhead
-				msgs, next = msgs[1:], nil
+				req.Msgs = append(req.Msgs, protocol.RaftMessage{Shard: msgs[0].Shard, Data: data})
+				size += len(data) + linkMessageOverhead
+				msgs = msgs[1:]
 			}
 			buf = protocol.AppendRaftRequest(buf[:0], 0, &req)
 			_ = c.SetWriteDeadline(time.Now().Add(linkWriteTimeout))

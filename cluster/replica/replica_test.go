@@ -542,15 +542,15 @@ func TestRecordsAreCompressedOnceByTheLeader(t *testing.T) {
 // unpackRecord refuses a compressed record longer than it allows.
 func TestPackRecord(t *testing.T) {
 	small := []byte{3, 1, 2, 3}
-	if got := packRecord(small); string(got) != string(small) || &got[0] == &small[0] {
+	if got := packRecord(nil, small); string(got) != string(small) || &got[0] == &small[0] {
 		t.Fatalf("a small record: %v (want a copy of itself)", got)
 	}
 	dense := noise(5, 8<<10)
-	if got := packRecord(dense); string(got) != string(dense) {
+	if got := packRecord(nil, dense); string(got) != string(dense) {
 		t.Fatal("a record that does not compress was changed")
 	}
 	rec := append([]byte{3}, []byte(strings.Repeat("the same words again ", 500))...)
-	p := packRecord(rec)
+	p := packRecord(nil, rec)
 	if p[0] != packedMark || len(p) >= len(rec)/4 {
 		t.Fatalf("a compressible record of %d bytes packed to %d (mark %#x)", len(rec), len(p), p[0])
 	}

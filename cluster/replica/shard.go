@@ -27,6 +27,9 @@ type Shard struct {
 	id  uint32
 	n   *Node
 	log Log
+	// pack compresses the records this broker proposes as leader
+	// (packRecord), guessing from the shard's last ones.
+	pack rlog.Compressor
 
 	mu       sync.Mutex
 	rn       *raft.RawNode
@@ -428,13 +431,13 @@ const maxPackScratch = 256 << 10
 var packScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // packRecord returns the data of the entry that holds rec: rec compressed
-// (packedMark) when that makes it smaller, else a copy of rec.
-func packRecord(rec []byte) []byte {
+// by c (packedMark) when that makes it smaller, else a copy of rec.
+func packRecord(c *rlog.Compressor, rec []byte) []byte {
 	if len(rec) >= minPackBytes {
 		bp := packScratch.Get().(*[]byte)
 		b := append((*bp)[:0], packedMark)
 		b = binary.AppendUvarint(b, uint64(len(rec)))
-		b, ok := rlog.CompressRecord(b, rec)
+		b, ok := c.Compress(b, rec)
 		var data []byte
 		if ok && len(b) < len(rec) {
 			data = append([]byte(nil), b...)
