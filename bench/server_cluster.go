@@ -88,6 +88,11 @@ func startRegentCluster(ctx context.Context, bin, syncPolicy string, n int, env 
 	}
 	wg.Wait()
 	cl := &Server{Durability: RegentDurability(syncPolicy) + fmt.Sprintf(", on %d brokers, each shard on all %d (committed by a majority)", n, n)}
+	for _, kv := range env {
+		if procs, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			cl.Durability += ", GOMAXPROCS=" + procs + " each"
+		}
+	}
 	cl.StopFunc = func() error {
 		var errs []error
 		for _, s := range srvs {

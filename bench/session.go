@@ -27,6 +27,9 @@ type Options struct {
 	// the Regent targets send.
 	ServeEnv []string
 	Token    string
+	// ReplicatedProcs, when above 0, is the GOMAXPROCS of each broker of
+	// the regent-replicated target (0: Go's default, every core).
+	ReplicatedProcs int
 	// TLS makes the regent target speak TLS to RegentTCP (a TLS
 	// terminator in front of a running Regent).
 	TLS *tls.Config
@@ -144,7 +147,11 @@ func (s *Session) server(ctx context.Context, side Side) (*Server, Endpoints, er
 		if o.RegentBin == "" {
 			return nil, Endpoints{}, fmt.Errorf("%w: target regent-replicated needs the harness to start its brokers as children (--server child)", ErrConfig)
 		}
-		srv, err := StartRegentCluster(ctx, o.RegentBin, o.Sync, replicatedBrokers, o.ServeEnv, o.Log)
+		env := o.ServeEnv[:len(o.ServeEnv):len(o.ServeEnv)]
+		if o.ReplicatedProcs > 0 {
+			env = append(env, fmt.Sprintf("GOMAXPROCS=%d", o.ReplicatedProcs))
+		}
+		srv, err := StartRegentCluster(ctx, o.RegentBin, o.Sync, replicatedBrokers, env, o.Log)
 		if err != nil {
 			return nil, Endpoints{}, err
 		}

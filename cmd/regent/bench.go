@@ -114,6 +114,7 @@ type benchFlags struct {
 	redisFsync, redisURL, redisBin      *string
 	size, producers, consumers, groups  *int
 	inFlight, idle, rounds              *int
+	replicatedProcs                     *int
 	duration, fillTime                  *time.Duration
 	messages                            *int64
 	rate, failFraction                  *float64
@@ -163,6 +164,7 @@ func newBenchFlags(out io.Writer, compare bool) *benchFlags {
 	f.redisURL = fs.String("redis-url", "", "a running Redis (host:port or redis://host:port/db); the harness deletes the streams QUEUE:p0... it uses")
 	f.redisBin = fs.String("redis-bin", "", "the redis-server binary --start-peer runs (default: redis-server on PATH)")
 	f.rounds = fs.Int("rounds", 3, "compare: rounds (each runs every side once, alternately)")
+	f.replicatedProcs = fs.Int("replicated-procs", 0, "regent-replicated: the GOMAXPROCS of each of its brokers (0: Go's default, every core of the machine). Three brokers on one machine each given a share of its cores, as a container's CPU limit would give it (Go reads the limit)")
 	f.jsonOut = fs.Bool("json", false, "print the result file (JSON) on stdout, and no progress line")
 	f.out = fs.String("out", "", "also write the result file (JSON) there")
 	f.cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process during each run's measured phase (a pre-fill excluded): the first run's to `FILE`, the n-th's to FILE.n; with --server inprocess it holds client and server (go tool pprof -tagignore bench=client shows the server alone)")
@@ -303,6 +305,9 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 		}
 	}
 
+	if *f.replicatedProcs < 0 {
+		return fail(exitUsage, errors.New("--replicated-procs must not be negative"))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var logw io.Writer
@@ -311,7 +316,7 @@ func cmdBenchRun(scenario string, args []string, compare bool, cmdline []string,
 	}
 	opts := bench.Options{RegentTCP: *f.addr, RegentHTTP: *f.httpAddr, Sync: *f.sync, PeerURL: *f.peerURL,
 		StartPeer: *f.startPeer, PeerBin: *f.peerBin, RedisURL: *f.redisURL, RedisBin: *f.redisBin, Log: logw,
-		Progress: bench.NewProgress(stderr, *f.jsonOut)}
+		Progress: bench.NewProgress(stderr, *f.jsonOut), ReplicatedProcs: *f.replicatedProcs}
 	if *f.addr == "" && *f.httpAddr == "" {
 		switch *f.server {
 		case "child":

@@ -141,16 +141,20 @@ func startBacklogServer(t *testing.T) (context.Context, *bench.Server, *benchtes
 // TestBenchReplicatedTargetConsumesEveryMessageOnce: the regent-replicated
 // target (three `regent serve --replicas 3` children) pushes and consumes
 // through the shards' leaders: every message filled is delivered once, and
-// the server figures are the three processes'.
+// the server figures are the three processes'. The brokers run with one P
+// each (--replicated-procs 1), which the result's description says.
 func TestBenchReplicatedTargetConsumesEveryMessageOnce(t *testing.T) {
 	_, bin := buildRegent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := bench.StartRegentCluster(ctx, bin, "always", 3, nil, nil)
+	srv, err := bench.StartRegentCluster(ctx, bin, "always", 3, []string{"GOMAXPROCS=1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
+	if !strings.Contains(srv.Durability, "GOMAXPROCS=1 each") {
+		t.Fatalf("the cluster's description %q does not say its brokers' GOMAXPROCS", srv.Durability)
+	}
 	inner, err := bench.NewTarget(bench.TargetRegentReplicated, srv.Endpoints)
 	if err != nil {
 		t.Fatal(err)
