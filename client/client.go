@@ -20,6 +20,13 @@ var (
 	// came. The call may or may not have taken effect: a push may be
 	// retried safely with a transactionId (the broker deduplicates it).
 	ErrConnLost = errors.New("regent client: connection lost")
+	// ErrLeadMoved: in a replicated cluster, the call waited at a shard's
+	// leader while the map came to name another broker for the shard (a
+	// leader that stopped without closing its connections: SIGSTOP, a
+	// frozen machine, a network cut that resets nothing), and the call gave
+	// it up. As with ErrConnLost (which it wraps), the call may or may not
+	// have taken effect; a pop is sent to the new leader instead.
+	ErrLeadMoved = fmt.Errorf("%w: the shard's lead moved while the call waited at its old leader", ErrConnLost)
 	// ErrTooLarge: a request above the server's frame limit.
 	ErrTooLarge = errors.New("regent client: request too large")
 )

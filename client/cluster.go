@@ -95,6 +95,7 @@ type router struct {
 	refresh chan struct{} // closed when the refresh in progress ends; nil when none is
 	stop    chan struct{} // closed by close: ends the periodic refresh
 	done    chan struct{} // closed when the periodic refresh ended
+	watches map[*watch]struct{}
 }
 
 // refreshEvery is how often the router asks for the map without being
@@ -136,7 +137,105 @@ func (r *router) refreshLoop() {
 		}()
 		_ = r.update(ctx) // a failure leaves the map as it was, until the next
 		cancel()
+		r.checkWatches()
 	}
+}
+
+// stuckAfter is how long a request must have waited at a broker before the
+// router gives it up because the map names another broker for its shard
+// (watchFor): a leader answers in milliseconds, and one deposed meanwhile
+// answers not_leader at once; a request still unanswered after that waits
+// at a leader that stopped without closing its connections.
+const stuckAfter = 500 * time.Millisecond
+
+// watch is a request in flight to the broker the map named for its n keys.
+type watch struct {
+	p      *pool
+	since  time.Time
+	n      int
+	key    func(i int) (queue, partition string)
+	done   <-chan struct{} // closed once the request is answered (nil: end says so)
+	cancel context.CancelCauseFunc
+}
+
+// watchFor returns the ctx of a request to p, the broker the map names for
+// the n keys: it ends with ErrLeadMoved once the map (asked for every
+// refreshEvery) names another broker for one of them and the request has
+// waited stuckAfter. A replicated shard's leader that stopped (SIGSTOP, a
+// frozen machine, a network cut that resets nothing) is replaced by an
+// election within a second or two, and a request it holds would otherwise
+// wait for it to come back, or for ctx. end ends the watch, and so does
+// done's closing (the answer, when nobody may be waiting for it).
+func (r *router) watchFor(ctx context.Context, p *pool, n int, key func(i int) (queue, partition string), done <-chan struct{}) (wctx context.Context, end func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	w := &watch{p: p, since: time.Now(), n: n, key: key, done: done, cancel: cancel}
+	r.mu.Lock()
+	if r.watches == nil {
+		r.watches = map[*watch]struct{}{}
+	}
+	r.watches[w] = struct{}{}
+	r.mu.Unlock()
+	return wctx, func() {
+		r.mu.Lock()
+		delete(r.watches, w)
+		r.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// checkWatches gives up the requests that have waited stuckAfter at a
+// broker the map no longer names for one of their keys (a map that names
+// no owner yet gives up nothing: the election is not over).
+func (r *router) checkWatches() {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.watches {
+		if w.done != nil {
+			select {
+			case <-w.done:
+				w.cancel(nil)
+				delete(r.watches, w)
+				continue
+			default:
+			}
+		}
+		if now.Sub(w.since) < stuckAfter {
+			continue
+		}
+		for i := range w.n {
+			q, part := w.key(i)
+			if b, err := owner(r.md, q, part); err == nil && r.pools[b.TCP] != w.p {
+				w.cancel(ErrLeadMoved)
+				delete(r.watches, w)
+				break
+			}
+		}
+	}
+}
+
+// waitWatched waits for cl's answer under ctx, and gives it up with
+// ErrLeadMoved when its watch (watchFor on a ctx of its own) does.
+func waitWatched(ctx context.Context, cl *call, w context.Context) error {
+	select {
+	case <-cl.done:
+		return cl.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.Done():
+		if errors.Is(context.Cause(w), ErrLeadMoved) {
+			return ErrLeadMoved
+		}
+		return cl.wait(ctx)
+	}
+}
+
+// movedOr is ErrLeadMoved when watchFor gave the call of ctx up, else err.
+func movedOr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), ErrLeadMoved) {
+		return ErrLeadMoved
+	}
+	return err
 }
 
 func (r *router) close() {
@@ -445,7 +544,10 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 				for k, i := range idx {
 					sub[k] = items[i]
 				}
-				res, err := pushOn(ctx, p, sub)
+				wctx, end := r.watchFor(ctx, p, len(sub), func(k int) (string, string) { return sub[k].Queue, sub[k].Partition }, nil)
+				res, err := pushOn(wctx, p, sub)
+				err = movedOr(wctx, err)
+				end()
 				answers <- answer{idx, res, err}
 			}()
 		}
@@ -568,7 +670,21 @@ func (r *router) popOwner(ctx context.Context, req PopRequest) ([]Message, error
 				return nil, err
 			}
 		}
-		msgs, err := r.popOn(ctx, p, req)
+		var msgs []Message
+		var err error
+		if req.Queue != "" {
+			wctx, end := r.watchFor(ctx, p, 1, func(int) (string, string) { return req.Queue, req.Partition }, nil)
+			msgs, err = r.popOn(wctx, p, req)
+			err = movedOr(wctx, err)
+			end()
+		} else {
+			msgs, err = r.popOn(ctx, p, req)
+		}
+		if errors.Is(err, ErrLeadMoved) && rr.more() && rr.wait(ctx) == nil {
+			// A pop the stopped leader holds completes nothing there (a
+			// deposed leader's grant is never committed): ask the new one.
+			continue
+		}
 		if err != nil && r.retryable(ctx, &rr, err) {
 			continue
 		}
@@ -775,6 +891,10 @@ type ackPart struct {
 	cl    *call
 	reply *protocol.AckReply
 	err   error // refused before it was sent
+	// wctx is the part's ctx while it is on its way (watchFor), end
+	// ends its watch.
+	wctx context.Context
+	end  func()
 }
 
 // clusterAck is an ack split by owner, on its way.
@@ -837,6 +957,12 @@ func (r *router) startAck(ctx context.Context, ca *clusterAck, idx []int) {
 			protocol.PatchLength(dst, start)
 			return dst
 		}, part.reply)
+		if part.err == nil {
+			// The watch outlives ctx (finish waits under its own: SendAck
+			// and WaitAck take one each), and ends with the answer when
+			// nobody waits for it.
+			part.wctx, part.end = r.watchFor(context.Background(), part.p, len(sub), func(k int) (string, string) { return ca.key(sub[k]) }, part.cl.done)
+		}
 	}
 }
 
@@ -845,6 +971,13 @@ func (r *router) startAck(ctx context.Context, ca *clusterAck, idx []int) {
 // every part failed, the first failure is the error; otherwise a failed
 // part's items carry it as their result.
 func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult, error) {
+	defer func() { // the parts not waited for (a call that failed early)
+		for k := range ca.parts {
+			if end := ca.parts[k].end; end != nil {
+				end()
+			}
+		}
+	}()
 	res := make([]AckResult, ca.n)
 	var firstErr error
 	anyOK := false
@@ -856,7 +989,10 @@ func (ca *clusterAck) finish(ctx context.Context, out []AckResult) ([]AckResult,
 			part := &ca.parts[k]
 			err := part.err
 			if err == nil {
-				err = part.cl.wait(ctx)
+				err = waitWatched(ctx, part.cl, part.wctx)
+			}
+			if part.end != nil {
+				part.end()
 			}
 			if err == nil && len(part.reply.Items) != len(part.idx) {
 				err = fmt.Errorf("client: ack of %d items answered with %d results", len(part.idx), len(part.reply.Items))

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -41,6 +42,13 @@ type fakeReplicated struct {
 	// brokers.
 	owners  []int32
 	brokers []protocol.MetadataBroker
+	// mapOf, when set, gives the map's node, owners and brokers at each
+	// request for it.
+	mapOf func() (node string, owners []int32, brokers []protocol.MetadataBroker)
+	// frozen, when set and true, leaves every request after the Hello
+	// unanswered, as a process stopped with SIGSTOP does (its
+	// connections stay open).
+	frozen *atomic.Bool
 }
 
 func startFakeReplicated(t *testing.T, unknownFor int64) *fakeReplicated {
@@ -91,6 +99,9 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 			return
 		}
 		var out []byte
+		if f.frozen != nil && f.frozen.Load() && fr.Op != protocol.OpHello {
+			continue
+		}
 		switch fr.Op {
 		case protocol.OpHello:
 			out = protocol.AppendHelloReply(nil, fr.ID, &protocol.HelloReply{Major: protocol.VersionMajor, Minor: protocol.VersionMinor,
@@ -105,6 +116,9 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 				Brokers: []protocol.MetadataBroker{{ID: "b1", TCP: f.ln.Addr().String(), Live: true}}}
 			if f.owners != nil {
 				md.Owners, md.Brokers = f.owners, f.brokers
+			}
+			if f.mapOf != nil {
+				md.Node, md.Owners, md.Brokers = f.mapOf()
 			}
 			out = protocol.AppendMetadataReply(nil, fr.ID, md)
 		case protocol.OpPush:
@@ -337,5 +351,73 @@ func TestANewLeaderStillBuildingIsWaitedFor(t *testing.T) {
 	}
 	if f.pushes.Load() != int64(len(building))+1 || f.acks.Load() != int64(len(building))+1 {
 		t.Fatalf("%d pushes and %d acks reached the broker, want %d each", f.pushes.Load(), f.acks.Load(), len(building)+1)
+	}
+}
+
+// TestAStoppedLeaderIsGivenUp: a push, a pop and an ack sent to a shard's
+// leader that then stops without closing its connections (SIGSTOP) are
+// given up once the map names the shard's new leader, instead of waiting
+// for the old one to come back or for ctx: the push and the ack fail with
+// ErrLeadMoved (which wraps ErrConnLost: their fate is unknown), the pop
+// goes to the new leader.
+func TestAStoppedLeaderIsGivenUp(t *testing.T) {
+	old := startFakeReplicated(t, 0)
+	next := startFakeReplicated(t, 0)
+	old.frozen = new(atomic.Bool)
+	var moved atomic.Bool
+	brokers := []protocol.MetadataBroker{{ID: "old", TCP: old.ln.Addr().String(), Live: true}, {ID: "next", TCP: next.ln.Addr().String(), Live: true}}
+	mapOf := func(node string) func() (string, []int32, []protocol.MetadataBroker) {
+		return func() (string, []int32, []protocol.MetadataBroker) {
+			lead := int32(0)
+			if moved.Load() {
+				lead = 1
+			}
+			return node, []int32{lead, lead, lead, lead}, brokers
+		}
+	}
+	old.mapOf, next.mapOf = mapOf("old"), mapOf("next")
+	c, ctx := dialFake(t, next, 20*time.Second)
+	old.frozen.Store(true)
+	time.AfterFunc(300*time.Millisecond, func() { moved.Store(true) })
+
+	type result struct {
+		what string
+		err  error
+		took time.Duration
+	}
+	results := make(chan result, 3)
+	start := time.Now()
+	go func() {
+		_, err := c.Push(ctx, client.Item{Queue: "q", Partition: "p", Payload: []byte("x")})
+		results <- result{"push", err, time.Since(start)}
+	}()
+	go func() {
+		msg := client.Message{Queue: "q", Partition: "p", Group: "g", ID: client.ID{1}, PartitionID: client.ID{9}, LeaseID: client.ID{7}}
+		_, err := c.Ack(ctx, []client.Message{msg}, client.Completed, client.AckOptions{})
+		results <- result{"ack", err, time.Since(start)}
+	}()
+	go func() {
+		_, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"})
+		results <- result{"pop", err, time.Since(start)}
+	}()
+	for range 3 {
+		r := <-results
+		t.Logf("%s: %v after %v", r.what, r.err, r.took.Round(time.Millisecond))
+		if r.took > 5*time.Second {
+			t.Fatalf("the %s waited %v at the stopped leader", r.what, r.took)
+		}
+		switch r.what {
+		case "pop":
+			if r.err != nil {
+				t.Fatalf("the pop was not sent to the new leader: %v", r.err)
+			}
+		default:
+			if !errors.Is(r.err, client.ErrLeadMoved) || !errors.Is(r.err, client.ErrConnLost) {
+				t.Fatalf("the %s: %v, want ErrLeadMoved (a lost connection's kind)", r.what, r.err)
+			}
+		}
+	}
+	if next.pops.Load() != 1 || next.pushes.Load() != 0 || next.acks.Load() != 0 {
+		t.Fatalf("the new leader got %d pops, %d pushes, %d acks; want the pop alone", next.pops.Load(), next.pushes.Load(), next.acks.Load())
 	}
 }
