@@ -165,6 +165,7 @@ type Server struct {
 	bodies   *semaphore.Weighted // MaxBodyBytesInFlight
 	held     atomic.Int64        // bytes of bodies counted against it now
 	big      bigBufs             // large body buffers, reused while bodies flow
+	fails    failLog             // the failed requests' log lines (writeErr)
 
 	maintenance    atomic.Bool // push maintenance mode (see handleMaintenance)
 	popMaintenance atomic.Bool // pops answer 204 while set
@@ -719,12 +720,42 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	status := netserver.HTTPStatus(err)
 	if status >= 500 {
-		s.log.Warn("http: request failed", "err", err)
+		s.fails.log(s.log, err, time.Now())
 	}
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1") // passing: the journal behind, the disk full, a restart
 	}
 	writeError(w, status, errText(err))
+}
+
+// failLog logs the requests the server failed (5xx) at WARN, at most one
+// line every failLogEvery: a failover, a full disk or a journal behind
+// fails every request for a while, and a line each flooded the log. A line
+// says how many failures went unlogged since the one before it.
+type failLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+// failLogEvery is the least time between two lines of failLog.
+const failLogEvery = time.Second
+
+func (f *failLog) log(l *slog.Logger, err error, now time.Time) {
+	f.mu.Lock()
+	if now.Sub(f.last) < failLogEvery {
+		f.skipped++
+		f.mu.Unlock()
+		return
+	}
+	skipped := f.skipped
+	f.last, f.skipped = now, 0
+	f.mu.Unlock()
+	if skipped > 0 {
+		l.Warn("http: request failed", "err", err, "failed_unlogged", skipped)
+		return
+	}
+	l.Warn("http: request failed", "err", err)
 }
 
 // errText is the text a client reads for err: a protocol error's message
