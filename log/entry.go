@@ -138,12 +138,13 @@ func encodeEntryGuessing(dst []byte, index uint64, count int, raw []byte, g *Com
 // the bodies it saw last whether the next is worth it: a writer's bodies
 // tend to be alike (its payloads are in clear, or sealed; a replicated
 // shard's journal holds records its leader compressed). After a body that
-// compressed it compresses the next at once, without the probe
+// saved a fifth or more it compresses the next at once, without the probe
 // (compressible: a fifth of the cost of compressing a 12 KiB record);
-// after one that did not (or saved less than the probe's fifth), it stores
-// the next denseSkip as they are, then probes again. A body that defies the guess costs one compression in vain
-// or is stored whole: a larger entry, never a wrong one. The zero value is
-// ready; safe for concurrent use (the guess is a hint, kept in an atomic).
+// after a body the probe found dense it stores the next denseSkip as they
+// are, then probes again; otherwise it probes, as CompressRecord does. A
+// body that defies the guess is compressed in vain once or stored whole:
+// a larger entry, never a wrong one. The zero value is ready; safe for
+// concurrent use (the guess is a hint, kept in an atomic).
 type Compressor struct {
 	// guess: guessProbe, guessCompress, or k > 0: k bodies are still to
 	// be stored without trying.
@@ -183,12 +184,16 @@ func (g *Compressor) compress(dst, src []byte) ([]byte, bool) {
 	out := mustCodecs().enc.EncodeAll(src, dst)
 	saved := len(src) - (len(out) - n)
 	if g != nil {
-		// The probe's bar: a body that saves less than a fifth was not
-		// worth compressing, and the next are guessed alike.
-		if saved < len(src)/5 {
-			g.guess.Store(denseSkip)
-		} else if guess != guessCompress {
-			g.guess.Store(guessCompress)
+		// The probe's bar: a body that saves a fifth or more has the next
+		// compressed at once; one that saves less (sealed payloads and
+		// their framing) has the next probed, whose verdict may start a
+		// skip.
+		if saved >= len(src)/5 {
+			if guess != guessCompress {
+				g.guess.Store(guessCompress)
+			}
+		} else if guess == guessCompress {
+			g.guess.Store(guessProbe)
 		}
 	}
 	if saved <= 0 {

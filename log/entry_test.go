@@ -299,11 +299,11 @@ func TestCompressibleProbesMidSizedGroups(t *testing.T) {
 	}
 }
 
-// A Compressor guesses from the bodies it saw last: after one that did not
-// compress it stores the next denseSkip as they are, without trying, then
-// tries again; after one that compressed it compresses the next at once,
-// and a dense body that follows is found out by that compression (and
-// starts a skip). What it returns always decodes to the body.
+// A Compressor guesses from the bodies it saw last: after one that saved a
+// fifth or more it compresses the next at once; after one the probe found
+// dense it stores the next denseSkip as they are, without trying, then
+// probes again; a body compressed at once that saves less than a fifth
+// has the next probed. What it returns always decodes to the body.
 func TestCompressorGuesses(t *testing.T) {
 	clear := bytes.Repeat([]byte(`{"t":1733150000123456789,"p":"xxxxxxxxxxxx"}`), 200)
 	dense := make([]byte, len(clear))
@@ -312,11 +312,14 @@ func TestCompressorGuesses(t *testing.T) {
 		dense[i] = byte(r.Uint32())
 	}
 	var c Compressor
-	try := func(body []byte, want bool) {
+	try := func(body []byte, want bool, guess int32) {
 		t.Helper()
 		out, ok := c.Compress([]byte("hdr"), body)
 		if ok != want {
 			t.Fatalf("Compress of a %d-byte body: compressed %v, want %v (guess %d)", len(body), ok, want, c.guess.Load())
+		}
+		if g := c.guess.Load(); g != guess {
+			t.Fatalf("the guess after a %d-byte body is %d, want %d", len(body), g, guess)
 		}
 		if !ok {
 			if string(out) != "hdr" {
@@ -328,37 +331,19 @@ func TestCompressorGuesses(t *testing.T) {
 			t.Fatalf("a compressed body does not decode to itself: %v", err)
 		}
 	}
-	try(clear, true)
-	if g := c.guess.Load(); g != guessCompress {
-		t.Fatalf("after a body that compressed the guess is %d, want %d", g, guessCompress)
+	try(clear, true, guessCompress)
+	try(dense, false, guessProbe) // compressed in vain, without the probe
+	try(dense, false, denseSkip)  // the probe's verdict starts a skip
+	for k := range denseSkip {
+		try(clear, false, int32(denseSkip-1-k)) // skipped, though it would compress
 	}
-	try(dense, false) // compressed in vain: a skip starts
-	for range denseSkip {
-		try(clear, false) // skipped, though it would compress
-	}
-	try(clear, true) // tried again
-	try(clear, true)
-	try(dense, false)
-	for range denseSkip {
-		try(dense, false)
-	}
-	try(dense, false) // probed: still dense, another skip
-	if g := c.guess.Load(); g != denseSkip {
-		t.Fatalf("after a dense body found by the probe the guess is %d, want %d", g, denseSkip)
-	}
+	try(clear, true, guessCompress) // probed, and compressed
 	// A body that saves less than a fifth (sealed payloads and their
-	// framing) is kept compressed when that is smaller, but starts a skip:
-	// compressing such bodies is not worth zstd's time.
-	for range denseSkip {
-		try(clear, false)
-	}
-	try(clear, true)
+	// framing) is kept compressed when that is smaller, and the next is
+	// probed.
 	slight := append(append([]byte(nil), dense...), make([]byte, len(dense)/10)...)
-	try(slight, true)
-	if g := c.guess.Load(); g != denseSkip {
-		t.Fatalf("after a body that saved less than a fifth the guess is %d, want %d", g, denseSkip)
-	}
-	// A body too small to compress says nothing of the next.
+	try(slight, true, guessProbe)
+	// A body too small to probe says nothing of the next.
 	var small Compressor
 	if _, ok := small.Compress(nil, []byte("tiny")); ok || small.guess.Load() != guessProbe {
 		t.Fatalf("a tiny body: compressed %v, guess %d", ok, small.guess.Load())
