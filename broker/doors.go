@@ -111,7 +111,8 @@ func (b *Broker) buildDoors() (err error) {
 	hc := b.d.httpCfg
 	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
 	if b.cl != nil {
-		hc.Cluster, hc.DataPlane = b.cl, b.cl.dataPlane(b.e, b.opts.Engine.MaxPopBytes)
+		fw := b.cl.dataPlane(b.e, b.opts.Engine.MaxPopBytes)
+		hc.Cluster, hc.DataPlane, hc.DLQ = b.cl, fw, fw.DLQ
 	}
 	hc.UncheckedAcks = b.opts.Engine.UncheckedAcks // for a replicated broker's bridge, which has no one engine
 	b.d.http, err = httpapi.New(hc, b.e)

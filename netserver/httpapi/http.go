@@ -80,6 +80,11 @@ type Config struct {
 	// one engine (a replicated broker's engines share it): with it, a
 	// transaction's requiredLeases is ignored, as with one engine.
 	UncheckedAcks bool
+	// DLQ, when set, lists the dead letters GET /api/v1/dlq answers with:
+	// a cluster's broker lists every broker's (Queen's clients ask any
+	// one), where the engine alone holds only its own. A broker with no
+	// one engine serves the route only with it.
+	DLQ func(ctx context.Context, f engine.DLQFilter) ([]engine.DLQEntry, int, error)
 	// Version is reported by /health; default "dev".
 	Version string
 	// Logger receives the bridge's logs; nil means slog.Default().
@@ -429,6 +434,7 @@ var routesWithoutEngine = map[string]bool{
 	"POST /api/v1/transaction":                true,
 	"POST /api/v1/lease/{leaseId}/extend":     true,
 	"POST /api/v1/configure":                  true,
+	"GET /api/v1/dlq":                         true, // with Config.DLQ (handleDLQ)
 	"DELETE /api/v1/resources/queues/{queue}": true,
 	"GET /api/v1/system/maintenance":          true,
 	"POST /api/v1/system/maintenance":         true,

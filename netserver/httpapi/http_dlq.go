@@ -18,7 +18,8 @@ const dlqPageBytes = 16 << 20
 // total says how many entries match in all. A page holds at most 10,000
 // entries and about dlqPageBytes of them (payloads included; the first
 // entry always): one cut short by its size says where the next begins in
-// pagination.next (null when none follows).
+// pagination.next (null when none follows). A cluster's broker lists every
+// broker's entries (Config.DLQ).
 func (s *Server) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	raw := r.URL.RawQuery
 	since, until, err := timeRange(raw, 0, 0)
@@ -41,7 +42,17 @@ func (s *Server) handleDLQ(w http.ResponseWriter, r *http.Request) {
 	if until != 0 {
 		f.To = timeOf(until)
 	}
-	entries, total, err := s.e.DLQ(f)
+	var entries []engine.DLQEntry
+	var total int
+	switch {
+	case s.cfg.DLQ != nil:
+		entries, total, err = s.cfg.DLQ(r.Context(), f)
+	case s.e != nil:
+		entries, total, err = s.e.DLQ(f)
+	default:
+		notServedWithoutEngine(w, r)
+		return
+	}
 	if err != nil {
 		s.writeErr(w, err)
 		return
