@@ -205,6 +205,9 @@ func (r *router) checkWatches() {
 		}
 		for i := range w.n {
 			q, part := w.key(i)
+			if q == "" {
+				continue // no names (an ack of a message built by hand): the broker dialled
+			}
 			if b, err := owner(r.md, q, part); err == nil && r.pools[b.TCP] != w.p {
 				w.cancel(ErrLeadMoved)
 				delete(r.watches, w)

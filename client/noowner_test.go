@@ -49,6 +49,8 @@ type fakeReplicated struct {
 	// unanswered, as a process stopped with SIGSTOP does (its
 	// connections stay open).
 	frozen *atomic.Bool
+	// ackDelay holds each ack's answer back that long.
+	ackDelay time.Duration
 }
 
 func startFakeReplicated(t *testing.T, unknownFor int64) *fakeReplicated {
@@ -144,6 +146,7 @@ func (f *fakeReplicated) serve(nc net.Conn) {
 			if err := req.Decode(fr.Body); err != nil {
 				return
 			}
+			time.Sleep(f.ackDelay)
 			if n := f.acks.Add(1) - 1; n < int64(len(f.ackAnswers)) && f.ackAnswers[n] != protocol.CodeOK {
 				out = protocol.AppendError(nil, fr.Op, fr.ID, f.ackAnswers[n], "scripted answer")
 				break
@@ -419,5 +422,31 @@ func TestAStoppedLeaderIsGivenUp(t *testing.T) {
 	}
 	if next.pops.Load() != 1 || next.pushes.Load() != 0 || next.acks.Load() != 0 {
 		t.Fatalf("the new leader got %d pops, %d pushes, %d acks; want the pop alone", next.pops.Load(), next.pushes.Load(), next.acks.Load())
+	}
+}
+
+// TestANamelessAckIsNotGivenUp: an ack of a message with no queue or
+// partition (built by hand) goes to the broker dialled, whatever the map
+// says; the lead watch leaves it be, however long it takes, though the map
+// names another broker for the shard its empty names hash to.
+func TestANamelessAckIsNotGivenUp(t *testing.T) {
+	other := startFakeReplicated(t, 0)
+	dialled := startFakeReplicated(t, 0)
+	// The dialled broker's one connection is held by the ack: the map
+	// comes from the other, within the ack's wait.
+	dialled.ackDelay = 2500 * time.Millisecond
+	brokers := []protocol.MetadataBroker{{ID: "other", TCP: other.ln.Addr().String(), Live: true}, {ID: "dialled", TCP: dialled.ln.Addr().String(), Live: true}}
+	mapOf := func(node string) func() (string, []int32, []protocol.MetadataBroker) {
+		return func() (string, []int32, []protocol.MetadataBroker) { return node, []int32{0, 0, 0, 0}, brokers }
+	}
+	other.mapOf, dialled.mapOf = mapOf("other"), mapOf("dialled")
+	c, ctx := dialFake(t, dialled, 20*time.Second)
+	msg := client.Message{ID: client.ID{1}, PartitionID: client.ID{9}, LeaseID: client.ID{7}}
+	res, err := c.Ack(ctx, []client.Message{msg}, client.Completed, client.AckOptions{})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("a nameless ack answered after 2.5 s: %v %v", res, err)
+	}
+	if dialled.acks.Load() != 1 {
+		t.Fatalf("the dialled broker got %d acks, want 1", dialled.acks.Load())
 	}
 }
