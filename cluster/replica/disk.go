@@ -412,6 +412,9 @@ func (l *DiskLog) replay(pos uint64, kind byte, body, keep []byte, own bool) err
 		if !own {
 			d = append([]byte(nil), data...)
 		}
+		if d == nil {
+			d = []byte{} // held, and empty (nil: dropped, read back by pos)
+		}
 		e := diskRef{term: term, pos: pos, typ: typ, data: d, size: len(d)}
 		l.ents = append(l.ents, e)
 		switch {

@@ -719,3 +719,57 @@ func TestLargeMessagesSurviveFailoverAndRestart(t *testing.T) {
 	}
 	check(c.leader(1, 2, 3), "g2")
 }
+
+// An entry with no data (a leader's first entry of its term) is held in
+// memory as every new entry is, not taken for one dropped from memory:
+// Entries serves it without reading the journal back, whether Save
+// wrote it or the journal was replayed at open.
+func TestAnEmptyEntryIsHeld(t *testing.T) {
+	dir := t.TempDir()
+	j, err := rlog.Open(rlog.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDisk(j, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := d.Log(1)
+	if err := l.Bootstrap([]uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	ents := []*pb.Entry{{Term: new(uint64(2)), Index: new(uint64(2))}, {Term: new(uint64(2)), Index: new(uint64(3)), Data: []byte("x")}}
+	if err := l.Save(nil, ents, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *DiskLog, when string) {
+		t.Helper()
+		l.mu.Lock()
+		held := l.ents[0].data != nil
+		l.mu.Unlock()
+		if !held {
+			t.Fatalf("%s: the empty entry is taken for one dropped from memory", when)
+		}
+		got, err := l.Entries(2, 4, 1<<20)
+		if err != nil || len(got) != 2 || len(got[0].GetData()) != 0 || string(got[1].GetData()) != "x" {
+			t.Fatalf("%s: entries %v, %v", when, got, err)
+		}
+	}
+	check(l, "saved")
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, err = rlog.Open(rlog.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	d, err = OpenDisk(j, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(d.Log(1), "replayed")
+}
