@@ -1,11 +1,14 @@
 package broker_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/regentmq/regent/broker"
+	"github.com/regentmq/regent/client"
 )
 
 // TestHTTPBridgeListsTheClusterDeadLetters: Queen's clients list the dead
@@ -96,6 +99,23 @@ func TestHTTPBridgeListsTheClusterDeadLetters(t *testing.T) {
 			}
 			if ids, total := list(1, "&partition=p3"); total != per || len(ids) != per {
 				t.Fatalf("p3's entries: %v of a total of %d, want %d", ids, total, per)
+			}
+			// The Go client merges the brokers' listings (each, replicated,
+			// its led engines' merged by its binary door) into the same list.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, b.cl.Brokers[1].TCPAddr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			got, total, err := c.DLQ(ctx, client.DLQFilter{Queue: "dq", Limit: 100})
+			var ids []string
+			for _, e := range got {
+				ids = append(ids, e.Message.TransactionID)
+			}
+			if err != nil || total != parts*per || !slices.Equal(ids, whole) {
+				t.Fatalf("the Go client lists %v of a total of %d (%v), the bridge %v", ids, total, err, whole)
 			}
 		})
 	}
