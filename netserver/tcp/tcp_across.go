@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"time"
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver"
@@ -47,19 +46,11 @@ func (s *Server) adminAcross(req protocol.Body, peer adminPeer) (protocol.Body, 
 // engine at a time), then the page asked for, cut to what fits the
 // client's frame.
 func (s *Server) dlqAcross(r *protocol.DLQListRequest, peer adminPeer) (protocol.Body, error) {
-	f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset),
-		MaxBytes: peer.maxReply - protocol.HeaderSize - 20}
-	if r.From != 0 {
-		f.From = time.Unix(0, r.From)
-	}
-	if r.To != 0 {
-		f.To = time.Unix(0, r.To)
-	}
 	var srcs []netserver.DLQSource
 	for _, e := range s.engines() {
 		srcs = append(srcs, netserver.EngineDLQ(e))
 	}
-	page, total, err := netserver.MergeDLQ(context.Background(), srcs, f)
+	page, total, err := netserver.MergeDLQ(context.Background(), srcs, toEngineDLQFilter(r, peer))
 	if err != nil {
 		return nil, err
 	}

@@ -115,17 +115,7 @@ func (s *Server) adminOp(req protocol.Body, peer adminPeer) (protocol.Body, erro
 		}
 		return &protocol.DeleteGroupReply{QueuesAffected: uint64(n)}, nil
 	case *protocol.DLQListRequest:
-		// A page holds what fits the client's frame (the total tells it
-		// that more follow).
-		f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset),
-			MaxBytes: peer.maxReply - protocol.HeaderSize - 20}
-		if r.From != 0 {
-			f.From = time.Unix(0, r.From)
-		}
-		if r.To != 0 {
-			f.To = time.Unix(0, r.To)
-		}
-		entries, total, err := e.DLQ(f)
+		entries, total, err := e.DLQ(toEngineDLQFilter(r, peer))
 		if err != nil {
 			return nil, err
 		}

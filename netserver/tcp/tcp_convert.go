@@ -214,6 +214,20 @@ func fromEngineQueue(q *engine.QueueInfo) protocol.QueueSummary {
 	}
 }
 
+// toEngineDLQFilter is a dead-letter listing's filter: a page holds what
+// fits the client's frame (the total tells it that more follow).
+func toEngineDLQFilter(r *protocol.DLQListRequest, peer adminPeer) engine.DLQFilter {
+	f := engine.DLQFilter{Queue: r.Queue, Group: r.Group, Partition: r.Partition, Limit: int(r.Limit), Offset: int(r.Offset),
+		MaxBytes: peer.maxReply - protocol.HeaderSize - 20}
+	if r.From != 0 {
+		f.From = time.Unix(0, r.From)
+	}
+	if r.To != 0 {
+		f.To = time.Unix(0, r.To)
+	}
+	return f
+}
+
 // fromEnginePartition is a partition's view in the protocol's terms (lag:
 // messages from the cursor to the end).
 func fromEnginePartition(s *engine.PartitionView) protocol.PartitionInfo {
