@@ -143,6 +143,7 @@ func (t *Txn) Commit(ctx context.Context) (TxnResult, error) {
 	}
 	var reply protocol.TransactionReply
 	p := t.c.pool
+	wctx := ctx
 	if t.c.cl != nil {
 		var err error
 		if p, err = t.c.cl.txnPool(ctx, t.acks, t.push); errors.Is(err, errAcrossShards) {
@@ -151,9 +152,13 @@ func (t *Txn) Commit(ctx context.Context) (TxnResult, error) {
 		if err != nil {
 			return TxnResult{}, err
 		}
+		// Given up (ErrLeadMoved) when it waits at a leader that stopped.
+		var end func()
+		wctx, end = t.c.cl.watchFor(ctx, p, len(t.push)+len(t.acks), txnKey(t.acks, t.push), nil)
+		defer end()
 	}
-	err := p.do(ctx, protocol.OpTransaction, func(dst []byte, id uint64) []byte { return protocol.AppendTransactionRequest(dst, id, &req) }, &reply)
-	if err != nil {
+	err := p.do(wctx, protocol.OpTransaction, func(dst []byte, id uint64) []byte { return protocol.AppendTransactionRequest(dst, id, &req) }, &reply)
+	if err = movedOr(wctx, err); err != nil {
 		return TxnResult{}, err
 	}
 	return TxnResult{Acks: appendAckResults(nil, reply.Acks), Pushes: pushResults(reply.Pushes, t.push), Err: codeErr(reply.Code, reply.Error)}, nil

@@ -1090,12 +1090,7 @@ var errAcrossShards = errors.New("client: a transaction across shards")
 // txnPool is the broker a transaction goes to: the owner of its items'
 // shard (errAcrossShards when they fall in several: txnAcross).
 func (r *router) txnPool(ctx context.Context, acks []Ack, pushes []Item) (*pool, error) {
-	md := r.ownedTable(ctx, len(acks)+len(pushes), func(i int) (string, string) {
-		if i < len(pushes) {
-			return pushes[i].Queue, pushes[i].Partition
-		}
-		return acks[i-len(pushes)].Message.Queue, acks[i-len(pushes)].Message.Partition
-	})
+	md := r.ownedTable(ctx, len(acks)+len(pushes), txnKey(acks, pushes))
 	shard := -1
 	var first *protocol.MetadataBroker
 	see := func(q, part string) error {
@@ -1130,6 +1125,17 @@ func (r *router) txnPool(ctx context.Context, acks []Ack, pushes []Item) (*pool,
 		return r.c.pool, nil
 	}
 	return r.poolOf(first)
+}
+
+// txnKey gives the queue and partition of a transaction's item i: its
+// pushes, then its acks.
+func txnKey(acks []Ack, pushes []Item) func(i int) (string, string) {
+	return func(i int) (string, string) {
+		if i < len(pushes) {
+			return pushes[i].Queue, pushes[i].Partition
+		}
+		return acks[i-len(pushes)].Message.Queue, acks[i-len(pushes)].Message.Partition
+	}
 }
 
 // txnAcross runs a transaction whose items fall in several shards, which no

@@ -357,12 +357,12 @@ func TestANewLeaderStillBuildingIsWaitedFor(t *testing.T) {
 	}
 }
 
-// TestAStoppedLeaderIsGivenUp: a push, a pop and an ack sent to a shard's
-// leader that then stops without closing its connections (SIGSTOP) are
-// given up once the map names the shard's new leader, instead of waiting
-// for the old one to come back or for ctx: the push and the ack fail with
-// ErrLeadMoved (which wraps ErrConnLost: their fate is unknown), the pop
-// goes to the new leader.
+// TestAStoppedLeaderIsGivenUp: a push, a pop, an ack and a transaction
+// sent to a shard's leader that then stops without closing its connections
+// (SIGSTOP) are given up once the map names the shard's new leader,
+// instead of waiting for the old one to come back or for ctx: the push,
+// the ack and the transaction fail with ErrLeadMoved (which wraps
+// ErrConnLost: their fate is unknown), the pop goes to the new leader.
 func TestAStoppedLeaderIsGivenUp(t *testing.T) {
 	old := startFakeReplicated(t, 0)
 	next := startFakeReplicated(t, 0)
@@ -388,8 +388,12 @@ func TestAStoppedLeaderIsGivenUp(t *testing.T) {
 		err  error
 		took time.Duration
 	}
-	results := make(chan result, 3)
+	results := make(chan result, 4)
 	start := time.Now()
+	go func() {
+		_, err := c.Transaction().Push(client.Item{Queue: "q", Partition: "p", Payload: []byte("t")}).Commit(ctx)
+		results <- result{"transaction", err, time.Since(start)}
+	}()
 	go func() {
 		_, err := c.Push(ctx, client.Item{Queue: "q", Partition: "p", Payload: []byte("x")})
 		results <- result{"push", err, time.Since(start)}
@@ -403,7 +407,7 @@ func TestAStoppedLeaderIsGivenUp(t *testing.T) {
 		_, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"})
 		results <- result{"pop", err, time.Since(start)}
 	}()
-	for range 3 {
+	for range 4 {
 		r := <-results
 		t.Logf("%s: %v after %v", r.what, r.err, r.took.Round(time.Millisecond))
 		if r.took > 5*time.Second {
