@@ -119,7 +119,7 @@ func encodeEntry(dst []byte, index uint64, count int, raw []byte) []byte {
 func encodeEntryGuessing(dst []byte, index uint64, count int, raw []byte, g *Compressor) []byte {
 	dst = append(dst[:0], make([]byte, entryHeaderLen)...)
 	codec := byte(codecRaw)
-	if out, ok := g.compress(dst, raw); ok {
+	if out, ok := g.Compress(dst, raw); ok {
 		dst, codec = out, codecZstd
 	} else {
 		dst = append(dst, raw...)
@@ -159,10 +159,11 @@ const (
 	denseSkip = 15
 )
 
-// compress appends src compressed to dst and returns it with true when
-// that made it smaller; otherwise dst as it was and false. A nil g probes
-// every body.
-func (g *Compressor) compress(dst, src []byte) ([]byte, bool) {
+// Compress is CompressRecord with g's guess of whether src is worth
+// compressing (see Compressor): it appends src compressed to dst and
+// returns it with true when that made it smaller; otherwise dst as it was
+// and false. A nil g probes every body, as CompressRecord does.
+func (g *Compressor) Compress(dst, src []byte) ([]byte, bool) {
 	if len(src) < minCompressBytes {
 		return dst, false
 	}
@@ -369,13 +370,7 @@ func decodeEntry(d *decoded, data []byte, index uint64, maxRaw int) error {
 // Compressor's guess) and written as it is, so no journal compresses it
 // again. CompressRecord probes every record; Compress guesses.
 func CompressRecord(dst, src []byte) ([]byte, bool) {
-	return (*Compressor)(nil).compress(dst, src)
-}
-
-// Compress is CompressRecord with c's guess of whether src is worth
-// compressing (see Compressor).
-func (c *Compressor) Compress(dst, src []byte) ([]byte, bool) {
-	return c.compress(dst, src)
+	return (*Compressor)(nil).Compress(dst, src)
 }
 
 // DecompressRecord appends what CompressRecord made of a record of rawLen
