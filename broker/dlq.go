@@ -47,9 +47,13 @@ func (f *forwarder) DLQ(ctx context.Context, flt engine.DLQFilter) ([]engine.DLQ
 }
 
 // brokerDLQ lists broker id's dead letters over its link (its binary
-// door lists its engine's, or those of the shards it leads).
+// door lists its engine's, or those of the shards it leads), each page
+// within callTimeout, as a forwarded push is (a broker that stopped
+// without closing its connections holds the listing no longer).
 func (f *forwarder) brokerDLQ(v *meta.View, id string) netserver.DLQSource {
 	return func(ctx context.Context, flt engine.DLQFilter) ([]engine.DLQEntry, int, error) {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
 		cl, err := f.links.client(ctx, v, id)
 		if err != nil {
 			return nil, 0, err
