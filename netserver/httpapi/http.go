@@ -725,8 +725,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // writeErr answers an error with the HTTP status of its code (netserver.HTTPStatus).
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	status := netserver.HTTPStatus(err)
-	if status >= 500 {
+	switch {
+	case status == http.StatusServiceUnavailable: // passing: a failover, a full disk, a journal behind
 		s.fails.log(s.log, err, time.Now())
+	case status >= 500:
+		s.log.Warn("http: request failed", "err", err) // each: none is drowned by a failover's 503s
 	}
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1") // passing: the journal behind, the disk full, a restart
@@ -734,9 +737,10 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	writeError(w, status, errText(err))
 }
 
-// failLog logs the requests the server failed (5xx) at WARN, at most one
-// line every failLogEvery: a failover, a full disk or a journal behind
-// fails every request for a while, and a line each flooded the log. A line
+// failLog logs the requests the server answered unavailable (503) at
+// WARN, at most one line every failLogEvery: a failover, a full disk or a
+// journal behind fails every request for a while, and a line each flooded
+// the log (the other 5xx, internal errors, are logged each). A line
 // says how many failures went unlogged since the one before it.
 type failLog struct {
 	mu      sync.Mutex
