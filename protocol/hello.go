@@ -44,6 +44,11 @@ const (
 //	     server answers it with an empty RaftReply, which the link
 //	     discards); a refused one is still answered with an error
 
+// LinkClientName is the ClientName of a Hello that opens a Raft link from
+// one broker of a replicated cluster to another: the TCP door serves such
+// a connection on an event loop apart from its clients'.
+const LinkClientName = "regent-link"
+
 // HelloRequest is the first frame a client sends on a connection.
 //
 //	u16 major | u16 minor | str clientName | [u32 maxFrame]   (1.1)

@@ -280,7 +280,7 @@ func (p *peerLink) dial() (net.Conn, int, time.Time, error) {
 		return nil, 0, time.Time{}, err
 	}
 	c.SetDeadline(time.Now().Add(linkDialTimeout))
-	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: "regent-link"})
+	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: protocol.LinkClientName})
 	if _, err := c.Write(hello); err != nil {
 		c.Close()
 		return nil, 0, time.Time{}, err

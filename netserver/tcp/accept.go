@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
+
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -63,11 +65,31 @@ func (s *Server) admit(nc net.Conn) {
 		s.refuse(nc, fmt.Sprintf("too many connections (limit %d)", s.cfg.MaxConns))
 		return
 	}
+	if s.lane == nil {
+		s.enroll(s.cli, nc)
+		return
+	}
+	// Which loop takes it depends on its first frame (lane.go): waited
+	// for off the accept loop.
+	s.admitting.Add(1)
+	go func() {
+		defer s.admitting.Done()
+		if peekLink(nc) {
+			s.enroll(s.lane, nc)
+		} else {
+			s.enroll(s.cli, nc)
+		}
+	}()
+}
+
+// enroll hands nc, admitted, to one of cli's loops.
+func (s *Server) enroll(cli *gnet.Client, nc net.Conn) {
 	// EnrollContext duplicates the descriptor onto a loop, closes nc, and
 	// returns once OnOpen ran (or the loop could not take it).
 	tc := &tcpConn{s: s}
-	if _, err := s.cli.EnrollContext(nc, tc); err != nil {
+	if _, err := cli.EnrollContext(nc, tc); err != nil {
 		s.log.Debug("enrolling a TCP connection failed", "err", err)
+		nc.Close()
 	}
 	if !tc.admitted.Load() {
 		s.nconns.Add(-1)

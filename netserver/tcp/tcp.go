@@ -128,11 +128,13 @@ type Server struct {
 	log  *slog.Logger
 	auth *netserver.Authenticator // nil when auth is off
 	cli  *gnet.Client             // the event loops
+	lane *gnet.Client             // the links' loop (lane.go); nil without Config.Raft
 	ln   net.Listener
 	addr net.Addr
 
-	acceptDone chan struct{} // closed when the accept loop returns
-	refusing   atomic.Int32  // refusals being answered (accept.go)
+	acceptDone chan struct{}  // closed when the accept loop returns
+	admitting  sync.WaitGroup // admissions waiting for a first frame (lane.go)
+	refusing   atomic.Int32   // refusals being answered (accept.go)
 	stopOnce   sync.Once
 	stopErr    error
 	died       chan error  // the door stopped without Shutdown (see Died)
@@ -194,8 +196,12 @@ func (s *Server) Start() error {
 
 // serve runs the event loops and the accept loop (accept.go) on ln.
 func (s *Server) serve(ln net.Listener) error {
+	loops := s.cfg.Loops
+	if s.cfg.Raft != nil {
+		loops++ // the links' lane
+	}
 	if !s.cfg.FixedProcs {
-		s.releaseProcs = reserveProcs(s.cfg.Loops)
+		s.releaseProcs = reserveProcs(loops)
 	}
 	// gnet's client engine: event loops with no listener of their own. The
 	// accept loop admits each connection and enrolls it there.
@@ -209,12 +215,31 @@ func (s *Server) serve(ln net.Listener) error {
 	if err == nil {
 		err = cli.Start()
 	}
+	var lane *gnet.Client
+	if err == nil && s.cfg.Raft != nil {
+		// One loop, and no ticker: the clients' engine's OnTick already
+		// looks at every connection.
+		lane, err = gnet.NewClient(s,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(1),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(gnetLogger{s.log}),
+		)
+		if err == nil {
+			if err = lane.Start(); err != nil {
+				lane = nil
+			}
+		}
+		if err != nil {
+			_ = cli.Stop()
+		}
+	}
 	if err != nil {
 		ln.Close()
 		s.release()
 		return fmt.Errorf("netserver: starting the event loops: %w", err)
 	}
-	s.cli, s.ln, s.addr = cli, ln, ln.Addr()
+	s.cli, s.lane, s.ln, s.addr = cli, lane, ln, ln.Addr()
 	s.serving.Store(true)
 	go s.acceptLoop()
 	return nil
@@ -251,6 +276,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.ln.Close()
 	<-s.acceptDone
+	s.admitting.Wait()
 	s.conns.Range(func(k, _ any) bool {
 		k.(*tcpConn).cancelWaiters()
 		return true
@@ -277,6 +303,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) stop() error {
 	s.stopOnce.Do(func() {
 		s.stopErr = s.cli.Stop()
+		if s.lane != nil {
+			s.stopErr = errors.Join(s.stopErr, s.lane.Stop())
+		}
 		s.release()
 	})
 	return s.stopErr

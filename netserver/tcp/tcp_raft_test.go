@@ -2,6 +2,7 @@ package tcp_test
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -60,4 +61,63 @@ func TestTCPRaftRequestsAreOneWay(t *testing.T) {
 	}
 	s = plain
 	expect(4, true)
+}
+
+// A link's frames do not wait behind the clients' work (lane.go): while
+// the clients' one event loop is held in a request, a Raft request that
+// came over a link (a Hello naming protocol.LinkClientName) is taken at
+// once, and a client's that came after the held one still waits.
+func TestTCPLinkHasALoopOfItsOwn(t *testing.T) {
+	took := make(chan uint64, 4)
+	entered, release := make(chan struct{}), make(chan struct{})
+	f := newTCP(t, func(c *tcp.Config) {
+		c.Loops = 1
+		c.Raft = func(from uint64, _ []protocol.RaftMessage) error {
+			if from == 1 {
+				close(entered)
+				select { // the clients' loop, busy
+				case <-release:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			took <- from
+			return nil
+		}
+	})
+	defer close(release)
+	speakAs := func(name string) *speaker {
+		nc, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		s := &speaker{t: t, nc: nc, rd: protocol.NewReader(nc, protocol.DefaultMaxFrame)}
+		nc.Write(protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: name}))
+		s.next(nil)
+		return s
+	}
+	raft := func(s *speaker, from uint64) {
+		if _, err := s.nc.Write(protocol.AppendRaftRequest(nil, 1, &protocol.RaftRequest{From: from, Msgs: []protocol.RaftMessage{{Shard: 1, Data: []byte("m")}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, other := speakAs("a client"), speakAs("another client")
+	link := speakAs(protocol.LinkClientName)
+	raft(busy, 1)
+	<-entered
+	raft(other, 3)
+	raft(link, 2)
+	select {
+	case from := <-took:
+		if from != 2 {
+			t.Fatalf("the request from %d was taken first, want the link's (2)", from)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the link's Raft request waited behind the clients' busy loop")
+	}
+	select {
+	case from := <-took:
+		t.Fatalf("the request from %d was taken while the clients' loop was held", from)
+	case <-time.After(100 * time.Millisecond):
+	}
 }
