@@ -24,7 +24,7 @@ var procs struct {
 // reserveProcs raises GOMAXPROCS by n until release is called, unless the
 // GOMAXPROCS environment variable fixes it.
 func reserveProcs(n int) (release func()) {
-	if n <= 0 || os.Getenv("GOMAXPROCS") != "" {
+	if n <= 0 || procsFixedByEnv() {
 		return func() {}
 	}
 	procs.Lock()
@@ -44,3 +44,7 @@ func reserveProcs(n int) (release func()) {
 		})
 	}
 }
+
+// procsFixedByEnv reports whether the GOMAXPROCS environment variable fixes
+// the Ps (reserveProcs then adds none).
+func procsFixedByEnv() bool { return os.Getenv("GOMAXPROCS") != "" }

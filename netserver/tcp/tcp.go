@@ -196,11 +196,14 @@ func (s *Server) Start() error {
 
 // serve runs the event loops and the accept loop (accept.go) on ln.
 func (s *Server) serve(ln net.Listener) error {
-	loops := s.cfg.Loops
-	if s.cfg.Raft != nil {
-		loops++ // the links' lane
-	}
+	// The links' lane (lane.go) runs where its P is reserved: without
+	// one it waits for the clients' loops' Ps, and costs more than it saves.
+	withLane := s.cfg.Raft != nil && !s.cfg.FixedProcs && !procsFixedByEnv()
 	if !s.cfg.FixedProcs {
+		loops := s.cfg.Loops
+		if withLane {
+			loops++
+		}
 		s.releaseProcs = reserveProcs(loops)
 	}
 	// gnet's client engine: event loops with no listener of their own. The
@@ -216,7 +219,7 @@ func (s *Server) serve(ln net.Listener) error {
 		err = cli.Start()
 	}
 	var lane *gnet.Client
-	if err == nil && s.cfg.Raft != nil {
+	if err == nil && withLane {
 		// One loop, and no ticker: the clients' engine's OnTick already
 		// looks at every connection.
 		lane, err = gnet.NewClient(s,

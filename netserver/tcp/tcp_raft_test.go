@@ -66,8 +66,10 @@ func TestTCPRaftRequestsAreOneWay(t *testing.T) {
 // A link's frames do not wait behind the clients' work (lane.go): while
 // the clients' one event loop is held in a request, a Raft request that
 // came over a link (a Hello naming protocol.LinkClientName) is taken at
-// once, and a client's that came after the held one still waits.
+// once, and a client's that came after the held one still waits. (The
+// lane needs its P reserved: not with the Ps fixed by GOMAXPROCS.)
 func TestTCPLinkHasALoopOfItsOwn(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
 	took := make(chan uint64, 4)
 	entered, release := make(chan struct{}), make(chan struct{})
 	f := newTCP(t, func(c *tcp.Config) {
