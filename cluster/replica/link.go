@@ -280,6 +280,9 @@ func (p *peerLink) dial() (net.Conn, int, time.Time, error) {
 		return nil, 0, time.Time{}, err
 	}
 	c.SetDeadline(time.Now().Add(linkDialTimeout))
+	// The name has the peer's door serve this connection on a loop apart
+	// from its clients' (netserver/tcp's lane), so that heartbeats never
+	// wait behind their pushes.
 	hello := protocol.AppendHelloRequest(nil, 0, &protocol.HelloRequest{Major: protocol.VersionMajor, Minor: protocol.VersionMinor, ClientName: protocol.LinkClientName})
 	if _, err := c.Write(hello); err != nil {
 		c.Close()

@@ -128,7 +128,7 @@ type Server struct {
 	log  *slog.Logger
 	auth *netserver.Authenticator // nil when auth is off
 	cli  *gnet.Client             // the event loops
-	lane *gnet.Client             // the links' loop (lane.go); nil without Config.Raft
+	lane *gnet.Client             // the links' loop (lane.go); nil without Config.Raft, or with fixed Ps
 	ln   net.Listener
 	addr net.Addr
 
