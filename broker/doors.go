@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/log"
 	"github.com/regentmq/regent/netserver"
@@ -63,6 +65,13 @@ func (b *Broker) configureDoors() {
 	b.d.tcpCfg = tcp.Config{Logger: o.Logger, MaxConns: o.TCPMaxConns, Auth: o.Auth, MaxFrameBytes: o.MaxFrameBytes}
 	b.d.httpCfg = httpapi.Config{Version: o.Version, MaxConns: o.HTTPMaxConns, Logger: o.Logger, Auth: o.Auth,
 		MaxBodyBytes: o.MaxBodyBytes, MaxBodyBytesInFlight: o.MaxBodyBytesInFlight}
+	if o.MaxBodyBytesInFlight > 0 {
+		// One budget for what both doors hold of requests on their way in:
+		// HTTP bodies, and the binary protocol's large frames.
+		budget := semaphore.NewWeighted(o.MaxBodyBytesInFlight)
+		b.d.tcpCfg.FrameBudget, b.d.tcpCfg.FrameBudgetBytes = budget, o.MaxBodyBytesInFlight
+		b.d.httpCfg.Bodies = budget
+	}
 	if o.TuneTCP != nil {
 		o.TuneTCP(&b.d.tcpCfg)
 	}

@@ -33,7 +33,7 @@ var serveSettings = []setting{
 	{"max-message", "REGENT_MAX_MESSAGE", "", fmt.Sprintf("the largest message payload a push accepts, in bytes or with a unit (512KiB, 1MiB, 1MB); default: the largest a pop reply can carry, --max-frame less a message's names and fields (%d bytes with the default frame)", broker.MaxPayloadFor(0))},
 	{"max-frame", "REGENT_MAX_FRAME", "16MiB", "the largest binary-protocol frame, header included: a request (a push batch, a transaction) and a pop reply (cut to fit); from 4KiB to 16MiB, the most the Go client reads"},
 	{"max-body", "REGENT_MAX_BODY", "64MiB", "the largest HTTP request body (a larger one is refused with 413 before it is read)"},
-	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "", "HTTP request bodies held at once across requests: one that does not fit waits a second, then gets 503 (at least --max-body); default: a quarter of --memory-limit, or --max-body when that is more"},
+	{"max-bodies-in-flight", "REGENT_MAX_BODIES_IN_FLIGHT", "", "request bytes held at once while they arrive, across both doors: HTTP bodies (one that does not fit waits a second, then gets 503) and binary-protocol frames of more than 64KiB (one that does not fit is answered overloaded at once, and clients send it again); at least --max-body; default: a quarter of --memory-limit, or --max-body when that is more"},
 	{"memory-limit", "REGENT_MEMORY_LIMIT", "128MiB", "the memory the process aims to stay within (at least 32MiB), in bytes or with a unit (64MiB, 1GiB): the Go runtime's soft limit (as GOMEMLIMIT); a sixteenth of it for the cache of recent messages' payloads (a consumer behind the cache reads from the journal), a sixteenth for journal entries decoded for such reads, a quarter for records waiting for the disk (past it pushes get overloaded), and by default a quarter for HTTP request bodies"},
 	{"pprof", "REGENT_PPROF", "", "an address (127.0.0.1:6060) where Go's profiles are served, under /debug/pprof/ (heap, CPU, goroutines), for go tool pprof; off when empty. Anyone who reaches it can read the process's memory layout: keep it on a loopback or private address"},
 	{"json", "", "false", "for scripts and log collectors: what serve prints at start is one JSON object on stdout, and the log is JSON unless --log-format says otherwise"},
@@ -141,7 +141,8 @@ func parseServe(args []string, stderr io.Writer) (c serveConfig, code int, ok bo
 // The memory limit: the least accepted, and the shares of it (1/n) that
 // what the broker holds gets: the cache of recent payloads, the journal's
 // entries decoded for reads, the records waiting for the disk, and (unless
-// --max-bodies-in-flight says otherwise) HTTP request bodies. The first two
+// --max-bodies-in-flight says otherwise) requests on their way in (HTTP
+// bodies, large binary-protocol frames). The first two
 // are full whenever there is traffic; the last two only while the disk or
 // the clients are slow. The rest is for what no share bounds (the journal's
 // tail segment, the compressor, connections' buffers, the engine's state)

@@ -30,6 +30,11 @@ type Config struct {
 	// BodyWait for room, then is answered 503 with Retry-After. Default
 	// 256 MiB; at least MaxBodyBytes.
 	MaxBodyBytesInFlight int64
+	// Bodies, when set, is the budget MaxBodyBytesInFlight counts against
+	// (its size must be MaxBodyBytesInFlight), shared with the broker's
+	// TCP door, whose large frames count against it while they arrive
+	// (netserver/tcp's Config.FrameBudget). Nil: the bridge's own.
+	Bodies *semaphore.Weighted
 	// BodyWait is how long a body waits for room; default 1 s.
 	BodyWait time.Duration
 	// MaxBodyBytes caps a request body; a larger one is refused with 413
@@ -191,7 +196,10 @@ func New(cfg Config, e *engine.Engine) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, e: e, dp: cfg.DataPlane, log: cfg.Logger, mux: http.NewServeMux(), started: time.Now(),
-		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight)}
+		bodies: cfg.Bodies}
+	if s.bodies == nil {
+		s.bodies = semaphore.NewWeighted(cfg.MaxBodyBytesInFlight)
+	}
 	if s.dp == nil {
 		s.dp = netserver.EnginePlane{E: e}
 	}

@@ -58,7 +58,7 @@ func TestPartialFrame(t *testing.T) {
 			if max == 0 {
 				max = protocol.DefaultMaxFrame
 			}
-			if got := partialFrame(&bufferedConn{in: tc.in}, max); got != tc.want {
+			if _, got := partialFrame(&bufferedConn{in: tc.in}, max); got != tc.want {
 				t.Fatalf("partialFrame = %v, want %v", got, tc.want)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/protocol"
+	"golang.org/x/sync/semaphore"
 )
 
 // Config configures the binary-protocol server. Zero values take the
@@ -33,6 +34,16 @@ type Config struct {
 	// read them; a client that lets more pile up is disconnected. Default
 	// 64 MiB.
 	MaxOutboundBytes int
+	// FrameBudget, when set, bounds the bytes of request frames held at
+	// once while they arrive, across connections (a broker shares it with
+	// its HTTP door's bodies). A frame of more than frameBudgetFrom bytes
+	// takes its size from it when it starts to wait in a read buffer, or
+	// the whole budget when it is larger; one that finds no room is
+	// answered CodeOverloaded at once and its bytes are dropped as they
+	// come (frame_budget.go). Nil: not bounded.
+	FrameBudget *semaphore.Weighted
+	// FrameBudgetBytes is FrameBudget's size.
+	FrameBudgetBytes int64
 	// MaxConns caps open connections; more are refused (CodeOverloaded and
 	// closed). Default 10000.
 	MaxConns int
@@ -353,6 +364,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	tc.closed = true
 	tc.out = nil
 	tc.mu.Unlock()
+	tc.releaseFrame()
 	tc.cancelWaiters()
 	s.conns.Delete(tc)
 	s.nconns.Add(-1)
@@ -373,11 +385,18 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		tc.overflow()
 		return gnet.Close
 	}
-	if partialFrame(c, s.cfg.MaxFrameBytes) {
+	if !tc.dropRefused(c) {
+		// All that came belongs to a frame refused for want of room.
+	} else if h, partial := partialFrame(c, s.cfg.MaxFrameBytes); partial {
 		// Nothing to handle until the frame has arrived; the slow-loris
 		// watch (below) keeps the time it started waiting.
 		if tc.partialSince.Load() == 0 {
 			tc.partialSince.Store(now)
+		}
+		if !tc.holdFrame(h) {
+			tc.refuseFrame(h)
+			tc.dropRefused(c)
+			tc.partialSince.Store(0)
 		}
 	} else if buf, _ := c.Peek(-1); len(buf) > 0 {
 		off := 0
@@ -409,6 +428,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 		if off > 0 { // Discard(0) would drop the whole buffer, partial frame included
 			c.Discard(off)
+			tc.releaseFrame() // a frame held while it arrived was the first, and is handled
 		}
 		// Slow-loris watch: since when has part of a frame waited without
 		// any frame completing?
@@ -455,20 +475,20 @@ const peekAllBytes = 64 << 10
 // arrive copied it many times over (50 producers of 1 MiB messages spent
 // 42% of the server's CPU in Peek). A header that fails its checks is left
 // to the frame loop, which answers it.
-func partialFrame(c gnet.Conn, maxFrame int) bool {
+func partialFrame(c gnet.Conn, maxFrame int) (protocol.Header, bool) {
 	buffered := c.InboundBuffered()
 	if buffered <= peekAllBytes {
-		return false
+		return protocol.Header{}, false
 	}
 	hb, err := c.Peek(protocol.HeaderSize)
 	if err != nil {
-		return false
+		return protocol.Header{}, false
 	}
 	h, err := protocol.ParseHeader(hb)
 	if (err != nil && !errors.Is(err, protocol.ErrUnknownOp)) || h.CheckSize(maxFrame) != nil {
-		return false
+		return protocol.Header{}, false
 	}
-	return buffered < h.Size()
+	return h, buffered < h.Size()
 }
 
 // OnTick closes idle connections, connections that do not say Hello in

@@ -37,6 +37,11 @@ type tcpConn struct {
 	// partialSince is when part of a frame started waiting in the read
 	// buffer with no frame completed since (0: none waits).
 	partialSince atomic.Int64
+	// held is what the frame arriving first in the read buffer holds of
+	// Config.FrameBudget; drop is how many bytes of a refused frame are
+	// still to come and be dropped (frame_budget.go). Loop only.
+	held int64
+	drop int
 }
 
 // replier is a reply waiting to be encoded into a connection's buffer.

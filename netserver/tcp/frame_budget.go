@@ -1,0 +1,75 @@
+package tcp
+
+import (
+	"fmt"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/regentmq/regent/protocol"
+)
+
+// The frame budget. gnet reads whatever a socket holds into the
+// connection's read buffer, and has no way to stop reading one, so a
+// frame that waits to arrive in full is held in memory all along: 50
+// clients each sending a 15 MB push held 1.1 GB of read buffers in a
+// broker whose --memory-limit was 128 MiB (a heap profile put 83% of the
+// heap there). So a large frame (more than frameBudgetFrom bytes) takes
+// its size from Config.FrameBudget when it starts to wait, and gives it
+// back once handled; one that finds no room is answered CodeOverloaded at
+// once, and what comes of it is dropped as it arrives, holding nothing.
+// The client sends it again later, as it would after an HTTP 503 for
+// want of room for a body (the two doors share the budget). A frame
+// larger than the whole budget takes all of it, so it passes when nothing
+// else is held. Raft requests are not counted: what a link sends is
+// bounded by Raft's own flow control, and refusing it would slow the
+// replication the clients' frames wait for.
+
+// frameBudgetFrom is the size up to which a frame is not counted: it is
+// read in a pass or two of the loop.
+const frameBudgetFrom = 64 << 10
+
+// holdFrame takes room for the frame h, which has started to wait in the
+// read buffer, unless it holds already or is not counted. False: no room.
+func (tc *tcpConn) holdFrame(h protocol.Header) bool {
+	b := tc.s.cfg.FrameBudget
+	if b == nil || tc.held > 0 || h.Size() <= frameBudgetFrom || h.Op == protocol.OpRaft {
+		return true
+	}
+	n := min(int64(h.Size()), tc.s.cfg.FrameBudgetBytes)
+	if !b.TryAcquire(n) {
+		return false
+	}
+	tc.held = n
+	return true
+}
+
+// releaseFrame gives back the room the connection's frame held.
+func (tc *tcpConn) releaseFrame() {
+	if tc.held > 0 {
+		tc.s.cfg.FrameBudget.Release(tc.held)
+		tc.held = 0
+	}
+}
+
+// refuseFrame answers the frame h CodeOverloaded and has what comes of it
+// dropped (dropRefused).
+func (tc *tcpConn) refuseFrame(h protocol.Header) {
+	tc.mu.Lock()
+	tc.out = protocol.AppendError(tc.out, h.Op, h.ID, protocol.CodeOverloaded,
+		fmt.Sprintf("no room for a frame of %d bytes now: the frames and HTTP bodies being received hold the broker's budget for them (--max-bodies-in-flight); send it again", h.Size()))
+	tc.mu.Unlock()
+	tc.drop = h.Size()
+}
+
+// dropRefused drops what the read buffer holds of a refused frame; it
+// reports whether the frame is all dropped (what follows is handled).
+func (tc *tcpConn) dropRefused(c gnet.Conn) bool {
+	if tc.drop == 0 {
+		return true
+	}
+	if n := min(tc.drop, c.InboundBuffered()); n > 0 { // Discard(0) would drop everything
+		c.Discard(n)
+		tc.drop -= n
+	}
+	return tc.drop == 0
+}

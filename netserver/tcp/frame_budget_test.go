@@ -1,0 +1,78 @@
+package tcp_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/regentmq/regent/netserver/tcp"
+	"github.com/regentmq/regent/protocol"
+)
+
+// A large frame that finds no room in the frame budget is answered
+// overloaded at once and what comes of it is dropped: the connection goes
+// on (a ping after it is answered), the frame that held the room is taken
+// once it has arrived, the refused one sent again then is taken, and a
+// frame larger than the whole budget passes when nothing else is held.
+func TestTCPFrameBudget(t *testing.T) {
+	const budget = 1 << 20
+	sem := semaphore.NewWeighted(budget)
+	f := newTCP(t, func(c *tcp.Config) { c.FrameBudget, c.FrameBudgetBytes = sem, budget })
+	a := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	b := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	push := func(id uint64, n int) []byte {
+		return protocol.AppendPushRequest(nil, id, &protocol.PushRequest{Items: []protocol.PushItem{
+			{Queue: "budget", Partition: "p", Payload: bytes.Repeat([]byte{'x'}, n)}}})
+	}
+	expect := func(s *speaker, id uint64, code protocol.Code) {
+		t.Helper()
+		s.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		fr, err := s.rd.Next()
+		if err != nil || fr.ID != id {
+			t.Fatalf("reading the answer to %d: %v (got id %d)", id, err, fr.ID)
+		}
+		got := protocol.Code(0)
+		if fr.IsError() {
+			var er protocol.ErrorReply
+			if err := er.Decode(fr.Body); err != nil {
+				t.Fatal(err)
+			}
+			got = er.Code
+		}
+		if got != code {
+			t.Fatalf("the answer to %d: code %d, want %d", id, got, code)
+		}
+	}
+	write := func(s *speaker, b []byte) {
+		t.Helper()
+		if _, err := s.nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	fa := push(1, 900<<10)
+	write(a, fa[:len(fa)-1024]) // waits for its last KiB, holding 900 KiB
+	for deadline := time.Now().Add(10 * time.Second); sem.TryAcquire(budget); {
+		sem.Release(budget)
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting frame took no room in the budget")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	write(b, push(2, 900<<10))
+	write(b, protocol.AppendFrame(nil, 3, &protocol.PingRequest{}))
+	expect(b, 2, protocol.CodeOverloaded)
+	expect(b, 3, 0)
+
+	write(a, fa[len(fa)-1024:])
+	expect(a, 1, 0)
+	write(b, push(4, 900<<10))
+	expect(b, 4, 0)
+	write(b, push(5, 3<<20)) // more than the whole budget
+	expect(b, 5, 0)
+	if !sem.TryAcquire(budget) {
+		t.Fatal("the budget is not all free once every frame was handled")
+	}
+}
