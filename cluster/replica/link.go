@@ -247,8 +247,15 @@ func (p *peerLink) run() {
 				msgs = msgs[1:]
 			}
 			buf = protocol.AppendRaftRequest(buf[:0], 0, &req)
+			clear(req.Msgs) // their data is in enc, copied into buf
 			_ = c.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
-			if _, err := c.Write(buf); err != nil {
+			_, err := c.Write(buf)
+			if cap(buf) > 2*linkFrameBytes {
+				// A request that carried a large entry: its buffers go
+				// back to the heap rather than stay with the link.
+				buf, enc = nil, nil
+			}
+			if err != nil {
 				p.l.logger.Debug("raft link: write", "peer", p.id, "err", err)
 				closeConn()
 				break
