@@ -271,10 +271,10 @@ func (r *router) table() *protocol.MetadataReply {
 const noOwnerWait = 5 * time.Second
 
 // ownedTable is the map, asked for again with growing pauses while it
-// names no owner of a shard one of the n keys fall in, for up to
-// noOwnerWait or until ctx ends: a shard between two leaders is served
-// again within an election, and a request then waits for it rather than
-// failing at once. A map that still lacks an owner is returned as it is
+// names no owner of a shard one of the n keys fall in (or one with no
+// address yet: see owned), for up to noOwnerWait or until ctx ends: a
+// shard between two leaders is served again within an election, and a
+// request then waits for it rather than failing at once. A map that still lacks an owner is returned as it is
 // (owner answers unavailable).
 func (r *router) ownedTable(ctx context.Context, n int, key func(i int) (queue, partition string)) *protocol.MetadataReply {
 	md := r.table()
@@ -295,9 +295,12 @@ func (r *router) ownedTable(ctx context.Context, n int, key func(i int) (queue, 
 	}
 }
 
-// owned says whether md names an owner of the shard of every key.
+// owned says whether md names an owner of the shard of every key that can
+// be sent to: not one the map lists live but with no address yet (a
+// broker whose session is up before the map that carries its record is
+// written; a new map follows).
 func owned(md *protocol.MetadataReply, n int, key func(i int) (queue, partition string)) bool {
-	if !slices.Contains(md.Owners, -1) {
+	if !slices.Contains(md.Owners, -1) && !slices.ContainsFunc(md.Brokers, unaddressed) {
 		return true
 	}
 	for i := range n {
@@ -305,13 +308,17 @@ func owned(md *protocol.MetadataReply, n int, key func(i int) (queue, partition 
 			if part == "" {
 				part = defaultPartition
 			}
-			if md.Owners[cluster.Shard(md.Seed, q, part, int(md.Shards))] < 0 {
+			o := md.Owners[cluster.Shard(md.Seed, q, part, int(md.Shards))]
+			if o < 0 || unaddressed(md.Brokers[o]) {
 				return false
 			}
 		}
 	}
 	return true
 }
+
+// unaddressed says whether b is live with no address yet.
+func unaddressed(b protocol.MetadataBroker) bool { return b.Live && b.TCP == "" }
 
 // unowned is how many shards md names no owner of.
 func unowned(md *protocol.MetadataReply) int {

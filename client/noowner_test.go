@@ -454,3 +454,31 @@ func TestANamelessAckIsNotGivenUp(t *testing.T) {
 		t.Fatalf("the dialled broker got %d acks, want 1", dialled.acks.Load())
 	}
 }
+
+// TestNoAddressYetWaitsForTheMap: a shard whose owner the map names live
+// but with no address yet (its first map was written before its record,
+// and its session is already up) is waited for as a shard with no owner
+// is, not answered unavailable at once (CI saw TestClusterSemantics's
+// first push fail so, right after three brokers started).
+func TestNoAddressYetWaitsForTheMap(t *testing.T) {
+	f := startFakeReplicated(t, 0)
+	var asked atomic.Int64
+	f.mapOf = func() (string, []int32, []protocol.MetadataBroker) {
+		b := protocol.MetadataBroker{ID: "b1", Live: true}
+		if asked.Add(1) > 4 {
+			b.TCP = f.ln.Addr().String()
+		}
+		return "b1", []int32{0, 0, 0, 0}, []protocol.MetadataBroker{b}
+	}
+	c, ctx := dialFake(t, f, 10*time.Second)
+	res, err := c.Push(ctx, client.Item{Queue: "q", Partition: "p", Payload: []byte("x")})
+	if err != nil || res.FirstErr() != nil {
+		t.Fatalf("push while the owner had no address for a while: %v %v", res, err)
+	}
+	if _, err := c.Pop(ctx, client.PopRequest{Queue: "q", Partition: "p", Group: "g"}); err != nil {
+		t.Fatalf("pop: %v", err)
+	}
+	if f.pushes.Load() != 1 || asked.Load() <= 4 {
+		t.Fatalf("%d pushes reached the broker after %d maps, want 1 after more than 4", f.pushes.Load(), asked.Load())
+	}
+}
