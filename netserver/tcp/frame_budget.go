@@ -22,7 +22,11 @@ import (
 // larger than the whole budget takes all of it, so it passes when nothing
 // else is held. Raft requests are not counted: what a link sends is
 // bounded by Raft's own flow control, and refusing it would slow the
-// replication the clients' frames wait for.
+// replication the clients' frames wait for. With auth on, a large frame
+// the connection may not send (no token yet, an expired one, a role below
+// its opcode's) is answered so from its header, and dropped as it
+// arrives: a client that never authenticates cannot hold the budget
+// until FrameTimeout closes it.
 
 // frameBudgetFrom is the size up to which a frame is not counted: it is
 // read in a pass or two of the loop.

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
@@ -22,35 +23,9 @@ func TestTCPFrameBudget(t *testing.T) {
 	f := newTCP(t, func(c *tcp.Config) { c.FrameBudget, c.FrameBudgetBytes = sem, budget })
 	a := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
 	b := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
-	push := func(id uint64, n int) []byte {
-		return protocol.AppendPushRequest(nil, id, &protocol.PushRequest{Items: []protocol.PushItem{
-			{Queue: "budget", Partition: "p", Payload: bytes.Repeat([]byte{'x'}, n)}}})
-	}
-	expect := func(s *speaker, id uint64, code protocol.Code) {
-		t.Helper()
-		s.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-		fr, err := s.rd.Next()
-		if err != nil || fr.ID != id {
-			t.Fatalf("reading the answer to %d: %v (got id %d)", id, err, fr.ID)
-		}
-		got := protocol.Code(0)
-		if fr.IsError() {
-			var er protocol.ErrorReply
-			if err := er.Decode(fr.Body); err != nil {
-				t.Fatal(err)
-			}
-			got = er.Code
-		}
-		if got != code {
-			t.Fatalf("the answer to %d: code %d, want %d", id, got, code)
-		}
-	}
-	write := func(s *speaker, b []byte) {
-		t.Helper()
-		if _, err := s.nc.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	push := budgetPush
+	expect := func(s *speaker, id uint64, code protocol.Code) { t.Helper(); expectCode(t, s, id, code) }
+	write := func(s *speaker, b []byte) { t.Helper(); writeTo(t, s, b) }
 
 	fa := push(1, 900<<10)
 	write(a, fa[:len(fa)-1024]) // waits for its last KiB, holding 900 KiB
@@ -72,6 +47,73 @@ func TestTCPFrameBudget(t *testing.T) {
 	expect(b, 4, 0)
 	write(b, push(5, 3<<20)) // more than the whole budget
 	expect(b, 5, 0)
+	if !sem.TryAcquire(budget) {
+		t.Fatal("the budget is not all free once every frame was handled")
+	}
+}
+
+// budgetPush is a push frame of one item of n bytes, request id.
+func budgetPush(id uint64, n int) []byte {
+	return protocol.AppendPushRequest(nil, id, &protocol.PushRequest{Items: []protocol.PushItem{
+		{Queue: "budget", Partition: "p", Payload: bytes.Repeat([]byte{'x'}, n)}}})
+}
+
+// expectCode reads s's next frame: the answer to id, with code (0: not an
+// error).
+func expectCode(t *testing.T, s *speaker, id uint64, code protocol.Code) {
+	t.Helper()
+	s.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	fr, err := s.rd.Next()
+	if err != nil || fr.ID != id {
+		t.Fatalf("reading the answer to %d: %v (got id %d)", id, err, fr.ID)
+	}
+	got := protocol.Code(0)
+	if fr.IsError() {
+		var er protocol.ErrorReply
+		if err := er.Decode(fr.Body); err != nil {
+			t.Fatal(err)
+		}
+		got = er.Code
+	}
+	if got != code {
+		t.Fatalf("the answer to %d: code %d, want %d", id, got, code)
+	}
+}
+
+func writeTo(t *testing.T, s *speaker, b []byte) {
+	t.Helper()
+	if _, err := s.nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTCPFrameBudgetWantsAToken: with auth on, a large frame from a
+// connection that has sent no token is answered unauthenticated from its
+// header and holds no room while it arrives (a client that never
+// authenticates and trickles a frame held the budget until FrameTimeout
+// closed it): an authenticated client's frame of the whole budget is
+// taken meanwhile, and the refused frame's rest is dropped (a ping after
+// it is answered).
+func TestTCPFrameBudgetWantsAToken(t *testing.T) {
+	const budget = 1 << 20
+	sem := semaphore.NewWeighted(budget)
+	f := newTCP(t, func(c *tcp.Config) {
+		c.FrameBudget, c.FrameBudgetBytes = sem, budget
+		c.Auth = netserver.AuthConfig{Enabled: true, Secret: tcpSecret}
+	})
+	stranger := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	member := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	writeTo(t, member, protocol.AppendFrame(nil, 1, &protocol.AuthRequest{Token: roleToken(t, "read-write")}))
+	expectCode(t, member, 1, 0)
+
+	fs := budgetPush(1, 900<<10)
+	writeTo(t, stranger, fs[:len(fs)-1024])
+	expectCode(t, stranger, 1, protocol.CodeUnauthenticated)
+	writeTo(t, member, budgetPush(2, 900<<10))
+	expectCode(t, member, 2, 0)
+	writeTo(t, stranger, fs[len(fs)-1024:])
+	writeTo(t, stranger, protocol.AppendFrame(nil, 3, &protocol.PingRequest{}))
+	expectCode(t, stranger, 3, 0)
 	if !sem.TryAcquire(budget) {
 		t.Fatal("the budget is not all free once every frame was handled")
 	}

@@ -393,7 +393,13 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		if tc.partialSince.Load() == 0 {
 			tc.partialSince.Store(now)
 		}
-		if !tc.holdFrame(h) {
+		if h.Size() > frameBudgetFrom && !tc.authorize(h.Op, h.ID) {
+			// Answered unauthenticated or forbidden from its header:
+			// it holds no room while it arrives (see frame_budget.go).
+			tc.drop = h.Size()
+			tc.dropRefused(c)
+			tc.partialSince.Store(0)
+		} else if !tc.holdFrame(h) {
 			tc.refuseFrame(h)
 			tc.dropRefused(c)
 			tc.partialSince.Store(0)
