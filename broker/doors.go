@@ -119,6 +119,7 @@ func (b *Broker) buildDoors() (err error) {
 	}
 	hc := b.d.httpCfg
 	hc.Addr, hc.JournalStats, hc.TCPConnections, hc.TCPHealth = b.opts.HTTPAddr, stats, b.d.tcp.Connections, b.d.tcp.Healthy
+	hc.TCPFrames = b.d.tcp.Frames
 	if b.cl != nil {
 		fw := b.cl.dataPlane(b.e, b.opts.Engine.MaxPopBytes)
 		hc.Cluster, hc.DataPlane, hc.DLQ = b.cl, fw, fw.DLQ

@@ -67,6 +67,10 @@ type Config struct {
 	// TCPConnections, when set, reports the binary protocol's open
 	// connections for /metrics.
 	TCPConnections func() int
+	// TCPFrames, when set, reports the bytes the binary protocol's large
+	// frames hold of the budget they share with HTTP bodies (Bodies), and
+	// the frames refused for want of room, for /metrics.
+	TCPFrames func() (held int64, refused uint64)
 	// TCPHealth, when set, reports why the binary protocol's door does not
 	// serve (nil while it does); /health reports it.
 	TCPHealth func() error

@@ -44,6 +44,7 @@ func (tc *tcpConn) holdFrame(h protocol.Header) bool {
 		return false
 	}
 	tc.held = n
+	tc.s.framesHeld.Add(n)
 	return true
 }
 
@@ -51,6 +52,7 @@ func (tc *tcpConn) holdFrame(h protocol.Header) bool {
 func (tc *tcpConn) releaseFrame() {
 	if tc.held > 0 {
 		tc.s.cfg.FrameBudget.Release(tc.held)
+		tc.s.framesHeld.Add(-tc.held)
 		tc.held = 0
 	}
 }
@@ -63,6 +65,7 @@ func (tc *tcpConn) refuseFrame(h protocol.Header) {
 		fmt.Sprintf("no room for a frame of %d bytes now: the frames and HTTP bodies being received hold the broker's budget for them (--max-bodies-in-flight); send it again", h.Size()))
 	tc.mu.Unlock()
 	tc.drop = h.Size()
+	tc.s.frameRefusals.Add(1)
 }
 
 // dropRefused drops what the read buffer holds of a refused frame; it

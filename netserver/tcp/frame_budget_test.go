@@ -2,6 +2,10 @@ package tcp_test
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,10 +40,16 @@ func TestTCPFrameBudget(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	if held := f.metric("regent_tcp_frame_bytes_in_flight"); held != int64(len(fa)) {
+		t.Fatalf("/metrics says frames hold %d bytes, want the waiting frame's %d", held, len(fa))
+	}
 	write(b, push(2, 900<<10))
 	write(b, protocol.AppendFrame(nil, 3, &protocol.PingRequest{}))
 	expect(b, 2, protocol.CodeOverloaded)
 	expect(b, 3, 0)
+	if n := f.metric("regent_tcp_frame_refusals_total"); n != 1 {
+		t.Fatalf("/metrics counts %d refused frames, want 1", n)
+	}
 
 	write(a, fa[len(fa)-1024:])
 	expect(a, 1, 0)
@@ -50,6 +60,35 @@ func TestTCPFrameBudget(t *testing.T) {
 	if !sem.TryAcquire(budget) {
 		t.Fatal("the budget is not all free once every frame was handled")
 	}
+	if held := f.metric("regent_tcp_frame_bytes_in_flight"); held != 0 {
+		t.Fatalf("/metrics says frames hold %d bytes once all were handled", held)
+	}
+}
+
+// metric is the value of the unlabelled family name on f's
+// /metrics/prometheus.
+func (f *tcpFixture) metric(name string) int64 {
+	f.t.Helper()
+	resp, err := http.Get("http://" + f.http + "/metrics/prometheus")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				f.t.Fatalf("%s: %v", name, err)
+			}
+			return n
+		}
+	}
+	f.t.Fatalf("/metrics has no %s", name)
+	return 0
 }
 
 // budgetPush is a push frame of one item of n bytes, request id.

@@ -155,7 +155,11 @@ type Server struct {
 	conns      sync.Map      // *tcpConn -> struct{}
 	nconns     atomic.Int64
 	inflight   atomic.Int64
-	draining   atomic.Bool
+	// framesHeld is the room frames hold in Config.FrameBudget now;
+	// frameRefusals counts the frames answered overloaded for want of it.
+	framesHeld    atomic.Int64
+	frameRefusals atomic.Uint64
+	draining      atomic.Bool
 
 	releaseProcs func()
 
@@ -541,6 +545,13 @@ func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...),
 
 // Connections is the number of open connections.
 func (s *Server) Connections() int { return int(s.nconns.Load()) }
+
+// Frames reports the bytes large frames hold in the frame budget now
+// (Config.FrameBudget), and how many frames were answered overloaded for
+// want of room since the door started.
+func (s *Server) Frames() (held int64, refused uint64) {
+	return s.framesHeld.Load(), s.frameRefusals.Load()
+}
 
 // InFlight is the number of requests received and not yet answered, parked
 // long polls included.

@@ -25,6 +25,7 @@ import (
 type tcpFixture struct {
 	t    *testing.T
 	addr string // the TCP door's
+	http string // the HTTP door's (newTCP's only)
 	e    *engine.Engine
 	c    *client.Client
 	srv  *tcp.Server // newDoor's only (tcp_auth_test.go): a broker does not lend its door
@@ -43,7 +44,7 @@ func newTCP(t *testing.T, mods ...func(*tcp.Config)) *tcpFixture {
 			}
 		},
 	})
-	f := &tcpFixture{t: t, addr: b.TCPAddr().String(), e: b.Engine()}
+	f := &tcpFixture{t: t, addr: b.TCPAddr().String(), http: b.HTTPAddr().String(), e: b.Engine()}
 	f.c = f.dial()
 	t.Cleanup(func() { f.c.Close() })
 	return f
