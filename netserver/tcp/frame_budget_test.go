@@ -2,15 +2,19 @@ package tcp_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
@@ -51,8 +55,20 @@ func TestTCPFrameBudget(t *testing.T) {
 		t.Fatalf("/metrics counts %d refused frames, want 1", n)
 	}
 
-	write(a, fa[len(fa)-1024:])
-	expect(a, 1, 0)
+	// The held frame's rest, and a ping after it in the same write.
+	write(a, protocol.AppendFrame(slices.Clone(fa[len(fa)-1024:]), 6, &protocol.PingRequest{}))
+	got := map[uint64]bool{}
+	for range 2 {
+		a.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		fr, err := a.rd.Next()
+		if err != nil || fr.IsError() {
+			t.Fatalf("reading the answers to the held frame and the ping after it: %v (error frame %v)", err, fr.IsError())
+		}
+		got[fr.ID] = true
+	}
+	if !got[1] || !got[6] {
+		t.Fatalf("answers to %v, want to 1 and 6", got)
+	}
 	write(b, push(4, 900<<10))
 	expect(b, 4, 0)
 	write(b, push(5, 3<<20)) // more than the whole budget
@@ -155,5 +171,66 @@ func TestTCPFrameBudgetWantsAToken(t *testing.T) {
 	expectCode(t, stranger, 3, 0)
 	if !sem.TryAcquire(budget) {
 		t.Fatal("the budget is not all free once every frame was handled")
+	}
+}
+
+// gatedPlane is an engine's data plane whose pushes wait for gate; each
+// push says on arrived that it waits.
+type gatedPlane struct {
+	netserver.EnginePlane
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func (p *gatedPlane) PushAsync(ctx context.Context, items []engine.PushItem, res []engine.PushResult, done func(error)) {
+	p.arrived <- struct{}{}
+	go func() {
+		<-p.gate
+		p.EnginePlane.PushAsync(ctx, items, res, done)
+	}()
+}
+
+// TestTCPFrameBudgetHeldUntilAnswered: a large frame keeps its room until
+// its request is answered, not only while it arrives: its decoded copy
+// lives that long (on a replicated broker, through Raft), and 50 clients'
+// 15 MB pushes held over a gigabyte past a 128 MiB limit when the room went
+// back at decoding. Another large frame meanwhile is answered overloaded,
+// and taken once the first is answered.
+func TestTCPFrameBudgetHeldUntilAnswered(t *testing.T) {
+	const budget = 1 << 20
+	sem := semaphore.NewWeighted(budget)
+	plane := &gatedPlane{arrived: make(chan struct{}, 4), gate: make(chan struct{})}
+	f := newDoor(t, func(c *tcp.Config, e *engine.Engine) {
+		c.FrameBudget, c.FrameBudgetBytes = sem, budget
+		plane.E = e
+		c.Plane = plane
+	})
+	var open sync.Once
+	release := func() { open.Do(func() { close(plane.gate) }) }
+	t.Cleanup(release) // before the door's shutdown, which waits for the push
+	a := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	b := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	fa := budgetPush(1, 900<<10)
+	writeTo(t, a, fa)
+	select {
+	case <-plane.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the push never reached the data plane")
+	}
+	if held, _ := f.srv.Frames(); held != int64(len(fa)) {
+		t.Fatalf("frames hold %d bytes while the push waits, want its frame's %d", held, len(fa))
+	}
+	writeTo(t, b, budgetPush(2, 900<<10))
+	expectCode(t, b, 2, protocol.CodeOverloaded)
+	release()
+	expectCode(t, a, 1, 0)
+	writeTo(t, b, budgetPush(3, 900<<10))
+	<-plane.arrived
+	expectCode(t, b, 3, 0)
+	if held, refused := f.srv.Frames(); held != 0 || refused != 1 {
+		t.Fatalf("frames hold %d bytes, %d refused, once all were answered; want 0 and 1", held, refused)
+	}
+	if !sem.TryAcquire(budget) {
+		t.Fatal("the budget is not all free once every frame was answered")
 	}
 }

@@ -369,6 +369,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	tc.out = nil
 	tc.mu.Unlock()
 	tc.releaseFrame()
+	tc.big = nil
 	tc.cancelWaiters()
 	s.conns.Delete(tc)
 	s.nconns.Add(-1)
@@ -391,22 +392,31 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	if !tc.dropRefused(c) {
 		// All that came belongs to a frame refused for want of room.
+	} else if !tc.assembled(c) {
+		// The large frame being assembled waits for the rest; the
+		// slow-loris watch keeps the time it started waiting.
+	} else if tc.big != nil && !tc.handleAssembled() {
+		action = gnet.Close
 	} else if h, partial := partialFrame(c, s.cfg.MaxFrameBytes); partial {
 		// Nothing to handle until the frame has arrived; the slow-loris
 		// watch (below) keeps the time it started waiting.
 		if tc.partialSince.Load() == 0 {
 			tc.partialSince.Store(now)
 		}
-		if h.Size() > frameBudgetFrom && !tc.authorize(h.Op, h.ID) {
+		switch {
+		case h.Size() > frameBudgetFrom && !tc.authorize(h.Op, h.ID):
 			// Answered unauthenticated or forbidden from its header:
 			// it holds no room while it arrives (see frame_budget.go).
 			tc.drop = h.Size()
 			tc.dropRefused(c)
 			tc.partialSince.Store(0)
-		} else if !tc.holdFrame(h) {
+		case !tc.holdFrame(h):
 			tc.refuseFrame(h)
 			tc.dropRefused(c)
 			tc.partialSince.Store(0)
+		default:
+			tc.big, tc.bigN = make([]byte, h.Size()), 0
+			tc.assembled(c)
 		}
 	} else if buf, _ := c.Peek(-1); len(buf) > 0 {
 		off := 0
@@ -438,7 +448,6 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 		if off > 0 { // Discard(0) would drop the whole buffer, partial frame included
 			c.Discard(off)
-			tc.releaseFrame() // a frame held while it arrived was the first, and is handled
 		}
 		// Slow-loris watch: since when has part of a frame waited without
 		// any frame completing?

@@ -26,7 +26,7 @@ func (tc *tcpConn) admin(op protocol.Op, id uint64, body []byte) bool {
 	}
 	// req is a fresh value: its arena is its own for as long as the
 	// goroutine below needs it (and finish may poison it after).
-	decoded, _ := req.(interface{ Poison() })
+	decoded, _ := req.(decodedBody)
 	j := &adminJob{op: op, req: req}
 	if !j.begin(tc, op, id, decoded) {
 		return true

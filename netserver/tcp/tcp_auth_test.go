@@ -52,6 +52,15 @@ func newAuthTCP(t *testing.T) *tcpFixture {
 // lend its doors.
 func newAuthDoor(t *testing.T) *tcpFixture {
 	t.Helper()
+	return newDoor(t, func(c *tcp.Config, _ *engine.Engine) {
+		c.Auth = netserver.AuthConfig{Enabled: true, Secret: tcpSecret}
+	})
+}
+
+// newDoor starts a TCP door alone over its own journal and engine, its
+// config adjusted by mod.
+func newDoor(t *testing.T, mod func(*tcp.Config, *engine.Engine)) *tcpFixture {
+	t.Helper()
 	j, err := log.Open(log.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +70,9 @@ func newAuthDoor(t *testing.T) *tcpFixture {
 		j.Close()
 		t.Fatal(err)
 	}
-	srv, err := tcp.New(tcp.Config{Addr: "127.0.0.1:0", Auth: netserver.AuthConfig{Enabled: true, Secret: tcpSecret}}, e)
+	cfg := tcp.Config{Addr: "127.0.0.1:0"}
+	mod(&cfg, e)
+	srv, err := tcp.New(cfg, e)
 	if err == nil {
 		err = srv.Start()
 	}

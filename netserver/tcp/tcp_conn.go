@@ -37,11 +37,15 @@ type tcpConn struct {
 	// partialSince is when part of a frame started waiting in the read
 	// buffer with no frame completed since (0: none waits).
 	partialSince atomic.Int64
-	// held is what the frame arriving first in the read buffer holds of
-	// Config.FrameBudget; drop is how many bytes of a refused frame are
-	// still to come and be dropped (frame_budget.go). Loop only.
+	// held is what the large frame arriving holds of Config.FrameBudget;
+	// drop is how many bytes of a refused frame are still to come and be
+	// dropped; big is the large frame arriving, assembled out of gnet's
+	// read buffer, and bigN how much of it has come (frame_budget.go).
+	// Loop only.
 	held int64
 	drop int
+	big  []byte
+	bigN int
 }
 
 // replier is a reply waiting to be encoded into a connection's buffer.
@@ -108,13 +112,23 @@ type job struct {
 	id uint64
 	// decoded is the request's decoded value, whose arena finish poisons
 	// under testhooks.PoisonDecodeBuffers; nil for a request without one.
-	decoded interface{ Poison() }
+	decoded decodedBody
+	// held is the room the request's frame took in the frame budget,
+	// given back once it is answered (frame_budget.go).
+	held int64
+}
+
+// decodedBody is a request's decoded value: its arena can be poisoned
+// (tests) and detached (dropped, not kept in a pool).
+type decodedBody interface {
+	Poison()
+	Detach()
 }
 
 // begin counts the request in flight on tc, or refuses it past the limits
 // (answering it). After true, the job must end with exactly one finish.
 // decoded is the request's value (see job.decoded).
-func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded interface{ Poison() }) bool {
+func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded decodedBody) bool {
 	if tc.s.draining.Load() {
 		tc.send(errReply{op, id, protocol.NewError(protocol.CodeClosed, "server shutting down")})
 		return false
@@ -126,13 +140,15 @@ func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded interface{ P
 	tc.inflight.Add(1)
 	tc.s.inflight.Add(1)
 	j.tc, j.id, j.decoded = tc, id, decoded
+	j.held, tc.held = tc.held, 0 // the large frame's, if this is it: kept until answered
 	return true
 }
 
 // finish answers the request with r (usually the job itself) and gives its
 // in-flight slot back. The order is the point:
 //
-//  1. the connection's slot is freed first. Once r is in the reply buffer
+//  1. the connection's slot is freed first, and the room its large frame
+//     held in the frame budget with it. Once r is in the reply buffer
 //     the loop may write it, and a client that keeps MaxInFlight requests
 //     in flight sends its next one the moment it reads r: that request must
 //     find the room the client was promised, however long this goroutine
@@ -148,9 +164,21 @@ func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded interface{ P
 func (j *job) finish(r replier) {
 	tc := j.tc
 	tc.inflight.Add(-1)
+	held := j.held
+	if held > 0 {
+		// The frame's room goes back with the slot, before the answer:
+		// the client's next large frame must find it.
+		j.held = 0
+		tc.s.releaseHeld(held)
+	}
 	tc.send(r)
 	if j.decoded != nil && testhooks.PoisonDecodeBuffers.Load() {
 		j.decoded.Poison()
+	}
+	if held > 0 && j.decoded != nil {
+		// A large frame's decoded copy goes with it, not into a pool
+		// where the budget no longer counts it.
+		j.decoded.Detach()
 	}
 	if h := tc.s.afterReply; h != nil {
 		h(tc)
