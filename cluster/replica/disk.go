@@ -199,6 +199,7 @@ type DiskLog struct {
 	ents      []diskRef // ents[i] is entry snapIndex+1+i
 	kept      int       // bytes of data held by ents
 	keptFrom  int       // ents before it hold no data
+	applied   uint64    // the last entry applied here (Applied)
 	snaps     []uint64  // indexes of the snapshot entries, ascending (Marks)
 	confs     []uint64  // indexes of the configuration change entries, ascending
 }
@@ -618,13 +619,37 @@ func (l *DiskLog) Marks(upTo uint64) (snapshot, confChange uint64) {
 }
 
 // trim drops the data of the oldest entries past the memory budget; they
-// are read back by position. Caller holds l.mu.
+// are read back by position. An entry not yet applied stays while the
+// shard keeps less than unappliedKeepBytes more: applying reads it next
+// (Raft hands the node loop its committed entries), and an entry larger
+// than the budget, dropped as soon as it was saved, was read back from
+// the disk by the node loop for every apply (os.ReadFile of the journal's
+// segment, then decompressing the group commit it is in). Caller holds
+// l.mu.
 func (l *DiskLog) trim() {
 	for l.kept > l.d.keep && l.keptFrom < len(l.ents)-1 {
+		if l.snapIndex+uint64(l.keptFrom)+1 > l.applied && !l.d.opening && l.kept <= l.d.keep+unappliedKeepBytes {
+			return
+		}
 		l.kept -= len(l.ents[l.keptFrom].data)
 		l.ents[l.keptFrom].data = nil
 		l.keptFrom++
 	}
+}
+
+// unappliedKeepBytes is how much more than its budget a shard's log keeps
+// in memory of entries saved and not yet applied (trim).
+const unappliedKeepBytes = 16 << 20
+
+// Applied tells the log that its entries up to index are applied here:
+// their data may leave memory (trim).
+func (l *DiskLog) Applied(index uint64) {
+	l.mu.Lock()
+	if index > l.applied {
+		l.applied = index
+		l.trim()
+	}
+	l.mu.Unlock()
 }
 
 // InitialState returns the saved hard state and the group's configuration.

@@ -112,6 +112,8 @@ func TestDiskKeepsRaftLogsAcrossARestart(t *testing.T) {
 			// a's tail from 5 on is replaced by a leader of term 3
 			must(t, a.Save(hsA, ents(3, 5, 5, "a3"), nil))
 			must(t, d.Sync())
+			a.Applied(4) // what is applied may leave memory (trim)
+			b.Applied(3)
 			wantA := append(ents(2, 2, 4, "a"), ents(3, 5, 5, "a3")...)
 			checkLog(t, a, wantA, hsA)
 			checkLog(t, b, ents(2, 2, 3, "b"), hsB)
@@ -772,4 +774,53 @@ func TestAnEmptyEntryIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(d.Log(1), "replayed")
+}
+
+// dataHeld reports which of l's entries [lo, hi] hold their data in memory.
+func dataHeld(l *DiskLog, lo, hi uint64) []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []bool
+	for i := lo; i <= hi; i++ {
+		out = append(out, l.ents[i-l.snapIndex-1].data != nil)
+	}
+	return out
+}
+
+// TestAnUnappliedEntryStaysInMemory: an entry saved and not yet applied
+// keeps its data in memory past the log's budget, as applying reads it
+// next (the node loop read every entry larger than the budget back from
+// the journal to apply it); once applied it leaves, the newest staying;
+// and the log does not keep more than unappliedKeepBytes past its budget
+// for entries not applied.
+func TestAnUnappliedEntryStaysInMemory(t *testing.T) {
+	j, d := openDisk(t, t.TempDir(), 1)
+	defer j.Close()
+	l := d.Log(1)
+	must(t, l.Bootstrap([]uint64{1, 2, 3}))
+	must(t, l.Save(nil, ents(2, 2, 4, "x"), nil))
+	must(t, d.Sync())
+	if got := dataHeld(l, 2, 4); !slices.Equal(got, []bool{true, true, true}) {
+		t.Fatalf("entries 2..4 not applied, held %v: want all", got)
+	}
+	l.Applied(3)
+	if got := dataHeld(l, 2, 4); !slices.Equal(got, []bool{false, false, true}) {
+		t.Fatalf("entries 2..3 applied, held %v: want 4 alone", got)
+	}
+	l.Applied(4)
+	if got := dataHeld(l, 2, 4); !slices.Equal(got, []bool{false, false, true}) {
+		t.Fatalf("every entry applied, held %v: want the newest", got)
+	}
+	big := func(i uint64) *pb.Entry {
+		return &pb.Entry{Term: new(uint64(2)), Index: new(i), Type: pb.EntryNormal.Enum(), Data: bytes.Repeat([]byte{byte(i)}, unappliedKeepBytes/2-8)}
+	}
+	must(t, l.Save(nil, []*pb.Entry{big(5), big(6), big(7)}, nil))
+	must(t, d.Sync())
+	if got := dataHeld(l, 5, 7); !slices.Equal(got, []bool{false, true, true}) {
+		t.Fatalf("three entries of half the unapplied allowance, none applied, held %v: want the last two", got)
+	}
+	got, err := l.Entries(5, 8, 1<<30)
+	if err != nil || len(got) != 3 || !bytes.Equal(got[0].GetData(), big(5).GetData()) {
+		t.Fatalf("reading back the entry dropped: %d entries, %v", len(got), err)
+	}
 }

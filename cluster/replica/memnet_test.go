@@ -46,6 +46,8 @@ func (l *memLog) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) err
 	return l.Append(ents)
 }
 
+func (l *memLog) Applied(uint64) {}
+
 func (l *memLog) Compact(keep uint64) error {
 	if first, _ := l.FirstIndex(); keep <= first {
 		return nil

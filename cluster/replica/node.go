@@ -52,6 +52,10 @@ type Log interface {
 	// applied index plus one; it is called from the node loop, between
 	// Saves.
 	Compact(keep uint64) error
+	// Applied says that the entries up to index are applied here (the
+	// log may then let their data leave memory; until then the apply
+	// reads them).
+	Applied(index uint64)
 }
 
 // Config is what a Node is built from.

@@ -300,7 +300,9 @@ func (s *Shard) apply(entries []*pb.Entry, resps []*pb.Message) {
 	}
 	d := s.checkLeadLocked()
 	j := s.takeOverLocked()
+	applied := s.applied
 	s.mu.Unlock()
+	s.log.Applied(applied)
 	if compact > 0 {
 		// Every replica applies the snapshot entry at the same index, and
 		// compacts its log as the leader said (only what each replica of
