@@ -144,7 +144,7 @@ func (m *httpMetrics) write(w io.Writer) {
 	}
 	if f := m.s.cfg.TCPFrames; f != nil {
 		held, refused := f()
-		p.gauge("regent_tcp_frame_bytes_in_flight", "Bytes that large frames of the binary protocol hold, while they arrive, of the budget they share with HTTP bodies.", uint64(max(held, 0)))
+		p.gauge("regent_tcp_frame_bytes_in_flight", "Bytes that large frames of the binary protocol hold, from their arrival until they are answered, of the budget they share with HTTP bodies.", uint64(max(held, 0)))
 		p.counter("regent_tcp_frame_refusals_total", "Frames of the binary protocol answered overloaded for want of room in that budget.", refused)
 	}
 	maint := uint64(0)

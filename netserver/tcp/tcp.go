@@ -35,12 +35,13 @@ type Config struct {
 	// 64 MiB.
 	MaxOutboundBytes int
 	// FrameBudget, when set, bounds the bytes of request frames held at
-	// once while they arrive, across connections (a broker shares it with
-	// its HTTP door's bodies). A frame of more than frameBudgetFrom bytes
-	// takes its size from it when it starts to wait in a read buffer, or
-	// the whole budget when it is larger; one that finds no room is
-	// answered CodeOverloaded at once and its bytes are dropped as they
-	// come (frame_budget.go). Nil: not bounded.
+	// once, from their arrival until they are answered, across
+	// connections (a broker shares it with its HTTP door's bodies). A
+	// frame of more than frameBudgetFrom bytes takes its size from it
+	// when it starts to wait in a read buffer, or the whole budget when it
+	// is larger; one that finds no room is answered CodeOverloaded at once
+	// and its bytes are dropped as they come (frame_budget.go). Nil: not
+	// bounded.
 	FrameBudget *semaphore.Weighted
 	// FrameBudgetBytes is FrameBudget's size.
 	FrameBudgetBytes int64
