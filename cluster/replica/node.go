@@ -230,6 +230,7 @@ func (n *Node) AddShard(shard uint32, log Log) (*Shard, error) {
 		return nil, fmt.Errorf("replica: shard %d: %w", shard, err)
 	}
 	c.Applied = applied
+	log.Applied(applied) // where the apply starts again (DiskLog.trim)
 	rn, err := raft.NewRawNode(c)
 	if err != nil {
 		return nil, fmt.Errorf("replica: shard %d: %w", shard, err)
