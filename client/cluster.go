@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/regentmq/regent/cluster"
+	"github.com/regentmq/regent/internal/pagemerge"
 	"github.com/regentmq/regent/protocol"
 )
 
@@ -1191,53 +1192,38 @@ func (r *router) txnAcross(ctx context.Context, acks []Ack, pushes []Item) (TxnR
 }
 
 // dlq lists the dead letters of every broker as one list: each broker's
-// entries from the first, merged by queue, time of failure and id (the
-// order a broker lists its own in), then the page f asks for. With a
-// broker down the listing fails with unavailable: its entries would be
-// missing.
+// entries merged by queue, time of failure and id (the order a broker
+// lists its own in), a page of each broker at a time, whatever the offset
+// (pagemerge), then the page f asks for. With a broker down the listing
+// fails with unavailable: its entries would be missing.
 func (r *router) dlq(ctx context.Context, f DLQFilter) ([]DLQEntry, int, error) {
 	offset, limit := max(f.Offset, 0), f.Limit
 	if limit <= 0 {
 		limit = defaultDLQPage
 	}
-	want := offset + limit
-	var all []DLQEntry
-	total := 0
 	md := r.table()
+	srcs := make([]pagemerge.Source[DLQEntry], len(md.Brokers))
 	for i := range md.Brokers {
 		p, err := r.poolOf(&md.Brokers[i])
 		if err != nil {
 			return nil, 0, err
 		}
-		g := f
-		g.Offset, g.Limit = 0, min(want, maxDLQPage)
-		var n int
-		for {
-			page, t, err := dlqOn(ctx, p, g)
-			if err != nil {
-				return nil, 0, err
-			}
-			all, n = append(all, page...), n+len(page)
-			if len(page) == 0 || n >= want || n >= t {
-				total += t
-				break
-			}
-			g.Offset = n
+		srcs[i] = func(ctx context.Context, from, n int) ([]DLQEntry, int, error) {
+			g := f
+			g.Offset, g.Limit = from, n
+			return dlqOn(ctx, p, g)
 		}
 	}
-	slices.SortStableFunc(all, func(a, b DLQEntry) int {
+	less := func(a, b *DLQEntry) bool {
 		if c := strings.Compare(a.Message.Queue, b.Message.Queue); c != 0 {
-			return c
+			return c < 0
 		}
 		if c := a.FailedAt.Compare(b.FailedAt); c != 0 {
-			return c
+			return c < 0
 		}
-		return bytes.Compare(a.ID[:], b.ID[:])
-	})
-	if offset >= len(all) {
-		return nil, total, nil
+		return bytes.Compare(a.ID[:], b.ID[:]) < 0
 	}
-	return all[offset:min(want, len(all))], total, nil
+	return pagemerge.Merge(ctx, srcs, offset, limit, min(offset+limit, maxDLQPage), less, nil, 0)
 }
 
 // defaultDLQPage and maxDLQPage are a broker's page sizes for dead-letter
