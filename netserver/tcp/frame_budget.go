@@ -42,7 +42,7 @@ func (tc *tcpConn) holdFrame(h protocol.Header) bool {
 	if b == nil || tc.held > 0 || h.Size() <= frameBudgetFrom || h.Op == protocol.OpRaft {
 		return true
 	}
-	n := min(int64(h.Size()), tc.s.cfg.FrameBudgetBytes)
+	n := min(int64(h.Size())*int64(max(tc.s.cfg.FrameWeight, 1)), tc.s.cfg.FrameBudgetBytes)
 	if !b.TryAcquire(n) {
 		return false
 	}

@@ -234,3 +234,39 @@ func TestTCPFrameBudgetHeldUntilAnswered(t *testing.T) {
 		t.Fatal("the budget is not all free once every frame was answered")
 	}
 }
+
+// TestTCPFrameWeight: with FrameWeight 3 a large frame takes three times
+// its size from the budget (a replicated broker's request lives in three
+// copies): a second frame that would fit counted once is refused, and a
+// frame whose weight passes the whole budget takes all of it.
+func TestTCPFrameWeight(t *testing.T) {
+	const budget = 2 << 20
+	sem := semaphore.NewWeighted(budget)
+	plane := &gatedPlane{arrived: make(chan struct{}, 4), gate: make(chan struct{})}
+	f := newDoor(t, func(c *tcp.Config, e *engine.Engine) {
+		c.FrameBudget, c.FrameBudgetBytes, c.FrameWeight = sem, budget, 3
+		plane.E = e
+		c.Plane = plane
+	})
+	var open sync.Once
+	release := func() { open.Do(func() { close(plane.gate) }) }
+	t.Cleanup(release)
+	a := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	b := speak(t, f, protocol.VersionMinor, protocol.DefaultMaxFrame)
+	fa := budgetPush(1, 400<<10)
+	writeTo(t, a, fa)
+	<-plane.arrived
+	if held, _ := f.srv.Frames(); held != 3*int64(len(fa)) {
+		t.Fatalf("a frame of %d bytes holds %d, want three times its size", len(fa), held)
+	}
+	writeTo(t, b, budgetPush(2, 400<<10)) // 1.2 MB held, 1.2 MB more asked of 2 MiB
+	expectCode(t, b, 2, protocol.CodeOverloaded)
+	release()
+	expectCode(t, a, 1, 0)
+	writeTo(t, b, budgetPush(3, 800<<10)) // 2.4 MB counted: the whole budget
+	<-plane.arrived
+	expectCode(t, b, 3, 0)
+	if held, _ := f.srv.Frames(); held != 0 || !sem.TryAcquire(budget) {
+		t.Fatalf("frames hold %d bytes once all were answered", held)
+	}
+}

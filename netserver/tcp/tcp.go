@@ -45,6 +45,12 @@ type Config struct {
 	FrameBudget *semaphore.Weighted
 	// FrameBudgetBytes is FrameBudget's size.
 	FrameBudgetBytes int64
+	// FrameWeight is how many times its size a large frame counts against
+	// FrameBudget (at most the whole budget): the copies its request makes
+	// on its way that live as long as it does. Default 1; a replicated
+	// broker's request is also held compressed in its shard's Raft log and
+	// sent to the followers, which hold it until it is journaled.
+	FrameWeight int
 	// MaxConns caps open connections; more are refused (CodeOverloaded and
 	// closed). Default 10000.
 	MaxConns int
