@@ -78,29 +78,39 @@ func (tc *tcpConn) refuseFrame(h protocol.Header) {
 }
 
 // assembled moves what the read buffer holds of the large frame being
-// assembled (tc.big) into it, and reports whether the frame is complete (or
-// none is assembled). gnet's read buffer is a ring that doubles as it
-// fills, returned to a pool shared by every connection, and Peek copies
-// what wraps around its end: a 15 MB frame left in it took a 32 MiB ring
-// and a 32 MiB copy, twice the room it held in the budget, and the ring
-// went on to serve small connections. Taken out as it arrives, the frame
-// takes its own size and no more, and the ring stays small.
+// assembled (tc.big, of tc.bigSize bytes) into it, and reports whether the
+// frame is complete (or none is assembled). gnet's read buffer is a ring
+// that doubles as it fills, returned to a pool shared by every connection,
+// and Peek copies what wraps around its end: a 15 MB frame left in it took
+// a 32 MiB ring and a 32 MiB copy, twice the room it held in the budget,
+// and the ring went on to serve small connections. Taken out as it
+// arrives, the frame takes its own size and no more, and the ring stays
+// small. tc.big grows with what has come (doubling, up to the size the
+// header declares), not to that size at once: a header alone must not make
+// the server allocate 16 MiB (a Raft frame, or one sent before Hello,
+// takes no room in the budget).
 func (tc *tcpConn) assembled(c gnet.Conn) bool {
-	if tc.big == nil {
+	if tc.bigSize == 0 {
 		return true
 	}
-	if tc.bigN < len(tc.big) {
-		n, _ := c.Read(tc.big[tc.bigN:])
-		tc.bigN += n
+	if have := len(tc.big); have < tc.bigSize {
+		want := min(tc.bigSize, have+c.InboundBuffered())
+		if want > cap(tc.big) {
+			grown := make([]byte, have, min(tc.bigSize, max(want, 2*cap(tc.big))))
+			copy(grown, tc.big)
+			tc.big = grown
+		}
+		n, _ := c.Read(tc.big[have:want])
+		tc.big = tc.big[:have+n]
 	}
-	return tc.bigN == len(tc.big)
+	return len(tc.big) == tc.bigSize
 }
 
 // handleAssembled handles the large frame assembled in full, then gives
 // back its room and memory; false: the connection is to be closed.
 func (tc *tcpConn) handleAssembled() bool {
 	defer func() {
-		tc.big, tc.bigN = nil, 0
+		tc.big, tc.bigSize = nil, 0
 		tc.releaseFrame()
 		tc.partialSince.Store(0)
 	}()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/regentmq/regent/engine"
 	"github.com/regentmq/regent/netserver"
+	"github.com/regentmq/regent/netserver/internal/testhooks"
 	"github.com/regentmq/regent/netserver/tcp"
 	"github.com/regentmq/regent/protocol"
 )
@@ -268,5 +271,38 @@ func TestTCPFrameWeight(t *testing.T) {
 	expectCode(t, b, 3, 0)
 	if held, _ := f.srv.Frames(); held != 0 || !sem.TryAcquire(budget) {
 		t.Fatalf("frames hold %d bytes once all were answered", held)
+	}
+}
+
+// TestTCPFrameHeaderAllocatesNothing: a large frame is assembled in a
+// buffer that grows with the bytes that come, not one of the size its
+// header declares: four connections that sent no Hello, each the header
+// of a 15 MiB push and 200 KiB of it, grew the server's heap by 45 MiB
+// when the buffer was made at the declared size (a door without a budget,
+// as a Raft frame has none).
+func TestTCPFrameHeaderAllocatesNothing(t *testing.T) {
+	if testhooks.Race {
+		t.Skip("heap figures mean nothing under the race detector")
+	}
+	f := newDoor(t, func(*tcp.Config, *engine.Engine) {})
+	frame := budgetPush(1, 15<<20)[:200<<10]
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 4 {
+		nc, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the loops read what came
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Fatalf("four headers of 15 MiB frames, 200 KiB of each sent, grew the heap by %d MiB", grew>>20)
 	}
 }

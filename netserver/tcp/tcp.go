@@ -376,7 +376,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	tc.out = nil
 	tc.mu.Unlock()
 	tc.releaseFrame()
-	tc.big = nil
+	tc.big, tc.bigSize = nil, 0
 	tc.cancelWaiters()
 	s.conns.Delete(tc)
 	s.nconns.Add(-1)
@@ -402,7 +402,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	} else if !tc.assembled(c) {
 		// The large frame being assembled waits for the rest; the
 		// slow-loris watch keeps the time it started waiting.
-	} else if tc.big != nil && !tc.handleAssembled() {
+	} else if tc.bigSize > 0 && !tc.handleAssembled() {
 		action = gnet.Close
 	} else if h, partial := partialFrame(c, s.cfg.MaxFrameBytes); partial {
 		// Nothing to handle until the frame has arrived; the slow-loris
@@ -422,7 +422,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			tc.dropRefused(c)
 			tc.partialSince.Store(0)
 		default:
-			tc.big, tc.bigN = make([]byte, h.Size()), 0
+			tc.big, tc.bigSize = nil, h.Size()
 			tc.assembled(c)
 		}
 	} else if buf, _ := c.Peek(-1); len(buf) > 0 {

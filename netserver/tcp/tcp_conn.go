@@ -39,13 +39,13 @@ type tcpConn struct {
 	partialSince atomic.Int64
 	// held is what the large frame arriving holds of Config.FrameBudget;
 	// drop is how many bytes of a refused frame are still to come and be
-	// dropped; big is the large frame arriving, assembled out of gnet's
-	// read buffer, and bigN how much of it has come (frame_budget.go).
-	// Loop only.
-	held int64
-	drop int
-	big  []byte
-	bigN int
+	// dropped; big is what has come of the large frame arriving,
+	// assembled out of gnet's read buffer, and bigSize the frame's size
+	// (frame_budget.go). Loop only.
+	held    int64
+	drop    int
+	big     []byte
+	bigSize int
 }
 
 // replier is a reply waiting to be encoded into a connection's buffer.
@@ -129,12 +129,18 @@ type decodedBody interface {
 // (answering it). After true, the job must end with exactly one finish.
 // decoded is the request's value (see job.decoded).
 func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded decodedBody) bool {
-	if tc.s.draining.Load() {
-		tc.send(errReply{op, id, protocol.NewError(protocol.CodeClosed, "server shutting down")})
-		return false
+	var refused error
+	switch {
+	case tc.s.draining.Load():
+		refused = protocol.NewError(protocol.CodeClosed, "server shutting down")
+	case int(tc.inflight.Load()) >= tc.s.cfg.MaxInFlight:
+		refused = protocol.NewError(protocol.CodeOverloaded, "too many requests in flight on this connection")
 	}
-	if int(tc.inflight.Load()) >= tc.s.cfg.MaxInFlight {
-		tc.send(errReply{op, id, protocol.NewError(protocol.CodeOverloaded, "too many requests in flight on this connection")})
+	if refused != nil {
+		tc.send(errReply{op, id, refused})
+		if tc.held > 0 && decoded != nil {
+			decoded.Detach() // a large frame's copy: not pooled (see finish)
+		}
 		return false
 	}
 	tc.inflight.Add(1)
