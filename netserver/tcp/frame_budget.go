@@ -85,10 +85,11 @@ func (tc *tcpConn) refuseFrame(h protocol.Header) {
 // a 32 MiB ring and a 32 MiB copy, twice the room it held in the budget,
 // and the ring went on to serve small connections. Taken out as it
 // arrives, the frame takes its own size and no more, and the ring stays
-// small. tc.big grows with what has come (doubling, up to the size the
-// header declares), not to that size at once: a header alone must not make
-// the server allocate 16 MiB (a Raft frame, or one sent before Hello,
-// takes no room in the budget).
+// small. A frame that took room in the budget gets a buffer of its size at
+// once; one that took none (a Raft frame, or any on a door without a
+// budget) gets one that grows with what has come (doubling, up to the
+// declared size): its header alone must not make the server allocate 16
+// MiB.
 func (tc *tcpConn) assembled(c gnet.Conn) bool {
 	if tc.bigSize == 0 {
 		return true

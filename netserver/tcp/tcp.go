@@ -423,6 +423,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			tc.partialSince.Store(0)
 		default:
 			tc.big, tc.bigSize = nil, h.Size()
+			if tc.held > 0 {
+				// Its room is taken: its buffer is made at once
+				// (growing it costs copies; see assembled).
+				tc.big = make([]byte, 0, h.Size())
+			}
 			tc.assembled(c)
 		}
 	} else if buf, _ := c.Peek(-1); len(buf) > 0 {
