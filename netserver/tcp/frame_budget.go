@@ -87,9 +87,13 @@ func (tc *tcpConn) refuseFrame(h protocol.Header) {
 // arrives, the frame takes its own size and no more, and the ring stays
 // small. A frame that took room in the budget gets a buffer of its size at
 // once; one that took none (a Raft frame, or any on a door without a
-// budget) gets one that grows with what has come (doubling, up to the
-// declared size): its header alone must not make the server allocate 16
-// MiB.
+// budget) gets one that grows with what has come (to four times it, from
+// 1 MiB, up to the declared size): its header alone must not make the
+// server allocate 16 MiB, and a Raft entry of 15 MB is copied twice on its
+// way in, not eight times. Under the storm of 15 MB pushes on three
+// replicated brokers, the small pushes' median latency was 1.15 to 1.4 s
+// in four runs doubling from 64 KiB, 0.81 to 1.11 s in five with every
+// buffer made at once, and 0.80 and 1.04 s in two growing so.
 func (tc *tcpConn) assembled(c gnet.Conn) bool {
 	if tc.bigSize == 0 {
 		return true
@@ -97,7 +101,7 @@ func (tc *tcpConn) assembled(c gnet.Conn) bool {
 	if have := len(tc.big); have < tc.bigSize {
 		want := min(tc.bigSize, have+c.InboundBuffered())
 		if want > cap(tc.big) {
-			grown := make([]byte, have, min(tc.bigSize, max(want, 2*cap(tc.big))))
+			grown := make([]byte, have, min(tc.bigSize, max(want, 4*cap(tc.big), growFrom)))
 			copy(grown, tc.big)
 			tc.big = grown
 		}
@@ -106,6 +110,9 @@ func (tc *tcpConn) assembled(c gnet.Conn) bool {
 	}
 	return len(tc.big) == tc.bigSize
 }
+
+// growFrom is the least buffer a frame that took no room starts with.
+const growFrom = 1 << 20
 
 // handleAssembled handles the large frame assembled in full, then gives
 // back its room and memory; false: the connection is to be closed.
