@@ -33,7 +33,8 @@ type Config struct {
 	// Bodies, when set, is the budget MaxBodyBytesInFlight counts against
 	// (its size must be MaxBodyBytesInFlight), shared with the broker's
 	// TCP door, whose large frames count against it from their arrival
-	// until they are answered (netserver/tcp's Config.FrameBudget). Nil: the bridge's own.
+	// until they are answered (netserver/tcp's Config.FrameBudget). Nil:
+	// the bridge's own.
 	Bodies *semaphore.Weighted
 	// BodyWait is how long a body waits for room; default 1 s.
 	BodyWait time.Duration

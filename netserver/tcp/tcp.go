@@ -415,12 +415,8 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			// Answered unauthenticated or forbidden from its header:
 			// it holds no room while it arrives (see frame_budget.go).
 			tc.drop = h.Size()
-			tc.dropRefused(c)
-			tc.partialSince.Store(0)
 		case !tc.holdFrame(h):
 			tc.refuseFrame(h)
-			tc.dropRefused(c)
-			tc.partialSince.Store(0)
 		default:
 			tc.big, tc.bigSize = nil, h.Size()
 			if tc.held > 0 {
@@ -429,6 +425,10 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 				tc.big = make([]byte, 0, h.Size())
 			}
 			tc.assembled(c)
+		}
+		if tc.drop > 0 { // refused: dropped as it comes, no slow-loris watch
+			tc.dropRefused(c)
+			tc.partialSince.Store(0)
 		}
 	} else if buf, _ := c.Peek(-1); len(buf) > 0 {
 		off := 0
