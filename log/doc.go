@@ -75,9 +75,13 @@
 // are written. A failed fsync stays fatal (the page cache state is unknown).
 // Close while the disk is full fails what could not be written.
 //
-// Reads (Read, Replay) go through tidwall/wal, serialized by one mutex
-// because its concurrent reads of old segments are unsafe; Read keeps the
-// last few decoded entries so consecutive records decode once. No record is
+// Reads are serialized by one mutex. Replay goes through tidwall/wal (whose
+// concurrent reads of old segments are unsafe), which loads a segment file
+// whole. Read, whose readers are spread over the journal, reads an old
+// segment's entry with one pread, at an offset found by one scan of the
+// file and kept (see segread.go; the tail segment comes from tidwall's
+// copy in memory), and keeps the last few decoded entries so consecutive
+// records decode once. No record is
 // ever returned from an entry whose CRC, framing or lengths do not hold: the
 // caller gets an error wrapping ErrCorrupt that names the entry (also when
 // a segment went bad or away after Open: never a panic).

@@ -507,6 +507,9 @@ func (l *Log) TruncateFront(index uint64) error {
 		return l.failed(fmt.Errorf("log: truncate: close wal: %w", err))
 	}
 	l.wal = nil
+	l.readMu.Lock()
+	l.cache.frames.closeFiles() // so that the removed files' space is freed
+	l.readMu.Unlock()
 	for _, s := range drop {
 		p := filepath.Join(l.walDir, segmentName(s.start))
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {

@@ -23,6 +23,7 @@ type entryCache struct {
 	budget  int // Config.ReadCacheBytes
 	tick    uint64
 	decodes uint64 // entries decoded (for tests)
+	frames  frameIndex
 	slots   [cacheSlots]struct {
 		valid bool
 		used  uint64
@@ -42,7 +43,8 @@ func (c *entryCache) get(index uint64) *decoded {
 	return nil
 }
 
-// fill decodes data into a slot: an empty one while the budget has room
+// fill decodes data into a slot (borrowed: data is not kept after the
+// call, so an uncompressed entry's body is copied into the slot's buffer): an empty one while the budget has room
 // for the entry, otherwise the least recently used one whose buffer holds
 // it (or the least recently used one), whose buffer the entry reuses. Once
 // the budget is full, reading more entries allocates
@@ -50,7 +52,7 @@ func (c *entryCache) get(index uint64) *decoded {
 // buffer and another slot emptied in its place, so that with entries of
 // 1 MiB messages a fifth of a consume's CPU went to allocating and zeroing
 // decompression buffers.
-func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, error) {
+func (c *entryCache) fill(index uint64, data []byte, maxRaw int, borrowed bool) (*decoded, error) {
 	need := 0
 	if len(data) >= entryHeaderLen {
 		need = min(int(binary.LittleEndian.Uint32(data[entryRawLenOff:])), maxRaw)
@@ -87,6 +89,12 @@ func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, erro
 	if err := decodeEntry(&s.d, data, index, maxRaw); err != nil {
 		return nil, err
 	}
+	if borrowed && len(s.d.body) > 0 && len(data) > 0 && &s.d.body[len(s.d.body)-1] == &data[len(data)-1] {
+		if cap(s.d.buf) < len(s.d.body) {
+			s.d.buf = make([]byte, 0, len(s.d.body))
+		}
+		s.d.body = append(s.d.buf[:0], s.d.body...)
+	}
 	c.tick++
 	s.valid, s.used = true, c.tick
 	c.trim(v)
@@ -114,7 +122,11 @@ func (c *entryCache) trim(keep int) {
 	}
 }
 
-func (c *entryCache) reset() { *c = entryCache{budget: c.budget} }
+// reset empties the cache and closes the segment files it keeps open.
+func (c *entryCache) reset() {
+	c.frames.closeFiles()
+	*c = entryCache{budget: c.budget}
+}
 
 // readRaw returns the stored bytes of the entry at index. They are immutable
 // (tidwall/wal is opened with NoCopy and entries are never rewritten) and may
@@ -164,11 +176,17 @@ func (l *Log) Read(pos uint64) ([]byte, error) {
 	defer l.readMu.Unlock()
 	d := l.cache.get(index)
 	if d == nil {
-		data, err := l.readRaw(index)
-		if err != nil {
-			return nil, err
+		data, borrowed := l.readOld(index)
+		if !borrowed {
+			var err error
+			if data, err = l.readRaw(index); err != nil {
+				return nil, err
+			}
 		}
-		if d, err = l.cache.fill(index, data, l.cfg.MaxEntryBytes); err != nil {
+		var err error
+		d, err = l.cache.fill(index, data, l.cfg.MaxEntryBytes, borrowed)
+		l.cache.frames.release()
+		if err != nil {
 			return nil, err
 		}
 	}

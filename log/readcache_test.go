@@ -24,7 +24,7 @@ func TestEntryCacheServesInterleavedReaders(t *testing.T) {
 		d := c.get(index)
 		if d == nil {
 			var err error
-			if d, err = c.fill(index, data[index], 1<<20); err != nil {
+			if d, err = c.fill(index, data[index], 1<<20, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -61,7 +61,7 @@ func testEntryCacheBudget(t *testing.T, cacheBudget int) {
 	maxHeld := 0
 	for i := uint64(1); i <= cacheSlots; i++ {
 		e := encodeEntry(nil, i, 1, frameRecords(big))
-		d, err := c.fill(i, e, 8<<20)
+		d, err := c.fill(i, e, 8<<20, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestEntryCacheReusesBuffers(t *testing.T) {
 	c := entryCache{budget: 1 << 20}
 	next := 1
 	read := func() {
-		if _, err := c.fill(uint64(next), data[next], 1<<20); err != nil {
+		if _, err := c.fill(uint64(next), data[next], 1<<20, false); err != nil {
 			t.Fatal(err)
 		}
 		next = next%entries + 1

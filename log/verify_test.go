@@ -225,6 +225,55 @@ func TestDamageAfterOpen(t *testing.T) {
 	}
 }
 
+// TestDamageAfterReads: as TestDamageAfterOpen, but the old segments were
+// read before the damage (their frames found, their files kept open by
+// Read), and the entries are read again from disk after it. Each read gives
+// the entry's data or an error wrapping ErrCorrupt or ErrNotFound that names
+// it; never wrong data. (A file removed while open still reads as it was.)
+func TestDamageAfterReads(t *testing.T) {
+	for _, tc := range damageCases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			recs := oldSegmentJournal(t, dir)
+			l, _ := openT(t, dir, withSegment(600))
+			lay := layoutOf(t, dir)
+			readAll := func() (bad int) {
+				t.Helper()
+				l.readMu.Lock()
+				for i := range l.cache.slots {
+					l.cache.slots[i].valid = false // read from the files, not the decoded entries
+				}
+				l.readMu.Unlock()
+				for i, r := range recs {
+					b, err := l.Read(MakePos(uint64(i+1), 0))
+					if err == nil {
+						if string(b) != r {
+							t.Fatalf("entry %d: wrong data", i+1)
+						}
+						continue
+					}
+					bad++
+					if (!isErr(err, ErrCorrupt) && !isErr(err, ErrNotFound)) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", i+1)) {
+						t.Fatalf("entry %d: %v", i+1, err)
+					}
+				}
+				return bad
+			}
+			if bad := readAll(); bad != 0 {
+				t.Fatalf("%d entries unread before the damage", bad)
+			}
+			if l.cache.frames.preads == 0 {
+				t.Fatal("no entry was read with a pread")
+			}
+			tc.damage(t, lay)
+			bad := readAll()
+			if tc.name != "segment-missing" && bad == 0 {
+				t.Fatal("no read met the damage")
+			}
+		})
+	}
+}
+
 // TestEverySnapshotDamaged: both snapshots damaged while the WAL holds every
 // entry from 1. LoadSnapshot refuses, naming salvage; with Salvage the
 // snapshots are set aside (kept under damaged/), LoadSnapshot says there is
