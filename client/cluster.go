@@ -548,19 +548,29 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 			res PushResults
 			err error
 		}
-		answers := make(chan answer, len(parts))
-		for p, idx := range parts {
-			go func() {
-				sub := make([]Item, len(idx))
+		send := func(p *pool, idx []int) answer {
+			sub := items
+			if !isAll(idx, len(items)) {
+				sub = make([]Item, len(idx))
 				for k, i := range idx {
 					sub[k] = items[i]
 				}
-				wctx, end := r.watchFor(ctx, p, len(sub), func(k int) (string, string) { return sub[k].Queue, sub[k].Partition }, nil)
-				res, err := pushOn(wctx, p, sub)
-				err = movedOr(wctx, err)
-				end()
-				answers <- answer{idx, res, err}
-			}()
+			}
+			wctx, end := r.watchFor(ctx, p, len(sub), func(k int) (string, string) { return sub[k].Queue, sub[k].Partition }, nil)
+			res, err := pushOn(wctx, p, sub)
+			err = movedOr(wctx, err)
+			end()
+			return answer{idx, res, err}
+		}
+		answers := make(chan answer, len(parts))
+		for p, idx := range parts {
+			if len(parts) == 1 {
+				// One broker holds every item (a batch of one partition,
+				// the usual case): no goroutine, no copy of the items.
+				answers <- send(p, idx)
+				break
+			}
+			go func() { answers <- send(p, idx) }()
 		}
 		todo = todo[:0]
 		again := false
@@ -612,6 +622,19 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// isAll reports whether idx is 0, 1, ... n-1.
+func isAll(idx []int, n int) bool {
+	if len(idx) != n {
+		return false
+	}
+	for k, i := range idx {
+		if i != k {
+			return false
+		}
+	}
+	return true
 }
 
 // anyOf reports whether marks holds any of the indexes idx.
