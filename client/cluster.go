@@ -526,11 +526,18 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	for len(todo) > 0 {
 		md := r.ownedTable(ctx, len(todo), func(k int) (string, string) { return items[todo[k]].Queue, items[todo[k]].Partition })
 		parts := map[*pool][]int{}
+		var (
+			prev *Item // the last item routed: the next one of its partition goes where it went
+			p    *pool
+			err  error
+		)
 		for _, i := range todo {
-			b, err := owner(md, items[i].Queue, items[i].Partition)
-			var p *pool
-			if err == nil {
-				p, err = r.poolOf(b)
+			if prev == nil || items[i].Queue != prev.Queue || items[i].Partition != prev.Partition {
+				prev = &items[i]
+				var b *protocol.MetadataBroker
+				if b, err = owner(md, items[i].Queue, items[i].Partition); err == nil {
+					p, err = r.poolOf(b)
+				}
 			}
 			if err != nil {
 				if maybe[i] {
