@@ -509,6 +509,9 @@ func (l *Log) TruncateFront(index uint64) error {
 	l.wal = nil
 	l.readMu.Lock()
 	l.cache.frames.closeFiles() // so that the removed files' space is freed
+	for _, s := range drop {
+		l.cache.frames.drop(s.start)
+	}
 	l.readMu.Unlock()
 	for _, s := range drop {
 		p := filepath.Join(l.walDir, segmentName(s.start))

@@ -155,6 +155,11 @@ func (l *Log) rewind() (err error) {
 		}()
 		l.wal = nil
 	}
+	// Read's open segment files go first: fixing the files may need
+	// descriptors (wmu is held: no read is running).
+	l.readMu.Lock()
+	l.cache.reset()
+	l.readMu.Unlock()
 	l.segMu.Lock()
 	tail := l.segs[len(l.segs)-1]
 	l.segMu.Unlock()
@@ -178,9 +183,6 @@ func (l *Log) rewind() (err error) {
 	if err := l.syncWALDir(); err != nil {
 		return err
 	}
-	l.readMu.Lock()
-	l.cache.reset()
-	l.readMu.Unlock()
 	return l.openWAL()
 }
 

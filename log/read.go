@@ -89,7 +89,7 @@ func (c *entryCache) fill(index uint64, data []byte, maxRaw int, borrowed bool) 
 	if err := decodeEntry(&s.d, data, index, maxRaw); err != nil {
 		return nil, err
 	}
-	if borrowed && len(s.d.body) > 0 && len(data) > 0 && &s.d.body[len(s.d.body)-1] == &data[len(data)-1] {
+	if borrowed && data[entryCodecOff] != codecZstd { // its body is in data
 		if cap(s.d.buf) < len(s.d.body) {
 			s.d.buf = make([]byte, 0, len(s.d.body))
 		}

@@ -61,6 +61,10 @@ type frameIndex struct {
 	scanBuf *bufio.Reader
 	buf     []byte // the entry read last
 	files   [openSegments]openSegment
+	// unread are the segments whose frames are not as expected (or too
+	// many to keep): their entries are read through tidwall/wal without
+	// another scan.
+	unread map[uint64]bool
 }
 
 // openSegment is a segment file kept open for reads.
@@ -85,13 +89,17 @@ func (x *frameIndex) file(dir string, start uint64) (*os.File, error) {
 			v = i
 		}
 	}
+	o := &x.files[v]
+	if o.f != nil { // first, so that its descriptor is free for the next
+		o.f.Close()
+		*o = openSegment{}
+	}
 	f, err := os.Open(filepath.Join(dir, segmentName(start)))
 	if err != nil {
+		// Out of descriptors, perhaps: give back those kept, so that
+		// tidwall/wal, which reads instead, has them.
+		x.closeFiles()
 		return nil, err
-	}
-	o := &x.files[v]
-	if o.f != nil {
-		o.f.Close()
 	}
 	x.tick++
 	*o = openSegment{start: start, f: f, used: x.tick}
@@ -163,18 +171,23 @@ func (l *Log) oldSegment(index uint64) (start, next uint64, ok bool) {
 // wmu.RLock and readMu).
 func (l *Log) readOld(index uint64) (data []byte, ok bool) {
 	start, next, ok := l.oldSegment(index)
-	if !ok {
+	x := &l.cache.frames
+	if !ok || x.unread[start] {
 		return nil, false
 	}
-	x := &l.cache.frames
+	f := x.lookup(start)
+	if f == nil && next-start > frameIndexEntries {
+		x.markUnread(start)
+		return nil, false
+	}
 	file, err := x.file(l.walDir, start)
 	if err != nil {
 		return nil, false
 	}
-	f := x.lookup(start)
 	if f == nil {
 		offs, ok := x.scan(file, int(next-start))
 		if !ok {
+			x.markUnread(start)
 			return nil, false
 		}
 		f = x.add(start, offs)
@@ -233,6 +246,23 @@ func (x *frameIndex) scan(file *os.File, want int) (offs []uint32, ok bool) {
 		return nil, false
 	}
 	return offs, true
+}
+
+// markUnread sends the reads of segment start to tidwall/wal from now on.
+func (x *frameIndex) markUnread(start uint64) {
+	if x.unread == nil {
+		x.unread = make(map[uint64]bool)
+	}
+	x.unread[start] = true
+}
+
+// drop forgets what is known of segment start (TruncateFront removed it).
+func (x *frameIndex) drop(start uint64) {
+	if f := x.segs[start]; f != nil {
+		x.entries -= len(f.offs)
+		delete(x.segs, start)
+	}
+	delete(x.unread, start)
 }
 
 // release drops a scratch buffer that a large entry grew.

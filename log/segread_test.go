@@ -162,3 +162,35 @@ func TestTruncateFrontClosesReadFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestUnexpectedFramesScannedOnce: a segment whose frames are not what its
+// name and the next one's promise (cut short after Open) is scanned once;
+// its later reads go to tidwall/wal (an error wrapping ErrCorrupt here)
+// without another scan of the file.
+func TestUnexpectedFramesScannedOnce(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openT(t, dir, withSegment(4<<10))
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 30 {
+		appendWait(t, l, payload(r, 1000, false))
+	}
+	starts := l.SegmentStarts()
+	files := segmentFiles(t, dir)
+	if len(starts) < 4 || len(files) != len(starts) {
+		t.Fatalf("%d segments, %d files", len(starts), len(files))
+	}
+	if err := os.Truncate(files[1], 10); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := l.Read(MakePos(starts[1], 0)); !isErr(err, ErrCorrupt) {
+			t.Fatalf("read of a cut segment: %v", err)
+		}
+	}
+	if n := l.cache.frames.scans; n != 1 {
+		t.Fatalf("%d scans of the cut segment", n)
+	}
+	if _, err := l.Read(MakePos(starts[2], 0)); err != nil {
+		t.Fatalf("the next segment: %v", err)
+	}
+}
