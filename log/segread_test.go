@@ -131,11 +131,7 @@ func TestTruncateFrontClosesReadFiles(t *testing.T) {
 		t.Skip("reads /proc/self/fd")
 	}
 	dir := t.TempDir()
-	l, _ := openT(t, dir, withSegment(4<<10))
-	r := rand.New(rand.NewPCG(5, 6))
-	for range 60 {
-		appendWait(t, l, payload(r, 1000, false))
-	}
+	l := randomJournal(t, dir, 60)
 	starts := l.SegmentStarts()
 	if len(starts) < openSegments+2 {
 		t.Fatalf("%d segments", len(starts))
@@ -169,11 +165,7 @@ func TestTruncateFrontClosesReadFiles(t *testing.T) {
 // without another scan of the file.
 func TestUnexpectedFramesScannedOnce(t *testing.T) {
 	dir := t.TempDir()
-	l, _ := openT(t, dir, withSegment(4<<10))
-	r := rand.New(rand.NewPCG(7, 8))
-	for range 30 {
-		appendWait(t, l, payload(r, 1000, false))
-	}
+	l := randomJournal(t, dir, 30)
 	starts := l.SegmentStarts()
 	files := segmentFiles(t, dir)
 	if len(starts) < 4 || len(files) != len(starts) {
@@ -193,4 +185,16 @@ func TestUnexpectedFramesScannedOnce(t *testing.T) {
 	if _, err := l.Read(MakePos(starts[2], 0)); err != nil {
 		t.Fatalf("the next segment: %v", err)
 	}
+}
+
+// randomJournal opens a log in dir with 4 KiB segments and appends n
+// records of 1,000 random bytes (stored uncompressed), one entry each.
+func randomJournal(t *testing.T, dir string, n int) *Log {
+	t.Helper()
+	l, _ := openT(t, dir, withSegment(4<<10))
+	r := rand.New(rand.NewPCG(uint64(n), 8))
+	for range n {
+		appendWait(t, l, payload(r, 1000, false))
+	}
+	return l
 }

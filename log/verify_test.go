@@ -193,85 +193,74 @@ func checkSurvivors(t *testing.T, l *Log, recs []string, lost IndexRange) {
 // (flipped, zeroed, truncated, removed) is an error for the reads of what it
 // held, wrapping ErrCorrupt or ErrNotFound and naming the entry; never a
 // panic, never wrong data, and the other entries read as before.
+//
+// The "after-reads" cases read every entry before the damage (the old
+// segments' frames found, their files kept open by Read) and again from
+// the files after it; there a file removed while open still reads as it
+// was, and Replay is not checked.
 func TestDamageAfterOpen(t *testing.T) {
-	for _, tc := range damageCases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			recs := oldSegmentJournal(t, dir)
-			l, _ := openT(t, dir, withSegment(600))
-			lay := layoutOf(t, dir)
-			tc.damage(t, lay)
-			bad := 0
-			for i, r := range recs {
-				b, err := l.Read(MakePos(uint64(i+1), 0))
-				if err == nil {
-					if string(b) != r {
-						t.Fatalf("entry %d: wrong data", i+1)
+	for _, readFirst := range []bool{false, true} {
+		for _, tc := range damageCases {
+			name := tc.name
+			if readFirst {
+				name = "after-reads/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				recs := oldSegmentJournal(t, dir)
+				l, _ := openT(t, dir, withSegment(600))
+				lay := layoutOf(t, dir)
+				if readFirst {
+					if bad := readDamaged(t, l, recs); bad != 0 {
+						t.Fatalf("%d entries unread before the damage", bad)
 					}
-					continue
+					if l.cache.frames.preads == 0 {
+						t.Fatal("no entry was read with a pread")
+					}
+					l.readMu.Lock()
+					for i := range l.cache.slots {
+						l.cache.slots[i].valid = false // read from the files, not the decoded entries
+					}
+					l.readMu.Unlock()
 				}
-				bad++
-				if (!isErr(err, ErrCorrupt) && !isErr(err, ErrNotFound)) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", i+1)) {
-					t.Fatalf("entry %d: %v", i+1, err)
+				tc.damage(t, lay)
+				bad := readDamaged(t, l, recs)
+				if readFirst {
+					if tc.name != "segment-missing" && bad == 0 {
+						t.Fatal("no read met the damage")
+					}
+					return
 				}
-			}
-			if bad == 0 {
-				t.Fatal("no read met the damage")
-			}
-			if _, err := replayAll(l, 0); !isErr(err, ErrCorrupt) && !isErr(err, ErrNotFound) {
-				t.Fatalf("Replay: %v", err)
-			}
-		})
+				if bad == 0 {
+					t.Fatal("no read met the damage")
+				}
+				if _, err := replayAll(l, 0); !isErr(err, ErrCorrupt) && !isErr(err, ErrNotFound) {
+					t.Fatalf("Replay: %v", err)
+				}
+			})
+		}
 	}
 }
 
-// TestDamageAfterReads: as TestDamageAfterOpen, but the old segments were
-// read before the damage (their frames found, their files kept open by
-// Read), and the entries are read again from disk after it. Each read gives
-// the entry's data or an error wrapping ErrCorrupt or ErrNotFound that names
-// it; never wrong data. (A file removed while open still reads as it was.)
-func TestDamageAfterReads(t *testing.T) {
-	for _, tc := range damageCases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			recs := oldSegmentJournal(t, dir)
-			l, _ := openT(t, dir, withSegment(600))
-			lay := layoutOf(t, dir)
-			readAll := func() (bad int) {
-				t.Helper()
-				l.readMu.Lock()
-				for i := range l.cache.slots {
-					l.cache.slots[i].valid = false // read from the files, not the decoded entries
-				}
-				l.readMu.Unlock()
-				for i, r := range recs {
-					b, err := l.Read(MakePos(uint64(i+1), 0))
-					if err == nil {
-						if string(b) != r {
-							t.Fatalf("entry %d: wrong data", i+1)
-						}
-						continue
-					}
-					bad++
-					if (!isErr(err, ErrCorrupt) && !isErr(err, ErrNotFound)) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", i+1)) {
-						t.Fatalf("entry %d: %v", i+1, err)
-					}
-				}
-				return bad
+// readDamaged reads record i+1 of recs from each entry i+1 of l: its data
+// or an error wrapping ErrCorrupt or ErrNotFound that names the entry
+// (bad counts those), never wrong data.
+func readDamaged(t *testing.T, l *Log, recs []string) (bad int) {
+	t.Helper()
+	for i, r := range recs {
+		b, err := l.Read(MakePos(uint64(i+1), 0))
+		if err == nil {
+			if string(b) != r {
+				t.Fatalf("entry %d: wrong data", i+1)
 			}
-			if bad := readAll(); bad != 0 {
-				t.Fatalf("%d entries unread before the damage", bad)
-			}
-			if l.cache.frames.preads == 0 {
-				t.Fatal("no entry was read with a pread")
-			}
-			tc.damage(t, lay)
-			bad := readAll()
-			if tc.name != "segment-missing" && bad == 0 {
-				t.Fatal("no read met the damage")
-			}
-		})
+			continue
+		}
+		bad++
+		if (!isErr(err, ErrCorrupt) && !isErr(err, ErrNotFound)) || !strings.Contains(err.Error(), fmt.Sprintf("entry %d", i+1)) {
+			t.Fatalf("entry %d: %v", i+1, err)
+		}
 	}
+	return bad
 }
 
 // TestEverySnapshotDamaged: both snapshots damaged while the WAL holds every
