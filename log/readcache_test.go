@@ -10,7 +10,16 @@ import (
 // of every entry, at different places in the log (consumers of different
 // partitions), decode each entry once while the entries fit in the slots.
 func TestEntryCacheServesInterleavedReaders(t *testing.T) {
-	const entries, readers = 24, 16
+	for _, lag := range []int{1, 4} {
+		t.Run(fmt.Sprint("lag ", lag), func(t *testing.T) { testEntryCacheServesInterleavedReaders(t, lag) })
+	}
+}
+
+// testEntryCacheServesInterleavedReaders: reader r is r*lag entries behind
+// reader 0.
+func testEntryCacheServesInterleavedReaders(t *testing.T, lag int) {
+	const readers = 16
+	entries := 24 * lag
 	data := make([][]byte, entries+1)
 	for i := 1; i <= entries; i++ {
 		recs := make([]string, readers)
@@ -32,16 +41,16 @@ func TestEntryCacheServesInterleavedReaders(t *testing.T) {
 			t.Fatalf("entry %d record %d: %.30q", index, rec, d.record(rec))
 		}
 	}
-	// Reader r is r entries behind reader 0 (its partition lags), and all
-	// move forward together.
-	for step := 0; step < entries+readers; step++ {
+	// Reader r is r*lag entries behind reader 0 (its partition lags), and
+	// all move forward together.
+	for step := 0; step < entries+readers*lag; step++ {
 		for r := 0; r < readers; r++ {
-			if i := step - r; i >= 0 && i < entries {
+			if i := step - r*lag; i >= 0 && i < entries {
 				read(uint64(i+1), r)
 			}
 		}
 	}
-	if c.decodes != entries {
+	if c.decodes != uint64(entries) {
 		t.Fatalf("%d decodes for %d entries", c.decodes, entries)
 	}
 }
