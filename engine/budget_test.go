@@ -147,3 +147,32 @@ func TestLaggingGroupKeepsTheCacheWithinBudget(t *testing.T) {
 		t.Fatalf("the cache held %d bytes with a budget of %d while a group read 10 MiB back", peak, budget)
 	}
 }
+
+// TestLaggingGroupAndNewPushesKeepTheCacheWithinBudget: while a group
+// reads a backlog back from the journal, new pushes fill the tail; the
+// pushes still drop the older half of what is in memory once the cache is
+// over its budget, though the chunks in front of the tail (the backlog)
+// are all out of memory.
+func TestLaggingGroupAndNewPushesKeepTheCacheWithinBudget(t *testing.T) {
+	const budget = 1 << 20
+	f := newFixture(t, func(c *Config) { c.CacheBytes = budget })
+	big := PushItem{Queue: "lag", Partition: "p", Payload: bytes.Repeat([]byte{'x'}, 64<<10)}
+	for i := 0; i < 400; i++ {
+		f.pushItems(big)
+	}
+	f.restart()
+	f.pop(PopRequest{Queue: "lag", Group: "slow"}) // a group that holds every message back
+	peak := int64(0)
+	for n := 0; n < 200; {
+		msgs := f.pop(PopRequest{Queue: "lag", Group: "g", Batch: 4, AutoAck: true})
+		if len(msgs) == 0 {
+			t.Fatalf("nothing popped after %d", n)
+		}
+		n += len(msgs)
+		f.pushItems(big, big)
+		peak = max(peak, f.e.Stats().CacheBytes)
+	}
+	if peak > 2*budget {
+		t.Fatalf("the cache held %d bytes with a budget of %d", peak, budget)
+	}
+}

@@ -54,6 +54,11 @@ func (e *Engine) shrinkTail(p *partition, pressure bool) {
 		}
 	}
 	if pressure {
+		// memLo may lag behind a run of chunks out of memory (see
+		// coolDown): halve what is in memory, not the run.
+		for i < len(p.chunks) && p.chunks[i].mem == nil {
+			i++
+		}
 		stop := i + (len(p.chunks)-i+1)/2
 		for ; i < stop; i++ {
 			e.dropChunk(&p.chunks[i])
@@ -234,13 +239,19 @@ func (e *Engine) coolDown(p *partition, cold []coldChunk) {
 	if e.cacheBytes.Load() <= e.cfg.CacheBytes {
 		return
 	}
+	end := 0
 	for _, cc := range cold {
 		if ci := p.chunkFor(cc.first); ci >= 0 && p.chunks[ci].first == cc.first {
 			e.dropChunk(&p.chunks[ci])
+			end = max(end, ci+1)
 		}
 	}
+	// memLo moves past the chunks just dropped, no further: past them a
+	// backlog's chunks are all out of memory up to the tail, and looking
+	// for the first one in memory cost each pop of a lagging group a walk
+	// over the whole backlog (a twentieth of a cold consume's CPU).
 	i := int(p.memLo)
-	for i < len(p.chunks) && p.chunks[i].mem == nil {
+	for i < end && p.chunks[i].mem == nil {
 		i++
 	}
 	p.memLo = int32(i)
