@@ -45,16 +45,21 @@ func (c *entryCache) get(index uint64) *decoded {
 	return nil
 }
 
-// fill decodes data into a slot (borrowed: data is not kept after the
-// call, so an uncompressed entry's body is copied into the slot's buffer): an empty one while the budget has room
+// fill decodes data into a slot: an empty one while the budget has room
 // for the entry, otherwise the least recently used one whose buffer holds
 // it (or the least recently used one), whose buffer the entry reuses. Once
-// the budget is full, reading more entries allocates
-// nothing: before, a slot the budget had emptied was filled with a fresh
-// buffer and another slot emptied in its place, so that with entries of
-// 1 MiB messages a fifth of a consume's CPU went to allocating and zeroing
-// decompression buffers.
-func (c *entryCache) fill(index uint64, data []byte, maxRaw int, borrowed bool) (*decoded, error) {
+// the budget is full, reading more entries allocates nothing: before, a
+// slot the budget had emptied was filled with a fresh buffer and another
+// slot emptied in its place, so that with entries of 1 MiB messages a
+// fifth of a consume's CPU went to allocating and zeroing decompression
+// buffers.
+//
+// data is not kept: an uncompressed entry's body is copied into the slot's
+// buffer. data may be the buffer of the next read (readOld), and when it
+// comes from tidwall/wal it is part of a whole segment's buffer, which a
+// slot would keep alive and count at the segment's size (the slots then
+// held one entry each and read it again for every reader).
+func (c *entryCache) fill(index uint64, data []byte, maxRaw int) (*decoded, error) {
 	need := 0
 	if len(data) >= entryHeaderLen {
 		need = min(int(binary.LittleEndian.Uint32(data[entryRawLenOff:])), maxRaw)
@@ -91,7 +96,7 @@ func (c *entryCache) fill(index uint64, data []byte, maxRaw int, borrowed bool) 
 	if err := decodeEntry(&s.d, data, index, maxRaw); err != nil {
 		return nil, err
 	}
-	if borrowed && data[entryCodecOff] != codecZstd { // its body is in data
+	if data[entryCodecOff] != codecZstd { // its body is in data
 		if cap(s.d.buf) < len(s.d.body) {
 			s.d.buf = make([]byte, 0, len(s.d.body))
 		}
@@ -178,15 +183,15 @@ func (l *Log) Read(pos uint64) ([]byte, error) {
 	defer l.readMu.Unlock()
 	d := l.cache.get(index)
 	if d == nil {
-		data, borrowed := l.readOld(index)
-		if !borrowed {
+		data, ok := l.readOld(index)
+		if !ok {
 			var err error
 			if data, err = l.readRaw(index); err != nil {
 				return nil, err
 			}
 		}
 		var err error
-		d, err = l.cache.fill(index, data, l.cfg.MaxEntryBytes, borrowed)
+		d, err = l.cache.fill(index, data, l.cfg.MaxEntryBytes)
 		l.cache.frames.release()
 		if err != nil {
 			return nil, err

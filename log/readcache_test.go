@@ -33,7 +33,7 @@ func testEntryCacheServesInterleavedReaders(t *testing.T, lag int) {
 		d := c.get(index)
 		if d == nil {
 			var err error
-			if d, err = c.fill(index, data[index], 1<<20, false); err != nil {
+			if d, err = c.fill(index, data[index], 1<<20); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -70,7 +70,7 @@ func testEntryCacheBudget(t *testing.T, cacheBudget int) {
 	maxHeld := 0
 	for i := uint64(1); i <= cacheSlots; i++ {
 		e := encodeEntry(nil, i, 1, frameRecords(big))
-		d, err := c.fill(i, e, 8<<20, false)
+		d, err := c.fill(i, e, 8<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestEntryCacheReusesBuffers(t *testing.T) {
 	c := entryCache{budget: 1 << 20}
 	next := 1
 	read := func() {
-		if _, err := c.fill(uint64(next), data[next], 1<<20, false); err != nil {
+		if _, err := c.fill(uint64(next), data[next], 1<<20); err != nil {
 			t.Fatal(err)
 		}
 		next = next%entries + 1

@@ -198,3 +198,36 @@ func randomJournal(t *testing.T, dir string, n int) *Log {
 	}
 	return l
 }
+
+// TestUncompressedEntriesCountedAtTheirSize: uncompressed entries of the
+// tail segment (tidwall/wal's copy in memory) are counted in the entry
+// cache at their own size, so sixteen readers four entries apart decode
+// each once. Kept as slices of the segment's buffer, each counted at the
+// buffer's size, and the cache held one entry at a time: 4,401 decodes of
+// 300 entries.
+func TestUncompressedEntriesCountedAtTheirSize(t *testing.T) {
+	const entries, readers, lag = 300, 16, 4
+	l, _ := openT(t, t.TempDir())
+	r := rand.New(rand.NewPCG(9, 10))
+	want := make([][]byte, entries+1)
+	for i := 1; i <= entries; i++ {
+		want[i] = payload(r, 3000, false)
+		appendWait(t, l, want[i])
+	}
+	if n := len(l.SegmentStarts()); n != 1 {
+		t.Fatalf("%d segments: the test wants the entries in the tail", n)
+	}
+	for step := 0; step < entries+readers*lag; step++ {
+		for k := 0; k < readers; k++ {
+			if i := step - k*lag + 1; i >= 1 && i <= entries {
+				b, err := l.Read(MakePos(uint64(i), 0))
+				if err != nil || !bytes.Equal(b, want[i]) {
+					t.Fatalf("entry %d: %v", i, err)
+				}
+			}
+		}
+	}
+	if l.cache.decodes != entries {
+		t.Fatalf("%d decodes of %d entries", l.cache.decodes, entries)
+	}
+}
