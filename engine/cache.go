@@ -249,7 +249,9 @@ func (e *Engine) coolDown(p *partition, cold []coldChunk) {
 	// memLo moves past the chunks just dropped, no further: past them a
 	// backlog's chunks are all out of memory up to the tail, and looking
 	// for the first one in memory cost each pop of a lagging group a walk
-	// over the whole backlog (a twentieth of a cold consume's CPU).
+	// over the whole backlog (a twentieth of a cold consume's CPU). A push
+	// over the budget still makes that walk once after such a pop (see
+	// shrinkTail), and a pop with no push following makes none.
 	i := int(p.memLo)
 	for i < end && p.chunks[i].mem == nil {
 		i++
