@@ -125,6 +125,17 @@ type decodedBody interface {
 	Detach()
 }
 
+// detachLarge detaches d, a request refused before it took a slot, when
+// it was decoded from the large frame tc is handling: that copy is counted
+// in the frame budget until the frame is done, and must not go on in a
+// pool where nothing counts it (a request that took a slot is detached by
+// finish).
+func (tc *tcpConn) detachLarge(d decodedBody) {
+	if tc.held > 0 && d != nil {
+		d.Detach()
+	}
+}
+
 // begin counts the request in flight on tc, or refuses it past the limits
 // (answering it). After true, the job must end with exactly one finish.
 // decoded is the request's value (see job.decoded).
@@ -138,9 +149,7 @@ func (j *job) begin(tc *tcpConn, op protocol.Op, id uint64, decoded decodedBody)
 	}
 	if refused != nil {
 		tc.send(errReply{op, id, refused})
-		if tc.held > 0 && decoded != nil {
-			decoded.Detach() // a large frame's copy: not pooled (see finish)
-		}
+		tc.detachLarge(decoded)
 		return false
 	}
 	tc.inflight.Add(1)

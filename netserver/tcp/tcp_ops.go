@@ -108,9 +108,7 @@ func (tc *tcpConn) ack(id uint64, body []byte) bool {
 	}
 	for i := range j.req.Items {
 		if !j.req.Items[i].Status.Valid() {
-			if tc.held > 0 {
-				j.req.Detach() // a large frame's copy: not pooled (see job.finish)
-			}
+			tc.detachLarge(&j.req)
 			ackJobs.Put(j)
 			tc.send(errReply{protocol.OpAck, id, protocol.NewError(protocol.CodeInvalid, "unknown ack status")})
 			return true
