@@ -275,6 +275,55 @@ func TestCompressRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// A record packed with S2 (Pack) comes back whole; a length past the
+// caller's limit is refused before decoding, and what does not shrink is
+// left alone, with the next records stored without trying.
+func TestPackRecordRoundTrip(t *testing.T) {
+	rec := bytes.Repeat([]byte(`{"order":1234,"status":"paid","items":["a","b"]}`), 200)
+	var g Compressor
+	packed, ok := g.Pack([]byte("hdr"), rec)
+	if !ok || !bytes.HasPrefix(packed, []byte("hdr")) || len(packed) >= len(rec)/4 {
+		t.Fatalf("Pack: ok %v, %d bytes from %d", ok, len(packed), len(rec))
+	}
+	got, err := UnpackRecord([]byte("x"), packed[3:], len(rec))
+	if err != nil || !bytes.Equal(got, append([]byte("x"), rec...)) {
+		t.Fatalf("UnpackRecord: %v, %d bytes", err, len(got))
+	}
+	if _, err := UnpackRecord(nil, packed[3:], len(rec)-1); err == nil {
+		t.Fatal("a record one byte past the limit was unpacked")
+	}
+	for cut := 1; cut < len(packed)-3; cut += 7 {
+		if out, err := UnpackRecord(nil, packed[3:3+cut], len(rec)); err == nil {
+			t.Fatalf("a block cut to %d bytes unpacked to %d", cut, len(out))
+		}
+	}
+	if _, err := UnpackRecord(nil, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, len(rec)); err == nil {
+		t.Fatal("a malformed length was accepted")
+	}
+
+	r := rand.New(rand.NewPCG(9, 9))
+	dense := make([]byte, 8<<10)
+	for i := range dense {
+		dense[i] = byte(r.Uint32())
+	}
+	if out, ok := g.Pack([]byte("hdr"), dense); ok || string(out) != "hdr" {
+		t.Fatalf("incompressible data: ok %v, %d bytes back", ok, len(out))
+	}
+	// The guess: the next denseSkip records are stored without trying,
+	// compressible or not; then Pack tries again.
+	for i := 0; i < denseSkip; i++ {
+		if _, ok := g.Pack(nil, rec); ok {
+			t.Fatalf("record %d after a dense one was compressed", i)
+		}
+	}
+	if _, ok := g.Pack(nil, rec); !ok {
+		t.Fatal("Pack did not try again after the skip")
+	}
+	if out, ok := (*Compressor)(nil).Pack(nil, []byte("tiny")); ok || len(out) != 0 {
+		t.Fatalf("a 4-byte record: ok %v, %d bytes back", ok, len(out))
+	}
+}
+
 // A group between 2 and 16 KiB is probed too: one of records compressed
 // before (a replicated shard's) is written as it is, one of clear records
 // is compressed.

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/regentmq/regent/engine"
+	rlog "github.com/regentmq/regent/log"
 )
 
 var voters3 = []uint64{1, 2, 3}
@@ -515,7 +517,7 @@ func TestRecordsAreCompressedOnceByTheLeader(t *testing.T) {
 		}
 		var packed []*pb.Entry
 		for _, en := range ents {
-			if isRecord(en) && en.GetData()[0] == packedMark {
+			if isRecord(en) && en.GetData()[0] == s2Mark {
 				packed = append(packed, en)
 			}
 		}
@@ -539,7 +541,8 @@ func TestRecordsAreCompressedOnceByTheLeader(t *testing.T) {
 }
 
 // packRecord leaves small and dense records as they are (a copy), and
-// unpackRecord refuses a compressed record longer than it allows.
+// unpackRecord refuses a compressed record longer than it allows, and
+// still reads the records brokers compressed with zstd before S2.
 func TestPackRecord(t *testing.T) {
 	small := []byte{3, 1, 2, 3}
 	if got := packRecord(nil, small); string(got) != string(small) || &got[0] == &small[0] {
@@ -551,7 +554,7 @@ func TestPackRecord(t *testing.T) {
 	}
 	rec := append([]byte{3}, []byte(strings.Repeat("the same words again ", 500))...)
 	p := packRecord(nil, rec)
-	if p[0] != packedMark || len(p) >= len(rec)/4 {
+	if p[0] != s2Mark || len(p) >= len(rec)/4 {
 		t.Fatalf("a compressible record of %d bytes packed to %d (mark %#x)", len(rec), len(p), p[0])
 	}
 	if got, err := unpackRecord(p, len(rec)); err != nil || string(got) != string(rec) {
@@ -560,8 +563,26 @@ func TestPackRecord(t *testing.T) {
 	if _, err := unpackRecord(p, len(rec)-1); err == nil {
 		t.Fatal("a record past the entry limit was unpacked")
 	}
-	if _, err := unpackRecord([]byte{packedMark, 0x80}, 1<<20); err == nil {
+	if _, err := unpackRecord([]byte{s2Mark, 0x80}, 1<<20); err == nil {
 		t.Fatal("a truncated length was unpacked")
+	}
+	if _, err := unpackRecord(p[:len(p)-3], len(rec)); err == nil {
+		t.Fatal("a cut S2 block was unpacked")
+	}
+
+	// The zstd form an older leader wrote.
+	old, ok := rlog.CompressRecord(binary.AppendUvarint([]byte{packedMark}, uint64(len(rec))), rec)
+	if !ok {
+		t.Fatal("zstd did not compress the record")
+	}
+	if got, err := unpackRecord(old, len(rec)); err != nil || string(got) != string(rec) {
+		t.Fatalf("unpack of a zstd record: %v", err)
+	}
+	if _, err := unpackRecord(old, len(rec)-1); err == nil {
+		t.Fatal("a zstd record past the entry limit was unpacked")
+	}
+	if _, err := unpackRecord([]byte{packedMark, 0x80}, 1<<20); err == nil {
+		t.Fatal("a zstd record's truncated length was unpacked")
 	}
 }
 

@@ -407,9 +407,16 @@ func (s *Shard) build(j *journal) {
 const snapshotMark = 0xff
 
 // packedMark starts the data of an entry that holds an engine record
-// compressed by the leader that proposed it (journal.Append):
+// compressed with zstd by the leader that proposed it, as brokers before
+// s2Mark wrote them (read, no longer written):
 //
 //	packed record = packedMark | rawLen uvarint | zstd frame (log.CompressRecord)
+const packedMark = 0xfe
+
+// s2Mark starts the data of an entry that holds an engine record the
+// leader that proposed it compressed (journal.Append, log.Compressor.Pack):
+//
+//	packed record = s2Mark | S2 block (its raw length first)
 //
 // Compressed once, at the leader, a record goes compressed to every
 // replica and into every journal, where a large group of such records is
@@ -418,28 +425,26 @@ const snapshotMark = 0xff
 // took 16% of the three brokers' CPU under the harness's push, and the
 // links and the disk carried the records whole. No engine record starts
 // with it (their kinds are small numbers).
-const packedMark = 0xfe
+const s2Mark = 0xfd
 
 // minPackBytes is the smallest record journal.Append compresses: the
 // small ones (an ack's, a lease's) save too little.
 const minPackBytes = 512
 
-// maxPackScratch bounds the buffers packScratch keeps (a larger record's
-// buffer goes back to the heap).
-const maxPackScratch = 256 << 10
-
 // packScratch holds the buffers records are compressed into, before the
 // entry's data is copied out at its size.
 var packScratch = sync.Pool{New: func() any { return new([]byte) }}
 
+// maxPackScratch bounds the buffers packScratch keeps (a larger record's
+// buffer goes back to the heap).
+const maxPackScratch = 256 << 10
+
 // packRecord returns the data of the entry that holds rec: rec compressed
-// by c (packedMark) when that makes it smaller, else a copy of rec.
+// by c (s2Mark) when that makes it smaller, else a copy of rec.
 func packRecord(c *rlog.Compressor, rec []byte) []byte {
 	if len(rec) >= minPackBytes {
 		bp := packScratch.Get().(*[]byte)
-		b := append((*bp)[:0], packedMark)
-		b = binary.AppendUvarint(b, uint64(len(rec)))
-		b, ok := c.Compress(b, rec)
+		b, ok := c.Pack(append((*bp)[:0], s2Mark), rec)
 		var data []byte
 		if ok && len(b) < len(rec) {
 			data = append([]byte(nil), b...)
@@ -459,14 +464,20 @@ func packRecord(c *rlog.Compressor, rec []byte) []byte {
 // itself, or what packRecord compressed (a new buffer), which must be at
 // most maxRaw bytes.
 func unpackRecord(data []byte, maxRaw int) ([]byte, error) {
-	if len(data) == 0 || data[0] != packedMark {
+	if len(data) == 0 {
 		return data, nil
 	}
-	n, k := binary.Uvarint(data[1:])
-	if k <= 0 || n > uint64(maxRaw) {
-		return nil, fmt.Errorf("replica: a compressed record's length: %w", errBadRecord)
+	switch data[0] {
+	case s2Mark:
+		return rlog.UnpackRecord(nil, data[1:], maxRaw)
+	case packedMark:
+		n, k := binary.Uvarint(data[1:])
+		if k <= 0 || n > uint64(maxRaw) {
+			return nil, fmt.Errorf("replica: a compressed record's length: %w", errBadRecord)
+		}
+		return rlog.DecompressRecord(nil, data[1+k:], int(n))
 	}
-	return rlog.DecompressRecord(nil, data[1+k:], int(n))
+	return data, nil
 }
 
 // isSnapshot reports whether e is a snapshot entry.
