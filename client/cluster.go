@@ -521,7 +521,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	// refusal of theirs (no owner yet, or a broker's refusal of the resent
 	// part) says they were not stored. Answered failed, such an item was
 	// stored all the same once in a checker's 50 kill -9 cycles.
-	maybe := make([]bool, len(items))
+	var maybe []bool // made at the first such part
 	rr := newReroute()
 	for len(todo) > 0 {
 		md := r.ownedTable(ctx, len(todo), func(k int) (string, string) { return items[todo[k]].Queue, items[todo[k]].Partition })
@@ -540,7 +540,7 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 				}
 			}
 			if err != nil {
-				if maybe[i] {
+				if maybe != nil && maybe[i] {
 					ambiguous = cmp(ambiguous, err)
 					continue
 				}
@@ -552,28 +552,25 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 		}
 		type answer struct {
 			idx []int
-			res PushResults
 			err error
 		}
+		// send pushes the items idx names on p. Its results go straight
+		// into out, at their places: the parts' places are disjoint, and
+		// out is read once every answer is in.
 		send := func(p *pool, idx []int) answer {
-			sub := items
-			if !isAll(idx, len(items)) {
-				sub = make([]Item, len(idx))
-				for k, i := range idx {
-					sub[k] = items[i]
-				}
-			}
-			wctx, end := r.watchFor(ctx, p, len(sub), func(k int) (string, string) { return sub[k].Queue, sub[k].Partition }, nil)
-			res, err := pushOn(wctx, p, sub)
+			wctx, end := r.watchFor(ctx, p, len(idx), func(k int) (string, string) { return items[idx[k]].Queue, items[idx[k]].Partition }, nil)
+			err := pushOn(wctx, p, items, idx, out)
 			err = movedOr(wctx, err)
 			end()
-			return answer{idx, res, err}
+			return answer{idx, err}
 		}
 		answers := make(chan answer, len(parts))
+		n := 0
 		for p, idx := range parts {
-			if len(parts) == 1 {
-				// One broker holds every item (a batch of one partition,
-				// the usual case): no goroutine, no copy of the items.
+			if n++; n == len(parts) {
+				// The last part (the only one, for a batch of one
+				// partition, the usual case) is sent from here: one
+				// goroutine fewer.
 				answers <- send(p, idx)
 				break
 			}
@@ -587,10 +584,10 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 			switch {
 			case a.err == nil:
 				failedAll = false
-				for k, i := range a.idx {
-					out[i] = a.res[k]
-				}
 			case misrouted(a.err) && rr.more():
+				if maybe == nil {
+					maybe = make([]bool, len(items))
+				}
 				for _, i := range a.idx {
 					maybe[i] = true
 				}
@@ -631,21 +628,12 @@ func (r *router) push(ctx context.Context, items []Item) (PushResults, error) {
 	return out, nil
 }
 
-// isAll reports whether idx is 0, 1, ... n-1.
-func isAll(idx []int, n int) bool {
-	if len(idx) != n {
+// anyOf reports whether marks holds any of the indexes idx (nil marks
+// none).
+func anyOf(marks []bool, idx []int) bool {
+	if marks == nil {
 		return false
 	}
-	for k, i := range idx {
-		if i != k {
-			return false
-		}
-	}
-	return true
-}
-
-// anyOf reports whether marks holds any of the indexes idx.
-func anyOf(marks []bool, idx []int) bool {
 	for _, i := range idx {
 		if marks[i] {
 			return true
@@ -674,17 +662,22 @@ func cmp(first, err error) error {
 	return first
 }
 
-// pushOn pushes items on one broker's pool.
-func pushOn(ctx context.Context, p *pool, items []Item) (PushResults, error) {
-	var reply protocol.PushReply
-	if err := p.do(ctx, protocol.OpPush, pushFrame(items), &reply); err != nil {
-		return nil, err
+// pushOn pushes the items idx names on one broker's pool, and puts their
+// results in out at the same places.
+func pushOn(ctx context.Context, p *pool, items []Item, idx []int, out PushResults) error {
+	reply := pushReplies.Get().(*protocol.PushReply)
+	if err := p.do(ctx, protocol.OpPush, pushFrameOf(items, idx), reply); err != nil {
+		return err // reply not pooled: see Client.Push
 	}
-	out := pushResults(reply.Items, items)
-	if len(out) != len(items) {
-		return nil, fmt.Errorf("client: push of %d items answered with %d results", len(items), len(out))
+	if len(reply.Items) != len(idx) {
+		return fmt.Errorf("client: push of %d items answered with %d results", len(idx), len(reply.Items))
 	}
-	return out, nil
+	for k, i := range idx {
+		out[i] = pushResult(&reply.Items[k], &items[i])
+	}
+	clear(reply.Items)
+	pushReplies.Put(reply)
+	return nil
 }
 
 // pop serves Pop in a cluster.

@@ -43,10 +43,13 @@ func TestClusterRoutesByShard(t *testing.T) {
 		}
 	}
 	const parts, per = 24, 5
+	// The partitions interleave: each broker's part of the push is
+	// scattered over the batch, and its results go back to their places.
 	var items []client.Item
-	for p := range parts {
-		for k := range per {
-			items = append(items, client.Item{Queue: "jobs", Partition: fmt.Sprintf("p%d", p), Payload: fmt.Appendf(nil, "p%d-%d", p, k)})
+	for k := range per {
+		for p := range parts {
+			items = append(items, client.Item{Queue: "jobs", Partition: fmt.Sprintf("p%d", p), Payload: fmt.Appendf(nil, "p%d-%d", p, k),
+				TransactionID: fmt.Sprintf("t-p%d-%d", p, k)})
 		}
 	}
 	res, err := c0.Push(ctx, items...)
@@ -55,6 +58,13 @@ func TestClusterRoutesByShard(t *testing.T) {
 	}
 	if err := res.FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+	idOf := map[string]client.ID{}
+	for i, r := range res {
+		if r.TransactionID != items[i].TransactionID || r.Status != client.PushQueued {
+			t.Fatalf("result %d: %+v, for item %s", i, r, items[i].TransactionID)
+		}
+		idOf[string(items[i].Payload)] = r.MessageID
 	}
 	holding := 0
 	var total uint64
@@ -125,6 +135,9 @@ func TestClusterRoutesByShard(t *testing.T) {
 		for i, m := range msgs {
 			if acks[i].Err != nil {
 				t.Fatalf("ack of %s: %v", m.Payload, acks[i].Err)
+			}
+			if m.ID != idOf[string(m.Payload)] {
+				t.Fatalf("%s popped with id %v; its push answered %v", m.Payload, m.ID, idOf[string(m.Payload)])
 			}
 			seen[string(m.Payload)]++
 		}

@@ -47,6 +47,20 @@ func pushFrame(items []Item) func(dst []byte, id uint64) []byte {
 	}
 }
 
+// pushFrameOf encodes a Push request of the items idx names, in its
+// order, straight from the caller's items (a cluster's part of a push).
+func pushFrameOf(items []Item, idx []int) func(dst []byte, id uint64) []byte {
+	return func(dst []byte, id uint64) []byte {
+		dst, start := protocol.AppendPushRequestStart(dst, id, len(idx))
+		for _, i := range idx {
+			it := &items[i]
+			dst = protocol.AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
+		}
+		protocol.PatchLength(dst, start)
+		return dst
+	}
+}
+
 // pushReplies keeps decoded push replies (their result slice and string
 // arena) for the next Push: pushResults copies out what it keeps.
 var pushReplies = sync.Pool{New: func() any { return new(protocol.PushReply) }}
@@ -57,17 +71,26 @@ var pushReplies = sync.Pool{New: func() any { return new(protocol.PushReply) }}
 func pushResults(in []protocol.PushResult, items []Item) PushResults {
 	out := make(PushResults, len(in))
 	for i := range in {
-		r := &in[i]
-		txn := r.TransactionID
-		if i < len(items) && items[i].TransactionID == txn {
-			txn = items[i].TransactionID
-		} else {
-			txn = strings.Clone(txn)
+		var it *Item
+		if i < len(items) {
+			it = &items[i]
 		}
-		out[i] = PushResult{Status: PushStatus(r.Status), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID),
-			Offset: r.Offset, TransactionID: txn, Err: codeErr(r.Code, strings.Clone(r.Error))}
+		out[i] = pushResult(&in[i], it)
 	}
 	return out
+}
+
+// pushResult converts r, the result of it (nil: unknown), as pushResults
+// does.
+func pushResult(r *protocol.PushResult, it *Item) PushResult {
+	txn := r.TransactionID
+	if it != nil && it.TransactionID == txn {
+		txn = it.TransactionID
+	} else {
+		txn = strings.Clone(txn)
+	}
+	return PushResult{Status: PushStatus(r.Status), MessageID: ID(r.MessageID), PartitionID: ID(r.PartitionID),
+		Offset: r.Offset, TransactionID: txn, Err: codeErr(r.Code, strings.Clone(r.Error))}
 }
 
 // PopRequest is the low-level form of a pop; QueueBuilder builds it.
