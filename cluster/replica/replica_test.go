@@ -569,6 +569,20 @@ func TestPackRecord(t *testing.T) {
 	if _, err := unpackRecord(p[:len(p)-3], len(rec)); err == nil {
 		t.Fatal("a cut S2 block was unpacked")
 	}
+	// Records of the largest sizes: a 1 MiB message of noise is stored as
+	// it is, 4 MiB of clear text is packed and comes back whole.
+	big := append([]byte{3}, noise(6, 1<<20)...)
+	if got := packRecord(nil, big); string(got) != string(big) {
+		t.Fatal("a 1 MiB record that does not compress was changed")
+	}
+	large := append([]byte{3}, []byte(strings.Repeat(`{"order":1234,"status":"paid"}`, 4<<20/30))...)
+	lp := packRecord(nil, large)
+	if lp[0] != s2Mark || len(lp) >= len(large)/4 {
+		t.Fatalf("a compressible record of %d bytes packed to %d", len(large), len(lp))
+	}
+	if got, err := unpackRecord(lp, len(large)); err != nil || string(got) != string(large) {
+		t.Fatalf("unpack of %d bytes: %v", len(large), err)
+	}
 
 	// The zstd form an older leader wrote.
 	old, ok := rlog.CompressRecord(binary.AppendUvarint([]byte{packedMark}, uint64(len(rec))), rec)
