@@ -566,3 +566,121 @@ func TestClustersWithAuthOn(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicatedClusterLargeMessagesAcrossALeadersStop: messages of 1 MiB,
+// clear text (the leader packs their records) and noise (stored as they
+// are), pushed by four clients at once to a replicated cluster, come back
+// byte for byte, once each, after a broker leading shards stopped and the
+// others rebuilt those shards' engines from their journals.
+func TestReplicatedClusterLargeMessagesAcrossALeadersStop(t *testing.T) {
+	cl := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	via := 0 // the broker the clients dial
+	dial := func() *client.Client {
+		c, err := client.Dial(ctx, cl.Brokers[via].TCPAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	const parts, clients, each = 4, 4, 3
+	want := map[string][]byte{}
+	var mu sync.Mutex
+	payload := func(n int) []byte {
+		if n%2 == 0 {
+			return bytes.Repeat(fmt.Appendf(nil, `{"order":%d,"status":"paid"},`, n), (1<<20)/28)
+		}
+		b := make([]byte, 1<<20)
+		rand.Read(b)
+		return b
+	}
+	push := func(c *client.Client, n int) error {
+		it := client.Item{Queue: "big", Partition: fmt.Sprintf("p%d", n%parts), TransactionID: fmt.Sprintf("t%d", n), Payload: payload(n)}
+		mu.Lock()
+		want[it.TransactionID] = it.Payload
+		mu.Unlock()
+		for {
+			res, err := c.Push(ctx, it)
+			if err == nil {
+				err = res.FirstErr()
+			}
+			if err == nil {
+				return nil
+			}
+			switch protocol.CodeOf(err) {
+			case protocol.CodeNotLeader, protocol.CodeNotOwner, protocol.CodeUnavailable, protocol.CodeClosed, protocol.CodeOverloaded:
+			default:
+				return fmt.Errorf("push of %s: %w", it.TransactionID, err)
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("push of %s: %w", it.TransactionID, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	round := func(base int) {
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for k := range clients {
+			c := dial()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if err := push(c, base+k*each+i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	round(0)
+	// Stop the broker leading the most shards; the clients dial another.
+	victim := 0
+	for i, b := range cl.Brokers {
+		if len(b.Shards()) > len(cl.Brokers[victim].Shards()) {
+			victim = i
+		}
+	}
+	t.Logf("b%d, leading %d of 4 shards, stops", victim+1, len(cl.Brokers[victim].Shards()))
+	via = (victim + 1) % 3
+	cl.Stop(victim)
+	round(clients * each)
+
+	c := dial()
+	seen := map[string]int{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < len(want) && time.Now().Before(deadline) {
+		msgs, err := c.Pop(ctx, client.PopRequest{Queue: "big", Batch: 2, Partitions: parts, Wait: true, Timeout: 200 * time.Millisecond})
+		if err != nil {
+			if c := protocol.CodeOf(err); c == protocol.CodeUnavailable || c == protocol.CodeNotLeader {
+				continue
+			}
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			seen[m.TransactionID]++
+			if !bytes.Equal(m.Payload, want[m.TransactionID]) {
+				t.Fatalf("%s came back with %d bytes that differ from the %d pushed", m.TransactionID, len(m.Payload), len(want[m.TransactionID]))
+			}
+		}
+		if len(msgs) > 0 {
+			if _, err := c.Ack(ctx, msgs, client.Completed, client.AckOptions{}); err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+		}
+	}
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("%s was delivered %d times", id, seen[id])
+		}
+	}
+}
