@@ -123,31 +123,7 @@ func TestReplicatedClusterKeepsEveryAnsweredPushAcrossALeadersStop(t *testing.T)
 	})
 
 	// Every push answered stored is there once, nothing else is.
-	seen := map[string]int{}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(seen) < 2*perRound && time.Now().Before(deadline) {
-		msgs, err := c.Pop(ctx, client.PopRequest{Queue: "orders", Batch: 50, Partitions: parts, Wait: true, Timeout: 200 * time.Millisecond})
-		if err != nil {
-			if c := protocol.CodeOf(err); c == protocol.CodeUnavailable || c == protocol.CodeNotLeader {
-				continue
-			}
-			t.Fatal(err)
-		}
-		for _, m := range msgs {
-			seen[m.TransactionID]++
-		}
-		if len(msgs) > 0 {
-			if res, err := c.Ack(ctx, msgs, client.Completed, client.AckOptions{}); err != nil {
-				t.Fatalf("ack: %v", err)
-			} else {
-				for i := range res {
-					if res[i].Err != nil {
-						t.Fatalf("ack of %s: %v", msgs[i].TransactionID, res[i].Err)
-					}
-				}
-			}
-		}
-	}
+	seen := popAll(t, ctx, c, "orders", parts, 50, 2*perRound, 20*time.Second, nil)
 	for n := range 2 * perRound {
 		if k := seen[fmt.Sprintf("t%d", n)]; k != 1 {
 			t.Errorf("push t%d, answered stored, was delivered %d times", n, k)
@@ -156,6 +132,43 @@ func TestReplicatedClusterKeepsEveryAnsweredPushAcrossALeadersStop(t *testing.T)
 	if len(seen) != 2*perRound {
 		t.Errorf("%d distinct messages delivered, %d pushed", len(seen), 2*perRound)
 	}
+}
+
+// popAll pops from queue's partitions and acks what it gets, through
+// elections, until n distinct transactionIds came or within passed; it
+// calls each (if not nil) on every message and says how many times each
+// transactionId came.
+func popAll(t *testing.T, ctx context.Context, c *client.Client, queue string, parts, batch, n int, within time.Duration, each func(client.Message)) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	deadline := time.Now().Add(within)
+	for len(seen) < n && time.Now().Before(deadline) {
+		msgs, err := c.Pop(ctx, client.PopRequest{Queue: queue, Batch: batch, Partitions: parts, Wait: true, Timeout: 200 * time.Millisecond})
+		if err != nil {
+			if c := protocol.CodeOf(err); c == protocol.CodeUnavailable || c == protocol.CodeNotLeader {
+				continue
+			}
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			seen[m.TransactionID]++
+			if each != nil {
+				each(m)
+			}
+		}
+		if len(msgs) > 0 {
+			res, err := c.Ack(ctx, msgs, client.Completed, client.AckOptions{})
+			if err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+			for i := range res {
+				if res[i].Err != nil {
+					t.Fatalf("ack of %s: %v", msgs[i].TransactionID, res[i].Err)
+				}
+			}
+		}
+	}
+	return seen
 }
 
 // TestReplicatedClusterConfiguresAndListsDeadLetters: a queue's
@@ -655,29 +668,11 @@ func TestReplicatedClusterLargeMessagesAcrossALeadersStop(t *testing.T) {
 	cl.Stop(victim)
 	round(clients * each)
 
-	c := dial()
-	seen := map[string]int{}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(seen) < len(want) && time.Now().Before(deadline) {
-		msgs, err := c.Pop(ctx, client.PopRequest{Queue: "big", Batch: 2, Partitions: parts, Wait: true, Timeout: 200 * time.Millisecond})
-		if err != nil {
-			if c := protocol.CodeOf(err); c == protocol.CodeUnavailable || c == protocol.CodeNotLeader {
-				continue
-			}
-			t.Fatal(err)
+	seen := popAll(t, ctx, dial(), "big", parts, 2, len(want), 30*time.Second, func(m client.Message) {
+		if !bytes.Equal(m.Payload, want[m.TransactionID]) {
+			t.Fatalf("%s came back with %d bytes that differ from the %d pushed", m.TransactionID, len(m.Payload), len(want[m.TransactionID]))
 		}
-		for _, m := range msgs {
-			seen[m.TransactionID]++
-			if !bytes.Equal(m.Payload, want[m.TransactionID]) {
-				t.Fatalf("%s came back with %d bytes that differ from the %d pushed", m.TransactionID, len(m.Payload), len(want[m.TransactionID]))
-			}
-		}
-		if len(msgs) > 0 {
-			if _, err := c.Ack(ctx, msgs, client.Completed, client.AckOptions{}); err != nil {
-				t.Fatalf("ack: %v", err)
-			}
-		}
-	}
+	})
 	for id := range want {
 		if seen[id] != 1 {
 			t.Errorf("%s was delivered %d times", id, seen[id])
