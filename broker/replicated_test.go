@@ -145,7 +145,9 @@ func popAll(t *testing.T, ctx context.Context, c *client.Client, queue string, p
 	for len(seen) < n && time.Now().Before(deadline) {
 		msgs, err := c.Pop(ctx, client.PopRequest{Queue: queue, Batch: batch, Partitions: parts, Wait: true, Timeout: 200 * time.Millisecond})
 		if err != nil {
-			if c := protocol.CodeOf(err); c == protocol.CodeUnavailable || c == protocol.CodeNotLeader {
+			switch protocol.CodeOf(err) {
+			case protocol.CodeUnavailable, protocol.CodeNotLeader, protocol.CodeNotOwner, protocol.CodeClosed, protocol.CodeOverloaded:
+				time.Sleep(20 * time.Millisecond) // a shard changing hands
 				continue
 			}
 			t.Fatal(err)
@@ -603,7 +605,8 @@ func TestReplicatedClusterLargeMessagesAcrossALeadersStop(t *testing.T) {
 	var mu sync.Mutex
 	payload := func(n int) []byte {
 		if n%2 == 0 {
-			return bytes.Repeat(fmt.Appendf(nil, `{"order":%d,"status":"paid"},`, n), (1<<20)/28)
+			line := fmt.Appendf(nil, `{"order":%d,"status":"paid"},`, n)
+			return bytes.Repeat(line, (1<<20)/len(line)+1)[:1<<20]
 		}
 		b := make([]byte, 1<<20)
 		rand.Read(b)
@@ -656,16 +659,36 @@ func TestReplicatedClusterLargeMessagesAcrossALeadersStop(t *testing.T) {
 		}
 	}
 	round(0)
-	// Stop the broker leading the most shards; the clients dial another.
-	victim := 0
+	// Stop the broker whose shards took the most of these messages; the
+	// clients dial another.
+	victim, most := -1, uint64(0)
 	for i, b := range cl.Brokers {
-		if len(b.Shards()) > len(cl.Brokers[victim].Shards()) {
-			victim = i
+		var pushed uint64
+		for _, e := range b.Shards() {
+			pushed += e.Stats().Pushed
+		}
+		if pushed > most {
+			victim, most = i, pushed
 		}
 	}
-	t.Logf("b%d, leading %d of 4 shards, stops", victim+1, len(cl.Brokers[victim].Shards()))
+	if victim < 0 {
+		t.Fatal("no broker leads a shard holding the messages")
+	}
+	t.Logf("b%d, leading %d of 4 shards, which hold %d of the %d messages, stops", victim+1, len(cl.Brokers[victim].Shards()), most, clients*each)
 	via = (victim + 1) % 3
 	cl.Stop(victim)
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		n := 0
+		for i, b := range cl.Brokers {
+			if i != victim {
+				n += len(b.Shards())
+			}
+		}
+		if n != 4 {
+			return fmt.Errorf("the two brokers left lead %d of 4 shards", n)
+		}
+		return nil
+	})
 	round(clients * each)
 
 	seen := popAll(t, ctx, dial(), "big", parts, 2, len(want), 30*time.Second, func(m client.Message) {
