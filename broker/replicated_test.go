@@ -109,18 +109,7 @@ func TestReplicatedClusterKeepsEveryAnsweredPushAcrossALeadersStop(t *testing.T)
 		slowest = max(slowest, pushRetrying(t, ctx, c, item(n)))
 	}
 	t.Logf("b%d led %d of 4 shards; the slowest push after its stop took %v", victim+1, led, slowest)
-	brokertest.CheckFor(t, 10*time.Second, func() error {
-		n := 0
-		for i, b := range cl.Brokers {
-			if i != victim {
-				n += len(b.Shards())
-			}
-		}
-		if n != 4 {
-			return fmt.Errorf("the two brokers left lead %d of 4 shards", n)
-		}
-		return nil
-	})
+	waitForLeadsWithout(t, cl, victim)
 
 	// Every push answered stored is there once, nothing else is.
 	seen := popAll(t, ctx, c, "orders", parts, 50, 2*perRound, 20*time.Second, nil)
@@ -132,6 +121,24 @@ func TestReplicatedClusterKeepsEveryAnsweredPushAcrossALeadersStop(t *testing.T)
 	if len(seen) != 2*perRound {
 		t.Errorf("%d distinct messages delivered, %d pushed", len(seen), 2*perRound)
 	}
+}
+
+// waitForLeadsWithout waits until the brokers of cl other than victim
+// lead all four shards (startReplicated's).
+func waitForLeadsWithout(t *testing.T, cl *brokertest.Cluster, victim int) {
+	t.Helper()
+	brokertest.CheckFor(t, 10*time.Second, func() error {
+		n := 0
+		for i, b := range cl.Brokers {
+			if i != victim {
+				n += len(b.Shards())
+			}
+		}
+		if n != 4 {
+			return fmt.Errorf("the brokers left lead %d of 4 shards", n)
+		}
+		return nil
+	})
 }
 
 // popAll pops from queue's partitions and acks what it gets, through
@@ -677,18 +684,7 @@ func TestReplicatedClusterLargeMessagesAcrossALeadersStop(t *testing.T) {
 	t.Logf("b%d, leading %d of 4 shards, which hold %d of the %d messages, stops", victim+1, len(cl.Brokers[victim].Shards()), most, clients*each)
 	via = (victim + 1) % 3
 	cl.Stop(victim)
-	brokertest.CheckFor(t, 10*time.Second, func() error {
-		n := 0
-		for i, b := range cl.Brokers {
-			if i != victim {
-				n += len(b.Shards())
-			}
-		}
-		if n != 4 {
-			return fmt.Errorf("the two brokers left lead %d of 4 shards", n)
-		}
-		return nil
-	})
+	waitForLeadsWithout(t, cl, victim)
 	round(clients * each)
 
 	seen := popAll(t, ctx, dial(), "big", parts, 2, len(want), 30*time.Second, func(m client.Message) {

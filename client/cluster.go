@@ -666,7 +666,7 @@ func cmp(first, err error) error {
 // results in out at the same places.
 func pushOn(ctx context.Context, p *pool, items []Item, idx []int, out PushResults) error {
 	reply := pushReplies.Get().(*protocol.PushReply)
-	if err := p.do(ctx, protocol.OpPush, pushFrameOf(items, idx), reply); err != nil {
+	if err := p.do(ctx, protocol.OpPush, pushFrame(items, idx), reply); err != nil {
 		return err // reply not pooled: see Client.Push
 	}
 	if len(reply.Items) != len(idx) {

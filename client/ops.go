@@ -19,7 +19,7 @@ func (c *Client) Push(ctx context.Context, items ...Item) (PushResults, error) {
 		return c.cl.push(ctx, items)
 	}
 	reply := pushReplies.Get().(*protocol.PushReply)
-	err := c.do(ctx, protocol.OpPush, pushFrame(items), reply)
+	err := c.do(ctx, protocol.OpPush, pushFrame(items, nil), reply)
 	if err != nil {
 		// Not pooled: after a cancelled wait the reply may still be
 		// decoded into it.
@@ -34,25 +34,21 @@ func (c *Client) Push(ctx context.Context, items ...Item) (PushResults, error) {
 	return out, nil
 }
 
-// pushFrame encodes a Push request straight from the caller's items.
-func pushFrame(items []Item) func(dst []byte, id uint64) []byte {
+// pushFrame encodes a Push request straight from the caller's items: those
+// idx names, in its order (a cluster's part of a push), or all of them when
+// idx is nil.
+func pushFrame(items []Item, idx []int) func(dst []byte, id uint64) []byte {
 	return func(dst []byte, id uint64) []byte {
-		dst, start := protocol.AppendPushRequestStart(dst, id, len(items))
-		for i := range items {
-			it := &items[i]
-			dst = protocol.AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
+		n := len(items)
+		if idx != nil {
+			n = len(idx)
 		}
-		protocol.PatchLength(dst, start)
-		return dst
-	}
-}
-
-// pushFrameOf encodes a Push request of the items idx names, in its
-// order, straight from the caller's items (a cluster's part of a push).
-func pushFrameOf(items []Item, idx []int) func(dst []byte, id uint64) []byte {
-	return func(dst []byte, id uint64) []byte {
-		dst, start := protocol.AppendPushRequestStart(dst, id, len(idx))
-		for _, i := range idx {
+		dst, start := protocol.AppendPushRequestStart(dst, id, n)
+		for k := range n {
+			i := k
+			if idx != nil {
+				i = idx[k]
+			}
 			it := &items[i]
 			dst = protocol.AppendPushItem(dst, it.Queue, it.Partition, it.TransactionID, it.TraceID, it.Payload)
 		}

@@ -140,7 +140,7 @@ func (p *Producer) sendLocked() {
 	}
 	cn := p.cn
 	if err == nil {
-		cl, err = cn.start(ctx, protocol.OpPush, pushFrame(items), reply)
+		cl, err = cn.start(ctx, protocol.OpPush, pushFrame(items, nil), reply)
 	}
 	go func() {
 		defer p.flights.Done()

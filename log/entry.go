@@ -161,6 +161,20 @@ const (
 	denseSkip = 15
 )
 
+// skip reads g's guess (guessProbe for a nil g) and reports whether the
+// next body is one of those to store without trying, counting it off.
+func (g *Compressor) skip() (guess int32, skip bool) {
+	if g == nil {
+		return guessProbe, false
+	}
+	guess = g.guess.Load()
+	if guess > 0 {
+		g.guess.CompareAndSwap(guess, guess-1)
+		return guess, true
+	}
+	return guess, false
+}
+
 // Compress is CompressRecord with g's guess of whether src is worth
 // compressing (see Compressor): it appends src compressed to dst and
 // returns it with true when that made it smaller; otherwise dst as it was
@@ -169,13 +183,9 @@ func (g *Compressor) Compress(dst, src []byte) ([]byte, bool) {
 	if len(src) < minCompressBytes {
 		return dst, false
 	}
-	guess := int32(guessProbe)
-	if g != nil {
-		guess = g.guess.Load()
-	}
+	guess, skip := g.skip()
 	switch {
-	case guess > 0:
-		g.guess.CompareAndSwap(guess, guess-1)
+	case skip:
 		return dst, false
 	case guess == guessProbe && !compressible(src):
 		if g != nil {
@@ -393,12 +403,8 @@ func (g *Compressor) Pack(dst, src []byte) ([]byte, bool) {
 	if len(src) < minCompressBytes || s2.MaxEncodedLen(len(src)) < 0 {
 		return dst, false
 	}
-	guess := int32(guessProbe)
-	if g != nil {
-		guess = g.guess.Load()
-	}
-	if guess > 0 {
-		g.guess.CompareAndSwap(guess, guess-1)
+	guess, skip := g.skip()
+	if skip {
 		return dst, false
 	}
 	n := len(dst)

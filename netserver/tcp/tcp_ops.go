@@ -47,6 +47,7 @@ func init() {
 func (tc *tcpConn) push(id uint64, body []byte) bool {
 	j := pushJobs.Get().(*pushJob)
 	if err := j.req.Decode(body); err != nil {
+		tc.detachLarge(&j.req) // its arena was sized for the large frame
 		pushJobs.Put(j)
 		tc.send(errReply{protocol.OpPush, id, err})
 		return false
@@ -102,6 +103,7 @@ type ackJob struct {
 func (tc *tcpConn) ack(id uint64, body []byte) bool {
 	j := ackJobs.Get().(*ackJob)
 	if err := j.req.Decode(body); err != nil {
+		tc.detachLarge(&j.req) // its arena was sized for the large frame
 		ackJobs.Put(j)
 		tc.send(errReply{protocol.OpAck, id, err})
 		return false
