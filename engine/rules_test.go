@@ -657,8 +657,12 @@ func TestAckByIDTextAllocatesNoMore(t *testing.T) {
 			}
 		})
 	}
+	// AllocsPerRun counts the whole process's allocations, the journal's
+	// goroutines' included, and those vary from run to run (by 11 over
+	// the 5 runs once under the race detector, which failed this test at
+	// a margin of 10). An allocation per message would add 100.
 	byID, byText := allocs(false), allocs(true)
-	if byText > byID+10 {
+	if byText > byID+50 {
 		t.Fatalf("a batch of 100 acks by id text allocates %.0f times, by id %.0f", byText, byID)
 	}
 }
