@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +16,21 @@ import (
 
 	"github.com/regentmq/regent/broker/brokertest"
 	"github.com/regentmq/regent/client"
+	"github.com/regentmq/regent/internal/freeport"
 	"github.com/regentmq/regent/log"
 )
 
+// freePort is a loopback address for a `regent serve` this test starts.
+// Not one of port 0's: those come from the range outgoing connections take
+// theirs from, and the other packages' tests, running meanwhile, open
+// thousands (a serve whose port was taken so did not start, once in CI).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // startServe runs `regent serve` as a child and waits until it listens.
@@ -43,10 +46,19 @@ func startServeWith(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = &lockedBuffer{}
+	}
+	said := func() string { // what it wrote to stderr, where this can read it
+		if s, ok := cmd.Stderr.(fmt.Stringer); ok {
+			return s.String()
+		}
+		return "(stderr elsewhere)"
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
+	ready, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -57,12 +69,16 @@ func startServeWith(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
 				return
 			}
 		}
+		close(ended) // it exited before it listened
 	}()
 	select {
 	case <-ready:
+	case <-ended:
+		cmd.Wait()
+		t.Fatalf("regent serve exited before it listened: %s", said())
 	case <-time.After(20 * time.Second):
 		cmd.Process.Kill()
-		t.Fatal("regent serve did not start")
+		t.Fatalf("regent serve did not start in 20 s: %s", said())
 	}
 	return cmd
 }
